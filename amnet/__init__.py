@@ -1,0 +1,31 @@
+"""amnet: a GASNet-style active-message communication layer for Python.
+
+The public namespace is curated here; everything else lives in private modules. See
+``docs/user-guide.md`` to run jobs and DESIGN.md for the contract.
+"""
+
+from ._config import Config as Config
+from ._errors import AMNetError as AMNetError
+from ._errors import BarrierMismatch as BarrierMismatch
+from ._errors import CollectiveMismatch as CollectiveMismatch
+from ._errors import ConfigError as ConfigError
+from ._errors import InitError as InitError
+from ._errors import JobAborted as JobAborted
+from ._errors import JobFailed as JobFailed
+from ._errors import RankError as RankError
+from ._errors import RemoteTraceback as RemoteTraceback
+from ._errors import TopologyError as TopologyError
+from ._topology import Topology as Topology
+from .core._runtime import abort as abort
+from .core._runtime import finalize as finalize
+from .core._runtime import init as init
+from .core.endpoint import Endpoint as Endpoint
+from .launch.api import run as run
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AMNetError", "BarrierMismatch", "CollectiveMismatch", "Config", "ConfigError", "Endpoint",
+    "InitError", "JobAborted", "JobFailed", "RankError", "RemoteTraceback", "Topology",
+    "TopologyError", "abort", "finalize", "init", "run",
+]

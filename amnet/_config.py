@@ -1,0 +1,138 @@
+"""The configuration object (DESIGN.md section 12).
+
+A closed set of typed options. Each option has an ``AMNET_<NAME>`` environment variable;
+``amnet-run`` flags override the environment, which overrides the default. An unknown
+``AMNET_*`` variable or a bad value is a :class:`ConfigError` at start that names the option
+and what it accepts. ``amnet-run`` resolves the configuration once and hands it to every rank.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from ._errors import ConfigError
+
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(text: str | int) -> int:
+    """Parse ``"64M"``, ``"64MiB"``, ``"1g"`` or ``"4096"`` into bytes (binary units).
+
+    Raises:
+        ValueError: the text is not a size.
+    """
+    if isinstance(text, int) and not isinstance(text, bool):
+        return text
+    m = _SIZE_RE.match(str(text))
+    if not m:
+        raise ValueError(f"{text!r} is not a size (examples: 4096, 64K, 64M, 1G)")
+    return int(m.group(1)) * _UNITS[m.group(2).lower()]
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    name: str
+    parse: Callable[[Any], Any]
+    default: Any
+    accepts: str
+    doc: str
+    check: Callable[[Any], bool] = lambda v: True
+
+    @property
+    def env(self) -> str:
+        return "AMNET_" + self.name.upper()
+
+
+OPTIONS: dict[str, Option] = {
+    o.name: o
+    for o in [
+        Option(
+            "segment_size",
+            parse_size,
+            64 << 20,
+            "a size in bytes, at least 4096 (e.g. 4096, 64M, 1G)",
+            "Bytes in each rank's segment (`--segment-size`).",
+            lambda v: v >= 4096,
+        ),
+    ]
+}
+
+#: Variables amnet sets for its own processes; they are not user options.
+INTERNAL_ENV = frozenset({"AMNET_JOB_TOKEN", "AMNET_JOB_SPEC"})
+
+
+class Config(Mapping[str, Any]):
+    """A resolved, read-only configuration: option name -> typed value."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        self._values = MappingProxyType(dict(values))
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self._values[key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"Config({dict(self._values)!r})"
+
+    @classmethod
+    def resolve(
+        cls, env: Mapping[str, str] | None = None, overrides: Mapping[str, Any] | None = None
+    ) -> Config:
+        """Resolve options: ``overrides`` (flags) > ``env`` > defaults.
+
+        Raises:
+            ConfigError: an unknown ``AMNET_*`` variable, an unknown override, or a bad value.
+        """
+        env = os.environ if env is None else env
+        known = {o.env: o for o in OPTIONS.values()}
+        for var in env:
+            if var.startswith("AMNET_") and var not in known and var not in INTERNAL_ENV:
+                raise ConfigError(
+                    f"unknown environment variable {var}; amnet options are: "
+                    + ", ".join(sorted(known))
+                )
+        values: dict[str, Any] = {}
+        for opt in OPTIONS.values():
+            source, raw = "default", opt.default
+            if opt.env in env:
+                source, raw = opt.env, env[opt.env]
+            if overrides and overrides.get(opt.name) is not None:
+                source, raw = opt.name.replace("_", "-"), overrides[opt.name]
+            values[opt.name] = _convert(opt, raw, source)
+        for name in overrides or ():
+            if name not in OPTIONS:
+                raise ConfigError(f"unknown amnet option {name!r}; options are: {', '.join(OPTIONS)}")
+        return cls(values)
+
+    def to_wire(self) -> dict[str, Any]:
+        return dict(self._values)
+
+
+def _convert(opt: Option, raw: Any, source: str) -> Any:
+    try:
+        value = opt.parse(raw)
+        ok = opt.check(value)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ConfigError(f"bad value {raw!r} for {opt.name} (from {source}): expected {opt.accepts}")
+    return value

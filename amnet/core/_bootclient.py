@@ -1,0 +1,138 @@
+"""The rank side of the bootstrap protocol: one connection per process, shared by its ranks.
+
+A daemon I/O thread owns the zmq DEALER socket (zmq sockets are not thread-safe); rank-threads
+queue messages for it and wait on a condition for replies. An ``abort`` from the launcher wakes
+every waiter with :class:`amnet.JobAborted`.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import threading
+from typing import Any
+
+import zmq
+
+from .. import _protocol as proto
+from .._errors import BarrierMismatch, CollectiveMismatch, JobAborted
+
+_ERRORS = {"BarrierMismatch": BarrierMismatch, "CollectiveMismatch": CollectiveMismatch}
+
+
+class BootClient:
+    """Bootstrap connection of one process. Thread-safe; every method may block."""
+
+    def __init__(
+        self, address: str, token: str, proc: int, host: str, threads_per_proc: int,
+        finished: list[list[int]],
+    ) -> None:
+        self.address = address
+        self._t = threads_per_proc
+        self._ctx = zmq.Context()
+        sock = self._ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 2000)
+        sock.setsockopt(zmq.RECONNECT_IVL, 10)
+        sock.connect(address)
+        self._sock = sock
+        self._out: collections.deque[bytes] = collections.deque()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        self._cond = threading.Condition()
+        self._replies: dict[tuple, dict[str, Any]] = {}
+        self._taken: collections.Counter = collections.Counter()
+        self.aborted: JobAborted | None = None
+        self.send({"t": "hello", "kind": "proc", "token": token, "proc": proc,
+                   "pid": os.getpid(), "host": host, "done": finished})
+        self._thread = threading.Thread(target=self._loop, name="amnet-bootstrap", daemon=True)
+        self._thread.start()
+
+    # -- rank-thread side -----------------------------------------------------------------
+    def send(self, msg: dict[str, Any]) -> None:
+        self._out.append(proto.pack(msg))
+        os.write(self._wake_w, b"\0")
+
+    def _wait(self, key: tuple, timeout: float | None = None) -> dict[str, Any] | None:
+        with self._cond:
+            ok = self._cond.wait_for(
+                lambda: key in self._replies or self.aborted is not None, timeout)
+            if key in self._replies:
+                return self._replies[key]
+            if self.aborted is not None:
+                raise self.aborted
+            assert not ok
+            return None
+
+    def collective(self, rank: int, seq: int, op: str, name: str | None = None,
+                   value: Any = None) -> Any:
+        """Enter the ``seq``-th bootstrap collective of ``rank`` and return its value.
+
+        Raises:
+            JobAborted: the job is being torn down while waiting.
+            CollectiveMismatch / BarrierMismatch: ranks disagreed on the op or the name.
+        """
+        if self.aborted is not None:
+            raise self.aborted
+        self.send({"t": "coll", "rank": rank, "seq": seq, "op": op, "name": name,
+                   "value": value})
+        key = ("coll", seq)
+        reply = self._wait(key)
+        with self._cond:
+            self._taken[key] += 1
+            if self._taken[key] >= self._t:
+                del self._replies[key], self._taken[key]
+        err = reply.get("error")
+        if err:
+            raise _ERRORS.get(err[0], CollectiveMismatch)(err[1])
+        return reply.get("value")
+
+    def report(self, msg: dict[str, Any], timeout: float = 5.0) -> bool:
+        """Send a ``done``/``abort`` message and wait for the launcher's receipt."""
+        key = ("ack", msg["rank"], msg["t"])
+        self.send(msg)
+        try:
+            return self._wait(key, timeout) is not None
+        except JobAborted:
+            return False
+
+    # -- I/O thread -------------------------------------------------------------------------
+    def _loop(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self._sock, zmq.POLLIN)
+        poller.register(self._wake_r, zmq.POLLIN)
+        sock = self._sock
+        while True:
+            events = dict(poller.poll())
+            if self._wake_r in events:
+                try:
+                    while os.read(self._wake_r, 4096):
+                        pass
+                except BlockingIOError:
+                    pass
+            while self._out:
+                sock.send(self._out.popleft())
+            if sock in events:
+                while True:
+                    try:
+                        data = sock.recv(zmq.NOBLOCK)
+                    except zmq.Again:
+                        break
+                    self._dispatch(data)
+
+    def _dispatch(self, data: bytes) -> None:
+        try:
+            msg = proto.unpack(data)
+        except proto.ProtocolError:
+            return
+        t = msg["t"]
+        with self._cond:
+            if t == "coll_done":
+                self._replies[("coll", msg["seq"])] = msg
+            elif t == "ack":
+                self._replies[("ack", msg["rank"], msg["of"])] = msg
+            elif t == "abort":
+                if self.aborted is None:
+                    self.aborted = JobAborted(msg.get("reason", "job aborted"), msg.get("code", 1))
+            else:
+                return
+            self._cond.notify_all()

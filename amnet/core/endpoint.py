@@ -1,0 +1,125 @@
+"""The Endpoint: one rank's handle on the job (DESIGN.md section 3).
+
+In this layer it carries the topology and the bootstrap collectives; the core AM API, the
+segment and the extended API hang off the same object.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+
+from .._errors import InitError
+from ._runtime import RankContext
+
+
+def _check_name(name: Any) -> Any:
+    if name is None or (isinstance(name, int | str) and not isinstance(name, bool)):
+        return name
+    raise TypeError(f"a barrier name must be None, an int or a str, got {type(name).__name__}")
+
+
+class Bootstrap:
+    """Collectives carried by the launcher's bootstrap service (slow path, any time).
+
+    Usable from ``amnet.init()`` to ``amnet.finalize()``. Every rank must call the same
+    collectives in the same order; each call blocks until all ranks entered it.
+    """
+
+    __slots__ = ("_ctx",)
+
+    def __init__(self, ctx: RankContext) -> None:
+        self._ctx = ctx
+
+    def _live(self) -> RankContext:
+        if self._ctx.finalized:
+            raise InitError(f"rank {self._ctx.rank} already called amnet.finalize()")
+        return self._ctx
+
+    @property
+    def address(self) -> str | None:
+        """The launcher's bootstrap address (None in a one-rank ``python app.py`` job)."""
+        p = self._ctx.process
+        return None if p is None else p.spec["bootstrap"]
+
+    def barrier(self, name: int | str | None = None) -> None:
+        """Wait until every rank entered this barrier.
+
+        Raises:
+            BarrierMismatch: two ranks passed different names (``None`` matches any name).
+            JobAborted: the job is being torn down.
+        """
+        self._live().collective("barrier", _check_name(name))
+
+    def allgather(self, value: Any) -> list[Any]:
+        """Return the list of every rank's ``value``, indexed by rank.
+
+        Raises:
+            TypeError: ``value`` cannot be encoded with msgpack (checked before sending).
+            JobAborted: the job is being torn down.
+        """
+        try:
+            msgpack.packb(value, use_bin_type=True)
+        except Exception as e:
+            raise TypeError(f"allgather values must be msgpack-serialisable: {e}") from None
+        return self._live().collective("allgather", value=value)
+
+
+class Endpoint:
+    """This rank's view of the job. Returned by :func:`amnet.init`; one per rank."""
+
+    __slots__ = ("_ctx", "_topo", "bootstrap", "host", "local_ranks", "node", "nodes", "proc",
+                 "procs", "procs_per_node", "rank", "size", "thread", "threads_per_proc")
+
+    def __init__(self, ctx: RankContext) -> None:
+        topo = ctx.topology
+        self._ctx = ctx
+        self._topo = topo
+        self.rank: int = ctx.rank
+        self.size: int = topo.size
+        self.proc: int = topo.proc_of(ctx.rank)
+        self.procs: int = topo.procs
+        self.thread: int = topo.thread_of(ctx.rank)
+        self.threads_per_proc: int = topo.threads_per_proc
+        self.procs_per_node: int = topo.procs_per_node
+        self.node: int = topo.node_of(ctx.rank)
+        self.nodes: int = topo.nodes
+        self.local_ranks: range = topo.ranks_of_node(self.node)
+        self.host: str = ctx.host
+        self.bootstrap = Bootstrap(ctx)
+
+    @property
+    def config(self):
+        """The job's resolved configuration (read-only)."""
+        return self._ctx.config
+
+    def is_local(self, rank: int) -> bool:
+        """True when ``rank`` is on my node (shares memory with me).
+
+        Raises:
+            RankError: ``rank`` is not a rank of this job.
+        """
+        return self._topo.node_of(self._topo.check_rank(rank)) == self.node
+
+    def same_process(self, rank: int) -> bool:
+        """True when ``rank`` is a thread of my process.
+
+        Raises:
+            RankError: ``rank`` is not a rank of this job.
+        """
+        return self._topo.proc_of(self._topo.check_rank(rank)) == self.proc
+
+    def barrier(self, name: int | str | None = None) -> None:
+        """Barrier of all ranks (carried by the bootstrap service in this version).
+
+        Raises:
+            BarrierMismatch: ranks passed different names; raised on every rank.
+            JobAborted: the job is being torn down while waiting.
+            InitError: this rank already finalized.
+        """
+        self.bootstrap.barrier(name)
+
+    def __repr__(self) -> str:
+        return (f"<amnet.Endpoint rank {self.rank}/{self.size} node {self.node}/{self.nodes} "
+                f"proc {self.proc} thread {self.thread} on {self.host}>")

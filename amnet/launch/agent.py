@@ -1,0 +1,126 @@
+"""The per-node agent: starts its node's rank processes, forwards their output, reports exits.
+
+Started by a spawner as ``python -m amnet.launch.agent (--node N | --node-from-env)``. The job
+spec arrives on standard input (length-prefixed msgpack; EOF later means the launcher is gone)
+or, for ``srun``/``mpirun``, in ``AMNET_JOB_SPEC``. The agent forks its rank processes *before*
+it opens any socket or starts any thread, so each fork is a clean copy with amnet already
+imported (no interpreter start-up per process), then runs an asyncio (uvloop) loop that relays
+output line by line, reports exits over the bootstrap connection and enforces teardown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import signal
+import socket
+import sys
+import traceback
+
+from .. import _protocol as proto
+from .._topology import Topology
+
+_NODE_ENV = ("SLURM_PROCID", "PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "MPI_LOCALRANKID")
+GRACE_S = 1.0  # after an abort: time for ranks to see JobAborted before SIGTERM
+KILL_S = 1.0  # after SIGTERM: time before SIGKILL
+LAUNCHER_SILENCE_S = 20.0
+
+
+def set_pdeathsig(sig: int = signal.SIGKILL) -> None:
+    """Ask Linux to send ``sig`` to this process when its parent dies (no-op elsewhere)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(sig), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _node_from_env() -> int:
+    for var in _NODE_ENV:
+        if var in os.environ:
+            return int(os.environ[var])
+    raise SystemExit("amnet agent: --node-from-env but none of " + ", ".join(_NODE_ENV) + " is set")
+
+
+def _fork_rank_process(spec: dict, proc: int, host: str, agent_pid: int):
+    r_out, w_out = os.pipe()
+    r_err, w_err = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the rank process
+        code = 1
+        try:
+            os.setpgid(0, 0)
+            set_pdeathsig()
+            if os.getppid() != agent_pid:
+                os._exit(1)
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
+                signal.signal(sig, signal.SIG_DFL)
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, 0)
+            os.dup2(w_out, 1)
+            os.dup2(w_err, 2)
+            os.closerange(3, 1 << 16)
+            from ..core._procmain import run_process
+
+            code = run_process(spec, proc, host)
+        except BaseException:
+            try:
+                os.write(2, traceback.format_exc().encode())
+            except OSError:
+                pass
+        finally:
+            os._exit(code)
+    os.close(w_out)
+    os.close(w_err)
+    return pid, r_out, r_err
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m amnet.launch.agent",
+                                 description="amnet node agent (started by amnet-run)")
+    g = ap.add_mutually_exclusive_group(required=True)
+    g.add_argument("--node", type=int)
+    g.add_argument("--node-from-env", action="store_true")
+    args = ap.parse_args(argv)
+    try:
+        if proto.SPEC_ENV in os.environ:
+            spec = proto.spec_from_env(os.environ.pop(proto.SPEC_ENV))
+            watch_stdin = False
+        else:
+            spec = proto.read_framed_spec(sys.stdin.buffer)
+            watch_stdin = True
+    except proto.ProtocolError as e:
+        print(f"amnet agent: {e}", file=sys.stderr)
+        return 2
+    node = _node_from_env() if args.node_from_env else args.node
+    topo = Topology.from_wire(spec["topology"])
+    if not 0 <= node < topo.nodes:
+        print(f"amnet agent: node {node} is not in 0..{topo.nodes - 1}", file=sys.stderr)
+        return 2
+    if spec.get("pdeathsig"):
+        set_pdeathsig()
+        if spec.get("parent_pid") and os.getppid() != spec["parent_pid"]:
+            return 1  # amnet-run died while we started
+    if spec.get("env") is not None:
+        os.environ.clear()
+        os.environ.update(spec["env"])
+    try:
+        os.chdir(spec["cwd"])
+    except OSError as e:
+        print(f"amnet agent: cannot enter {spec['cwd']!r} on {socket.gethostname()}: {e}; "
+              f"staying in {os.getcwd()}", file=sys.stderr)
+    host = socket.gethostname()
+    import amnet.core._procmain  # noqa: F401  (imported once here, inherited by every fork)
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    me = os.getpid()
+    children = {p: _fork_rank_process(spec, p, host, me) for p in topo.procs_of_node(node)}
+
+    from ._agentloop import AgentLoop
+
+    return AgentLoop(spec, node, host, children, watch_stdin).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""``amnet.run``: start a job from Python and collect each rank's return value."""
+
+from __future__ import annotations
+
+import pickle
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from .._config import Config
+from .._errors import InitError, JobFailed, RemoteTraceback
+from .._topology import Topology
+
+
+def _pickle_fn(fn: Callable) -> tuple[bytes, str | None]:
+    if not callable(fn):
+        raise TypeError(f"amnet.run needs a callable fn(ep), got {type(fn).__name__}")
+    main_path = None
+    if getattr(fn, "__module__", None) == "__main__":
+        main_path = getattr(sys.modules["__main__"], "__file__", None)
+        if main_path is None:
+            raise TypeError(
+                "amnet.run cannot send a function defined interactively to other processes: "
+                "define fn in a module (or a script file) and import it")
+    try:
+        return pickle.dumps(fn, protocol=5), main_path
+    except Exception as e:
+        raise TypeError(
+            "amnet.run needs a function the ranks can import by name (a module-level def, or "
+            f"functools.partial of one with picklable arguments): {e}") from None
+
+
+def run(
+    fn: Callable[..., Any],
+    n: int = 1,
+    procs_per_node: int | None = None,
+    threads_per_proc: int = 1,
+    nodes: int | None = None,
+    *,
+    timeout: float | None = None,
+    label: bool = False,
+    spawner: str = "local",
+    hosts: str | None = None,
+    hostfile: str | None = None,
+    spawn_cmd: str | None = None,
+    bootstrap_addr: str | None = None,
+    **options: Any,
+) -> list[Any]:
+    """Run ``fn(ep)`` on every rank of a new job and return the results, indexed by rank.
+
+    The job has the shape of ``amnet-run -n N ...`` (see DESIGN.md section 2). Each rank calls
+    ``amnet.init()``, then ``fn(ep)``, then ``amnet.finalize()``. ``fn`` travels by reference,
+    so it must be importable (a module-level function, or one in the running script guarded
+    by ``if __name__ == "__main__":``); return values travel by pickle. Output of the ranks goes
+    to this process's ``sys.stdout``/``sys.stderr``. ``options`` are configuration options
+    (``segment_size=...``), overriding ``AMNET_*`` variables.
+
+    Raises:
+        TopologyError / ConfigError / SpawnerError: bad shape or options, before anything runs.
+        TypeError: ``fn`` cannot be sent to the ranks.
+        Exception: the first exception raised by ``fn`` on any rank, re-raised here with the
+            rank named in a note and the remote traceback chained as its cause.
+        JobFailed: the job failed otherwise (a rank killed or exiting non-zero, an abort, a
+            timeout); carries the exit code and the diagnosis.
+        InitError: called from inside a rank of a job.
+    """
+    from ..core import _runtime
+    from .job import build_spec, run_job
+    from .spawners import make_spawner
+
+    if _runtime._process is not None:
+        raise InitError("amnet.run() was called inside a rank of a running job; if this is "
+                        "a script that amnet.run() loaded, guard the call with "
+                        "if __name__ == '__main__':")
+    topo = Topology.make(n, procs_per_node, threads_per_proc, nodes)
+    config = Config.resolve(overrides=options)
+    payload, main_path = _pickle_fn(fn)
+    if timeout is not None and not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    sp = make_spawner(spawner, topo, hosts=hosts, hostfile=hostfile, spawn_cmd=spawn_cmd)
+    spec = build_spec(topo, config, label=label, fn=payload, main_path=main_path)
+    out = run_job(spec, sp, timeout=timeout, bootstrap_addr=bootstrap_addr)
+    if out.code == 0 and out.failed_rank is None:
+        return [pickle.loads(out.results[r]) if r in out.results else None
+                for r in range(topo.size)]
+    err = out.error
+    if err is not None and err.get("exc") is not None:
+        try:
+            exc = pickle.loads(err["exc"])
+        except Exception:
+            exc = None
+        if isinstance(exc, BaseException):
+            exc.add_note(f"raised on {out.diagnosis.split(' raised ')[0]} of an amnet.run job")
+            raise exc from RemoteTraceback(err["tb"])
+    raise JobFailed(out.diagnosis or f"the job exited with code {out.code}", out.code)

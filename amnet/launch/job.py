@@ -1,0 +1,377 @@
+"""The launcher: hosts the bootstrap service, starts agents through a spawner, runs the job's
+lifecycle (output, exits, diagnosis, teardown, timeout, signals) on an asyncio/uvloop loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import zmq
+import zmq.asyncio
+
+from .. import _protocol as proto
+from .._topology import Topology
+from .spawners import Launched, Spawner
+
+PING_S = 2.0
+TEARDOWN_S = 4.0  # after a failure: how long agents get to stop their processes
+REGISTER_S = 60.0  # how long a started agent may take to say hello
+
+
+@dataclass
+class Outcome:
+    """How a job ended. ``code`` is the job's exit status (0: every rank exited 0)."""
+
+    code: int
+    diagnosis: str | None
+    results: dict[int, bytes] = field(default_factory=dict)
+    failed_rank: int | None = None
+    error: dict[str, Any] | None = None
+    refused: int = 0
+    elapsed: float = 0.0
+
+
+class _Pump:
+    """Forwards whole lines from a spawned process's pipe; keeps the last few for diagnoses."""
+
+    def __init__(self, reader: asyncio.StreamReader, write: Callable[[bytes], None]) -> None:
+        self.reader, self.write = reader, write
+        self.tail: list[str] = []
+
+    async def run(self) -> None:
+        buf = b""
+        while True:
+            chunk = await self.reader.read(1 << 16)
+            if not chunk:
+                break
+            data = buf + chunk
+            cut = data.rfind(b"\n") + 1
+            buf = data[cut:]
+            if cut:
+                self._out(data[:cut])
+        if buf:
+            self._out(buf + b"\n")
+
+    def _out(self, data: bytes) -> None:
+        self.write(data)
+        lines = data.decode("utf-8", "replace").splitlines()
+        self.tail = (self.tail + [ln for ln in lines if ln.strip()])[-3:]
+
+
+class Job:
+    """One run of an amnet program. Use :meth:`run` (a coroutine) once."""
+
+    def __init__(self, spec: dict[str, Any], spawner: Spawner, *, timeout: float | None,
+                 write_out: Callable[[bytes], None], write_err: Callable[[bytes], None],
+                 handle_signals: bool = False, bootstrap_addr: str | None = None) -> None:
+        from ._state import JobState
+
+        self.spec = dict(spec)
+        self.spec["token"] = secrets.token_hex(16)
+        self.topo = Topology.from_wire(spec["topology"])
+        self.spawner = spawner
+        self.timeout = timeout
+        self.write_out, self.write_err = write_out, write_err
+        self.handle_signals = handle_signals
+        self.bootstrap_addr = bootstrap_addr
+        self.state = JobState(self.topo)
+        self.idents: dict[bytes, tuple[str, int]] = {}
+        self.proc_ident: dict[int, bytes] = {}
+        self.agent_ident: dict[int, bytes] = {}
+        self.agent_host: dict[int, str] = {}
+        self.refused: set[bytes] = set()
+        self.launched: list[Launched] = []
+        self.tearing_down = False
+
+    # -- entry ------------------------------------------------------------------------------
+    async def run(self) -> Outcome:
+        t0 = time.perf_counter()
+        loop = asyncio.get_running_loop()
+        self.loop = loop
+        ctx = zmq.asyncio.Context()
+        sock = ctx.socket(zmq.ROUTER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.ROUTER_MANDATORY, 0)
+        self.sock = sock
+        self.spec["bootstrap"] = self.spawner.bind(sock, self.bootstrap_addr, self.spec["token"])
+        tasks: list[asyncio.Future] = []
+        signals = []
+        try:
+            server = asyncio.ensure_future(self._serve())
+            if self.handle_signals:
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    loop.add_signal_handler(sig, self._on_signal, sig)
+                    signals.append(sig)
+            try:
+                self.launched = await self.spawner.spawn(self.spec)
+            except OSError as e:
+                self.state.fail(127, f"could not start agents with the {self.spawner.name} "
+                                     f"spawner: {e}")
+                self.launched = []
+            for ln in self.launched:
+                ln.pumps = [_Pump(ln.process.stdout, self.write_out),
+                            _Pump(ln.process.stderr, self.write_err)]
+                tasks += [asyncio.ensure_future(p.run()) for p in ln.pumps]
+                tasks.append(asyncio.ensure_future(self._watch_launched(ln)))
+            pinger = asyncio.ensure_future(self._pinger())
+            timer = loop.call_later(self.timeout, self._on_timeout) if self.timeout else None
+            regtimer = loop.call_later(REGISTER_S, self._check_registered)
+            if tasks:
+                await asyncio.gather(*tasks)
+            if self.state.failure is None:
+                self._final_checks()
+            pinger.cancel()
+            server.cancel()
+            regtimer.cancel()
+            if timer:
+                timer.cancel()
+        finally:
+            for sig in signals:
+                loop.remove_signal_handler(sig)
+            for ln in self.launched:
+                ln.kill()
+            sock.close(linger=0)
+            ctx.term()
+        st = self.state
+        f = st.failure
+        return Outcome(
+            code=st.outcome_code(), diagnosis=f.diagnosis if f else None, results=st.results,
+            failed_rank=f.rank if f else None, error=f.error if f else None,
+            refused=len(self.refused), elapsed=time.perf_counter() - t0)
+
+    # -- the bootstrap service ------------------------------------------------------------------
+    async def _serve(self) -> None:
+        sock = self.sock
+        while True:
+            frames = await sock.recv_multipart()
+            if len(frames) != 2:
+                self._refuse(frames[0])
+                continue
+            ident, data = frames
+            try:
+                msg = proto.unpack(data)
+                self._handle(ident, msg)
+            except (proto.ProtocolError, KeyError, TypeError, ValueError, IndexError):
+                if ident not in self.idents:
+                    self._refuse(ident)
+
+    def _send(self, ident: bytes, msg: dict[str, Any]) -> None:
+        try:
+            self.sock.send_multipart([ident, proto.pack(msg)], zmq.NOBLOCK)
+        except zmq.ZMQError:
+            pass
+
+    def _refuse(self, ident: bytes) -> None:
+        if ident not in self.refused:
+            self.refused.add(ident)
+            self.write_err(b"amnet-run: refused a bootstrap connection that did not present "
+                           b"this job's token; the job goes on\n")
+
+    def _handle(self, ident: bytes, msg: dict[str, Any]) -> None:
+        t = msg["t"]
+        who = self.idents.get(ident)
+        if who is None:
+            if t != "hello" or not secrets.compare_digest(str(msg.get("token")),
+                                                          self.spec["token"]):
+                self._refuse(ident)
+                return
+            self._hello(ident, msg)
+            return
+        kind, idx = who
+        st = self.state
+        if kind == "proc":
+            if t in ("coll", "done", "abort") and st.topo.proc_of(int(msg["rank"])) != idx:
+                return
+            if t == "coll":
+                reply = st.enter(int(msg["rank"]), int(msg["seq"]), str(msg["op"]),
+                                 msg.get("name"), msg.get("value"))
+                if reply is not None:
+                    for p in range(st.topo.procs):
+                        if p in self.proc_ident:
+                            self._send(self.proc_ident[p], reply)
+            elif t == "done":
+                rank = int(msg["rank"])
+                st.rank_done(rank, int(msg["code"]), msg.get("result"), msg.get("error"))
+                self._send(ident, {"t": "ack", "rank": rank, "of": "done"})
+            elif t == "abort":
+                rank = int(msg["rank"])
+                code = int(msg["code"])
+                text = f": {msg['msg']}" if msg.get("msg") else ""
+                if st.fail(code, f"{st.where([rank])} called amnet.abort({code}){text}", rank):
+                    st.failure.code = code
+                self._send(ident, {"t": "ack", "rank": rank, "of": "abort"})
+        elif kind == "agent" and t == "exit":
+            proc = int(msg["proc"])
+            if st.topo.node_of_proc(proc) == idx:
+                st.proc_exited(proc, int(msg["code"]))
+        if st.failure is not None:
+            self.teardown()
+
+    def _hello(self, ident: bytes, msg: dict[str, Any]) -> None:
+        st = self.state
+        if msg.get("kind") == "agent":
+            node = int(msg["node"])
+            if not 0 <= node < st.topo.nodes or node in self.agent_ident:
+                self._refuse(ident)
+                return
+            self.idents[ident] = ("agent", node)
+            self.agent_ident[node] = ident
+            self.agent_host[node] = str(msg.get("host", "?"))
+            for p in st.topo.procs_of_node(node):
+                st.proc_host.setdefault(p, self.agent_host[node])
+            if self.tearing_down:
+                self._send(ident, self._abort_msg())
+        elif msg.get("kind") == "proc":
+            proc = int(msg["proc"])
+            if not 0 <= proc < st.topo.procs or proc in self.proc_ident:
+                self._refuse(ident)
+                return
+            self.idents[ident] = ("proc", proc)
+            self.proc_ident[proc] = ident
+            st.proc_host[proc] = str(msg.get("host", "?"))
+            for rank, code in msg.get("done") or ():
+                if st.topo.proc_of(int(rank)) == proc:
+                    st.rank_done(int(rank), int(code), None, None)
+            if self.tearing_down:
+                self._send(ident, self._abort_msg())
+            elif st.failure is not None:
+                self.teardown()
+        else:
+            self._refuse(ident)
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def _abort_msg(self) -> dict[str, Any]:
+        f = self.state.failure
+        return {"t": "abort", "reason": f.diagnosis if f else "job stopped",
+                "code": f.code if f else 1}
+
+    def teardown(self) -> None:
+        """Stop every process of the job: abort message now, kill after TEARDOWN_S."""
+        if self.tearing_down:
+            return
+        self.tearing_down = True
+        msg = self._abort_msg()
+        for ident in (*self.proc_ident.values(), *self.agent_ident.values()):
+            self._send(ident, msg)
+        for ln in self.launched:
+            if ln.process.returncode is None and not ln.registered(self.agent_ident):
+                ln.kill()
+        self.loop.call_later(TEARDOWN_S, self._kill_all)
+
+    def _kill_all(self) -> None:
+        for ln in self.launched:
+            ln.kill()
+
+    def _on_signal(self, sig: int) -> None:
+        name = signal.Signals(sig).name
+        self.state.fail(128 + sig, f"interrupted by {name}; {self.state.describe_waits()}")
+        self.teardown()
+
+    def _on_timeout(self) -> None:
+        self.state.fail(124, f"timed out after {self.timeout:g} s: "
+                             f"{self.state.describe_waits()}")
+        self.teardown()
+
+    def _check_registered(self) -> None:
+        missing = [n for n in range(self.topo.nodes) if n not in self.agent_ident]
+        if missing and self.state.failure is None:
+            self.state.fail(1, f"the agent of node {missing[0]} did not connect back within "
+                               f"{REGISTER_S:g} s (bootstrap address {self.spec['bootstrap']})")
+            self.teardown()
+
+    async def _pinger(self) -> None:
+        while True:
+            await asyncio.sleep(PING_S)
+            for ident in self.agent_ident.values():
+                self._send(ident, {"t": "ping"})
+
+    async def _watch_launched(self, ln: Launched) -> None:
+        code = await ln.process.wait()
+        for p in ln.pumps:  # let the pumps drain before judging
+            await asyncio.sleep(0)
+        st = self.state
+        unregistered = [n for n in ln.nodes if n not in self.agent_ident]
+        if unregistered and not self.tearing_down:
+            tail = " | ".join(ln.pumps[1].tail) if ln.pumps else ""
+            st.fail(code if code > 0 else 1,
+                    f"could not start the agent of node {unregistered[0]} {ln.where}: "
+                    f"{ln.what} exited with code {code}" + (f": {tail}" if tail else ""))
+            self.teardown()
+            return
+        lost = [p for n in ln.nodes for p in st.topo.procs_of_node(n) if p not in st.proc_exit]
+        if lost and not self.tearing_down:
+            st.fail(code if code > 0 else 1,
+                    f"the agent of node {st.topo.node_of_proc(lost[0])} {ln.where} ended "
+                    f"(code {code}) before its rank processes did")
+            self.teardown()
+
+    def _final_checks(self) -> None:
+        st = self.state
+        missing = [p for p in range(st.topo.procs) if p not in st.proc_exit]
+        if missing:
+            st.fail(1, f"no exit status was reported for {st.where(st.topo.ranks_of_proc(missing[0]))}")
+
+
+def stdout_writer(stream) -> Callable[[bytes], None]:
+    """A writer of raw bytes onto a text or binary stream, flushed per call."""
+    buf = getattr(stream, "buffer", None)
+    if buf is not None:
+        def write(data: bytes) -> None:
+            buf.write(data)
+            buf.flush()
+    else:
+        def write(data: bytes) -> None:
+            stream.write(data.decode("utf-8", "replace"))
+            stream.flush()
+    return write
+
+
+def run_job(spec: dict[str, Any], spawner: Spawner, *, timeout: float | None = None,
+            out=None, err=None, handle_signals: bool = False,
+            bootstrap_addr: str | None = None) -> Outcome:
+    """Run a job to its end on a fresh uvloop event loop and return its :class:`Outcome`."""
+    import uvloop
+
+    job = Job(spec, spawner, timeout=timeout,
+              write_out=stdout_writer(out or sys.stdout),
+              write_err=stdout_writer(err or sys.stderr),
+              handle_signals=handle_signals, bootstrap_addr=bootstrap_addr)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            return runner.run(job.run())
+    # called from inside a running loop (a notebook): run the job on a thread of its own
+    import concurrent.futures
+
+    def in_thread() -> Outcome:
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            return runner.run(job.run())
+
+    with concurrent.futures.ThreadPoolExecutor(1) as ex:
+        return ex.submit(in_thread).result()
+
+
+
+def build_spec(topology: Topology, config, *, label: bool = False, script: str | None = None,
+               argv: list[str] | None = None, fn: bytes | None = None,
+               main_path: str | None = None) -> dict[str, Any]:
+    """The job description every agent and rank process receives."""
+    import os
+
+    spec: dict[str, Any] = {
+        "topology": topology.to_wire(), "config": config.to_wire(), "label": bool(label),
+        "cwd": os.getcwd(), "env": None, "mode": "fn" if fn is not None else "script",
+    }
+    if fn is not None:
+        spec.update(fn=fn, sys_path=list(sys.path), main_path=main_path)
+    else:
+        spec.update(script=os.path.abspath(script), argv=list(argv or ()))
+    return spec

@@ -1,0 +1,359 @@
+"""Spawners: how the launcher starts one agent per node (DESIGN.md section 8).
+
+A spawner binds the bootstrap socket where its agents can reach it and starts the agents.
+They are registered in one place, :data:`SPAWNERS`, by name.
+
+- ``local``: one child agent per simulated node on this host (bootstrap on an abstract
+  Unix socket: nothing is left in the file system).
+- ``ssh``: one ``ssh HOST python -m amnet.launch.agent`` per node.
+- ``srun`` / ``mpirun``: one agent per node inside an allocation, started by one command.
+- ``custom``: ``--spawn-cmd`` template, ``%H`` host, ``%N`` node, ``%C`` agent command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import zmq
+
+from .. import _protocol as proto
+from .._errors import ConfigError
+from .._topology import Topology
+
+_LIMIT = 1 << 20
+_LOCAL_NAMES = {"localhost", "127.0.0.1", "::1", "ip6-localhost"}
+#: Variables of the launcher's environment not carried to remote agents.
+_NO_FORWARD = re.compile(r"^(SSH_.*|HOSTNAME|HOST|PWD|OLDPWD|SHLVL|_|TERM|DISPLAY|TMUX.*|"
+                         r"XDG_.*|DBUS_.*|MAIL|LOGNAME|USER|HOME|SHELL|LS_COLORS)$")
+
+
+class SpawnerError(ConfigError):
+    """Raised before a job starts when the chosen spawner cannot run (tool missing, bad hosts,
+    malformed hostfile, bad ``--spawn-cmd``)."""
+
+
+@dataclass
+class Launched:
+    """A process a spawner started, and the nodes whose agents it carries."""
+
+    process: asyncio.subprocess.Process
+    nodes: list[int]
+    where: str
+    what: str
+    pumps: list = field(default_factory=list)
+
+    def registered(self, agent_ident: dict[int, bytes]) -> bool:
+        return all(n in agent_ident for n in self.nodes)
+
+    def kill(self) -> None:
+        if self.process.returncode is not None:
+            return
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except OSError:
+            try:
+                self.process.kill()
+            except ProcessLookupError:
+                pass
+
+
+# -- hosts ----------------------------------------------------------------------------------------
+def parse_hostfile(path: str) -> list[tuple[str, int | None]]:
+    """Read ``host [slots=N]`` lines (``#`` starts a comment).
+
+    Raises:
+        SpawnerError: the file cannot be read, or a line is malformed (with its number).
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise SpawnerError(f"cannot read hostfile {path!r}: {e}") from None
+    hosts: list[tuple[str, int | None]] = []
+    for i, raw in enumerate(lines, 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.split()
+        slots = None
+        for extra in parts[1:]:
+            m = re.fullmatch(r"slots=(\d+)", extra)
+            if not m or int(m.group(1)) < 1:
+                raise SpawnerError(f"hostfile {path}:{i}: expected 'HOST' or 'HOST slots=N' "
+                                   f"with N >= 1, got {raw.strip()!r}")
+            slots = int(m.group(1))
+        if not re.fullmatch(r"[A-Za-z0-9_.:\-\[\]@]+", parts[0]):
+            raise SpawnerError(f"hostfile {path}:{i}: {parts[0]!r} is not a host name")
+        hosts.append((parts[0], slots))
+    if not hosts:
+        raise SpawnerError(f"hostfile {path!r} names no hosts")
+    return hosts
+
+
+def parse_hosts(text: str) -> list[tuple[str, int | None]]:
+    hosts = [h.strip() for h in text.split(",")]
+    if not hosts or any(not h or any(c.isspace() for c in h) for h in hosts):
+        raise SpawnerError(f"--hosts expects comma-separated host names, got {text!r}")
+    return [(h, None) for h in hosts]
+
+
+def assign_hosts(hosts: list[tuple[str, int | None]], nodes: int) -> list[str]:
+    """Deal nodes to hosts round-robin; a host's ``slots`` caps how many nodes it takes."""
+    out: list[str] = []
+    used = [0] * len(hosts)
+    i = 0
+    while len(out) < nodes:
+        for _ in range(len(hosts)):
+            h, slots = hosts[i % len(hosts)]
+            j = i % len(hosts)
+            i += 1
+            if slots is None or used[j] < slots:
+                used[j] += 1
+                out.append(h)
+                break
+        else:
+            total = sum(s or 0 for _, s in hosts)
+            raise SpawnerError(f"{nodes} node(s) do not fit the hosts given: their slots add "
+                               f"up to {total}")
+    return out
+
+
+def is_local_host(host: str) -> bool:
+    if host in _LOCAL_NAMES or host == socket.gethostname():
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def route_ip(host: str | None) -> str:
+    """The address of this machine's interface that faces ``host`` (no packet is sent)."""
+    if host is not None:
+        try:
+            fam, _, _, _, addr = socket.getaddrinfo(host, 9, type=socket.SOCK_DGRAM)[0]
+            with socket.socket(fam, socket.SOCK_DGRAM) as s:
+                s.connect(addr[:2])
+                return s.getsockname()[0]
+        except OSError:
+            pass
+    try:
+        ip = socket.gethostbyname(socket.gethostname())
+        if not ipaddress.ip_address(ip).is_loopback:
+            return ip
+    except OSError:
+        pass
+    return "127.0.0.1"
+
+
+def _agent_cmd(python: str, node: int | None) -> list[str]:
+    tail = ["--node-from-env"] if node is None else ["--node", str(node)]
+    return [python, "-m", "amnet.launch.agent", *tail]
+
+
+def _forwarded_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not _NO_FORWARD.match(k)}
+
+
+# -- spawners --------------------------------------------------------------------------------
+class Spawner:
+    """Base class. Subclasses set ``name`` and implement :meth:`spawn`."""
+
+    name: ClassVar[str]
+    remote: bool = True
+
+    def __init__(self, topology: Topology, hosts: list[tuple[str, int | None]] | None = None,
+                 spawn_cmd: str | None = None, python: str | None = None) -> None:
+        self.topo = topology
+        self.hosts = hosts
+        self.spawn_cmd = spawn_cmd
+        self.python = python or sys.executable
+        self.check()
+
+    def check(self) -> None:
+        """Raise :class:`SpawnerError` if this spawner cannot start the job."""
+
+    def peer_host(self) -> str | None:
+        if self.hosts:
+            return next((h for h, _ in self.hosts if not is_local_host(h)), self.hosts[0][0])
+        return None
+
+    def bind(self, sock, bootstrap_addr: str | None, token: str) -> str:
+        """Bind the bootstrap socket; return the address agents connect to."""
+        if bootstrap_addr:
+            a = bootstrap_addr.removeprefix("tcp://")
+            host, _, port = a.rpartition(":") if ":" in a else (a, "", "")
+            if not port:
+                host, port = a, "*"
+            try:
+                sock.bind(f"tcp://{host}:{port}")
+            except Exception as e:
+                raise SpawnerError(f"cannot bind the bootstrap service to {bootstrap_addr!r}: "
+                                   f"{e}") from None
+            return sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        ip = route_ip(self.peer_host()) if self.remote else "127.0.0.1"
+        sock.bind(f"tcp://{ip}:*")
+        return sock.getsockopt_string(zmq.LAST_ENDPOINT)
+
+    async def _start(self, cmd: list[str], spec: dict[str, Any], nodes: list[int], where: str,
+                     what: str, *, env: dict[str, str] | None = None,
+                     stdin_spec: bool = True) -> Launched:
+        proc = await asyncio.create_subprocess_exec(
+            *cmd, stdin=asyncio.subprocess.PIPE if stdin_spec else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            start_new_session=True, env=env, limit=_LIMIT)
+        if stdin_spec:
+            proc.stdin.write(proto.frame_spec(spec))
+        return Launched(proc, nodes, where, what)
+
+    async def spawn(self, spec: dict[str, Any]) -> list[Launched]:
+        raise NotImplementedError  # every registered spawner overrides this
+
+
+class LocalSpawner(Spawner):
+    name = "local"
+    remote = False
+
+    def bind(self, sock, bootstrap_addr: str | None, token: str) -> str:
+        if bootstrap_addr:
+            return super().bind(sock, bootstrap_addr, token)
+        addr = f"ipc://@amnet-{os.getpid()}-{token[:16]}"
+        sock.bind(addr)
+        return addr
+
+    async def spawn(self, spec: dict[str, Any]) -> list[Launched]:
+        spec = dict(spec, pdeathsig=True, parent_pid=os.getpid())
+        return [await self._start(_agent_cmd(self.python, n), spec, [n], "on this host",
+                                  "the agent") for n in range(self.topo.nodes)]
+
+
+class SshSpawner(Spawner):
+    name = "ssh"
+
+    def check(self) -> None:
+        if not self.hosts:
+            raise SpawnerError("the ssh spawner needs hosts: give --hosts H1,H2 or --hostfile F")
+        if shutil.which("ssh") is None:
+            raise SpawnerError("the ssh spawner needs the 'ssh' command on PATH")
+        self.placement = assign_hosts(self.hosts, self.topo.nodes)
+
+    async def spawn(self, spec: dict[str, Any]) -> list[Launched]:
+        spec = dict(spec, pdeathsig=True, env=_forwarded_env())
+        out = []
+        for n, host in enumerate(self.placement):
+            remote = shlex.join(_agent_cmd(self.python, n))
+            cmd = ["ssh", "-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", host, remote]
+            out.append(await self._start(cmd, spec, [n], f"on host {host}", "ssh"))
+        return out
+
+
+class CustomSpawner(Spawner):
+    name = "custom"
+
+    def check(self) -> None:
+        if not self.spawn_cmd:
+            raise SpawnerError("the custom spawner needs --spawn-cmd TEMPLATE "
+                               "(%H host, %N node index, %C agent command)")
+        if "%C" not in self.spawn_cmd:
+            raise SpawnerError(f"--spawn-cmd must contain %C (the agent command), got "
+                               f"{self.spawn_cmd!r}")
+        bad = re.findall(r"%[^HNC%]", self.spawn_cmd)
+        if bad:
+            raise SpawnerError(f"--spawn-cmd has unknown placeholder {bad[0]!r}; "
+                               "use %H, %N, %C or %%")
+        self.placement = assign_hosts(self.hosts or [("localhost", None)], self.topo.nodes)
+        self.remote = not all(is_local_host(h) for h in self.placement)
+
+    def command(self, node: int) -> str:
+        subst = {"%H": self.placement[node], "%N": str(node),
+                 "%C": shlex.join(_agent_cmd(self.python, node)), "%%": "%"}
+        return re.sub(r"%[HNC%]", lambda m: subst[m.group(0)], self.spawn_cmd)
+
+    async def spawn(self, spec: dict[str, Any]) -> list[Launched]:
+        spec = dict(spec, pdeathsig=True, env=_forwarded_env())
+        return [await self._start(["/bin/sh", "-c", self.command(n)], spec, [n],
+                                  f"on host {self.placement[n]}", "the --spawn-cmd command")
+                for n in range(self.topo.nodes)]
+
+
+class SrunSpawner(Spawner):
+    name = "srun"
+
+    def check(self) -> None:
+        if shutil.which("srun") is None:
+            raise SpawnerError("the srun spawner needs Slurm's 'srun' on PATH (run inside an "
+                               "allocation: salloc / sbatch)")
+
+    def command(self) -> list[str]:
+        k = self.topo.nodes
+        cmd = ["srun", f"--nodes={k}", f"--ntasks={k}", "--ntasks-per-node=1"]
+        if self.hosts:
+            cmd.append("--nodelist=" + ",".join(h for h, _ in self.hosts))
+        return cmd + _agent_cmd(self.python, None)
+
+    async def spawn(self, spec: dict[str, Any]) -> list[Launched]:
+        env = dict(os.environ)
+        env[proto.SPEC_ENV] = proto.spec_to_env(dict(spec, pdeathsig=True))
+        return [await self._start(self.command(), spec, list(range(self.topo.nodes)),
+                                  "in the allocation", "srun", env=env, stdin_spec=False)]
+
+
+class MpirunSpawner(SrunSpawner):
+    name = "mpirun"
+
+    def check(self) -> None:
+        self.exe = shutil.which("mpiexec") or shutil.which("mpirun")
+        if self.exe is None:
+            raise SpawnerError("the mpirun spawner needs 'mpiexec' or 'mpirun' on PATH")
+        try:
+            version = subprocess.run([self.exe, "--version"], capture_output=True, text=True,
+                                     timeout=10).stdout
+        except (OSError, subprocess.SubprocessError):
+            version = ""
+        self.open_mpi = "Open MPI" in version or "OpenRTE" in version
+
+    def command(self) -> list[str]:
+        k = str(self.topo.nodes)
+        hosts = ",".join(h for h, _ in self.hosts) if self.hosts else None
+        if self.open_mpi:
+            cmd = [self.exe, "-n", k, "--map-by", "ppr:1:node"]
+            cmd += ["--host", hosts] if hosts else []
+        else:  # MPICH / Hydra and compatibles
+            cmd = [self.exe, "-n", k, "-ppn", "1"]
+            cmd += ["-hosts", hosts] if hosts else []
+        return cmd + _agent_cmd(self.python, None)
+
+
+SPAWNERS: dict[str, type[Spawner]] = {
+    s.name: s for s in (LocalSpawner, SshSpawner, SrunSpawner, MpirunSpawner, CustomSpawner)
+}
+
+
+def make_spawner(name: str, topology: Topology, *, hosts: str | None = None,
+                 hostfile: str | None = None, spawn_cmd: str | None = None) -> Spawner:
+    """Build the spawner called ``name``.
+
+    Raises:
+        SpawnerError: unknown name, both or malformed hosts/hostfile, or the spawner's own
+            check failed.
+    """
+    cls = SPAWNERS.get(name)
+    if cls is None:
+        raise SpawnerError(f"unknown spawner {name!r}; choose one of: {', '.join(SPAWNERS)}")
+    if hosts and hostfile:
+        raise SpawnerError("give --hosts or --hostfile, not both")
+    host_list = parse_hosts(hosts) if hosts else parse_hostfile(hostfile) if hostfile else None
+    if spawn_cmd and cls is not CustomSpawner:
+        raise SpawnerError("--spawn-cmd is only for --spawner custom")
+    return cls(topology, host_list, spawn_cmd)
