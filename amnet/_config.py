@@ -120,7 +120,8 @@ class Config(Mapping[str, Any]):
             values[opt.name] = _convert(opt, raw, source)
         for name in overrides or ():
             if name not in OPTIONS:
-                raise ConfigError(f"unknown amnet option {name!r}; options are: {', '.join(OPTIONS)}")
+                raise ConfigError(
+                    f"unknown amnet option {name!r}; options are: {', '.join(OPTIONS)}")
         return cls(values)
 
     def to_wire(self) -> dict[str, Any]:
@@ -134,5 +135,6 @@ def _convert(opt: Option, raw: Any, source: str) -> Any:
     except (TypeError, ValueError):
         ok = False
     if not ok:
-        raise ConfigError(f"bad value {raw!r} for {opt.name} (from {source}): expected {opt.accepts}")
+        raise ConfigError(
+            f"bad value {raw!r} for {opt.name} (from {source}): expected {opt.accepts}")
     return value

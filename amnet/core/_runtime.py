@@ -54,11 +54,11 @@ class ProcessState:
                   error: dict[str, Any] | None = None) -> None:
         """Tell the launcher that ``rank`` finished (only when it needs to know now)."""
         with self._lock:
-            self.finished.append([rank, code])
-            need = self._boot is not None
-        if need or result is not None or error is not None or code != 0:
-            msg = {"t": "done", "rank": rank, "code": code, "result": result, "error": error}
-            self.boot().report(msg)
+            if self._boot is None and result is None and error is None and code == 0:
+                self.finished.append([rank, code])  # told in the hello, if ever connected
+                return
+        msg = {"t": "done", "rank": rank, "code": code, "result": result, "error": error}
+        self.boot().report(msg)
 
 
 class RankContext:

@@ -107,7 +107,7 @@ class JobState:
 
     def check_stranded(self) -> None:
         """Fail the job when a finished rank can never join a collective others wait in."""
-        for seq, c in self.pending():
+        for _seq, c in self.pending():
             gone = [r for r in self.done if r not in c.arrived]
             if gone:
                 waiting = sorted(c.arrived)

@@ -93,6 +93,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"amnet agent: {e}", file=sys.stderr)
         return 2
     node = _node_from_env() if args.node_from_env else args.node
+    return run_agent(spec, node, watch_stdin)
+
+
+def run_agent(spec: dict, node: int, watch_stdin: bool) -> int:
+    """Start node ``node``'s rank processes and manage them until they have all ended."""
     topo = Topology.from_wire(spec["topology"])
     if not 0 <= node < topo.nodes:
         print(f"amnet agent: node {node} is not in 0..{topo.nodes - 1}", file=sys.stderr)
@@ -120,6 +125,46 @@ def main(argv: list[str] | None = None) -> int:
     from ._agentloop import AgentLoop
 
     return AgentLoop(spec, node, host, children, watch_stdin).run()
+
+
+def fork_agent(spec: dict, node: int) -> tuple[int, int, int, int]:
+    """Fork an agent from amnet-run itself (no interpreter start-up, amnet already imported).
+
+    Only safe in a process with no other threads and no zmq context yet: amnet-run calls it
+    before its event loop starts. Returns ``(pid, stdin_w, stdout_r, stderr_r)``; closing
+    ``stdin_w`` tells the agent that the launcher is gone.
+    """
+    r_in, w_in = os.pipe()
+    r_out, w_out = os.pipe()
+    r_err, w_err = os.pipe()
+    parent = os.getpid()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setsid()
+            set_pdeathsig()
+            if os.getppid() != parent:
+                os._exit(1)
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, signal.SIG_DFL)
+            os.dup2(r_in, 0)
+            os.dup2(w_out, 1)
+            os.dup2(w_err, 2)
+            os.closerange(3, 1 << 16)
+            code = run_agent(dict(spec, pdeathsig=False), node, True)
+        except BaseException:
+            try:
+                os.write(2, traceback.format_exc().encode())
+            except OSError:
+                pass
+        finally:
+            os._exit(code)
+    for fd in (r_in, w_out, w_err):
+        os.close(fd)
+    return pid, w_in, r_out, r_err
 
 
 if __name__ == "__main__":

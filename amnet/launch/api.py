@@ -65,7 +65,8 @@ def run(
         InitError: called from inside a rank of a job.
     """
     from ..core import _runtime
-    from .job import build_spec, run_job
+    from ._spec import build_spec
+    from .job import run_job
     from .spawners import make_spawner
 
     if _runtime._process is not None:

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import os
 import sys
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from .._errors import ConfigError
 
 
-class SpawnerName(str, Enum):
+class SpawnerName(StrEnum):
     local = "local"
     ssh = "ssh"
     srun = "srun"
@@ -25,16 +26,17 @@ app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions
 
 _EPILOG = """Examples:
 
-  amnet-run -n 4 app.py                      4 ranks, 4 processes, 1 node
-
+\b
+  amnet-run -n 4 app.py
+      4 ranks: 4 processes on 1 node
   amnet-run -n 4 --procs-per-node 2 --threads-per-proc 2 app.py
-                                             2 processes of 2 rank-threads on 1 node
+      4 ranks: 2 processes of 2 rank-threads on 1 node
+  amnet-run -n 8 --nodes 2 --label app.py
+      8 ranks on 2 simulated nodes of this host, output lines prefixed [rank]
 
-  amnet-run -n 8 --nodes 2 --label app.py    2 simulated nodes on this host, output
-                                             lines prefixed with [rank]
-
-Ranks are numbered node-major, then process, then thread. The exit status is 0 when every
-rank exited 0; otherwise that of the first failure, explained in one line."""
+Ranks are numbered node-major, then process, then thread. The exit status is 0
+when every rank exited 0; otherwise that of the first failure, explained in one
+line on stderr (124 after --timeout, 130 after Ctrl-C)."""
 
 
 def _fail(msg: str, code: int = 2) -> None:
@@ -43,46 +45,58 @@ def _fail(msg: str, code: int = 2) -> None:
 
 
 @app.command(context_settings={"allow_interspersed_args": False,
-                               "ignore_unknown_options": True},
+                               "ignore_unknown_options": True,
+                               "help_option_names": ["-h", "--help"]},
              epilog=_EPILOG)
 def amnet_run(
-    script: str = typer.Argument(..., metavar="APP.py",
-                                 help="Python script run once per rank."),
-    args: list[str] = typer.Argument(None, metavar="[ARGS]...",
-                                     help="Arguments passed to the script (sys.argv[1:])."),
-    n: int = typer.Option(..., "-n", "--np", metavar="N", help="Number of ranks (UPC threads)."),
-    procs_per_node: int = typer.Option(None, "--procs-per-node", metavar="P",
-                                       help="Processes per node [default: all on one node]."),
-    nodes: int = typer.Option(None, "--nodes", metavar="K",
-                              help="Number of nodes, instead of --procs-per-node."),
-    threads_per_proc: int = typer.Option(1, "--threads-per-proc", metavar="T",
-                                         help="Rank-threads per process; N must be a multiple."),
-    segment_size: str = typer.Option(None, "--segment-size", metavar="SIZE",
-                                     help="Bytes per rank segment, e.g. 64M [env "
-                                          "AMNET_SEGMENT_SIZE; default 64M]."),
-    label: bool = typer.Option(False, "--label", help="Prefix each output line with [rank]."),
-    timeout: float = typer.Option(None, "--timeout", metavar="S",
-                                  help="Stop the job after S seconds (exit status 124)."),
-    spawner: SpawnerName = typer.Option(SpawnerName.local, "--spawner",
-                                        help="How agents are started, one per node.",
-                                        case_sensitive=False),
-    hosts: str = typer.Option(None, "--hosts", metavar="H1,H2",
-                              help="Hosts for ssh/custom/srun/mpirun; nodes dealt round-robin."),
-    hostfile: str = typer.Option(None, "--hostfile", metavar="FILE",
-                                 help="File of 'HOST [slots=N]' lines, instead of --hosts."),
-    spawn_cmd: str = typer.Option(None, "--spawn-cmd", metavar="TEMPLATE",
-                                  help="For --spawner custom: %H host, %N node, %C agent "
-                                       "command; e.g. 'ssh %H %C'."),
-    bootstrap_addr: str = typer.Option(None, "--bootstrap-addr", metavar="IP[:PORT]",
-                                       help="Address agents connect back to [default: the "
-                                            "interface facing the hosts]."),
+    script: Annotated[str, typer.Argument(metavar="SCRIPT",
+                                          help="Python script run once per rank.")],
+    args: Annotated[list[str] | None, typer.Argument(
+        metavar="[ARGS]...", help="Arguments passed to the script (sys.argv[1:]).")] = None,
+    n: Annotated[int | None, typer.Option("-n", "--np", metavar="N",
+                                          help="Number of ranks (UPC threads). Required.")]
+        = None,
+    procs_per_node: Annotated[int | None, typer.Option(
+        "--procs-per-node", metavar="P",
+        help="Processes per node [default: all on one node].")] = None,
+    nodes: Annotated[int | None, typer.Option(
+        "--nodes", metavar="K", help="Number of nodes, instead of --procs-per-node.")] = None,
+    threads_per_proc: Annotated[int, typer.Option(
+        "--threads-per-proc", metavar="T",
+        help="Rank-threads per process; N must be a multiple.")] = 1,
+    segment_size: Annotated[str | None, typer.Option(
+        "--segment-size", metavar="SIZE",
+        help="Bytes per rank segment, e.g. 64M [env AMNET_SEGMENT_SIZE; default 64M].")] = None,
+    label: Annotated[bool, typer.Option(
+        "--label", help="Prefix each output line with [rank].")] = False,
+    timeout: Annotated[float | None, typer.Option(
+        "--timeout", metavar="S", help="Stop the job after S seconds (exit status 124).")] = None,
+    spawner: Annotated[SpawnerName, typer.Option(
+        "--spawner", help="How agents are started, one per node.",
+        case_sensitive=False)] = SpawnerName.local,
+    hosts: Annotated[str | None, typer.Option(
+        "--hosts", metavar="H1,H2",
+        help="Hosts for ssh/custom/srun/mpirun; nodes dealt round-robin.")] = None,
+    hostfile: Annotated[str | None, typer.Option(
+        "--hostfile", metavar="FILE",
+        help="File of 'HOST [slots=N]' lines, instead of --hosts.")] = None,
+    spawn_cmd: Annotated[str | None, typer.Option(
+        "--spawn-cmd", metavar="TEMPLATE",
+        help="For --spawner custom: %H host, %N node, %C agent command; e.g. 'ssh %H %C'.")]
+        = None,
+    bootstrap_addr: Annotated[str | None, typer.Option(
+        "--bootstrap-addr", metavar="IP[:PORT]",
+        help="Address agents connect back to [default: the interface facing the hosts].")]
+        = None,
 ) -> None:
-    """Run APP.py as an SPMD job of N ranks: threads in processes in (simulated) nodes."""
+    """Run SCRIPT as an SPMD job of N ranks: threads in processes in (simulated) nodes."""
     from .._config import Config
     from .._topology import Topology
 
     if script.startswith("-"):
         _fail(f"unknown option {script!r} (see amnet-run --help)")
+    if n is None:
+        _fail("give the number of ranks with -n N (see amnet-run --help)")
     try:
         topo = Topology.make(n, procs_per_node, threads_per_proc, nodes)
         config = Config.resolve(overrides={"segment_size": segment_size})
@@ -96,13 +110,20 @@ def amnet_run(
         _fail(f"app script {script!r} is not readable")
     if timeout is not None and not timeout > 0:
         _fail(f"--timeout must be a positive number of seconds, got {timeout:g}")
-    from .job import build_spec, run_job
-    from .spawners import make_spawner
+    from ._spec import build_spec
+    from .spawners import LocalSpawner, make_spawner
 
     try:
         sp = make_spawner(spawner.value, topo, hosts=hosts, hostfile=hostfile,
                           spawn_cmd=spawn_cmd)
         spec = build_spec(topo, config, label=label, script=script, argv=args or [])
+        if isinstance(sp, LocalSpawner) and not bootstrap_addr:
+            # No thread and no zmq context exist yet: fork the agents now, so they start
+            # without an interpreter start-up while this process sets up its event loop.
+            sp.fork = True
+            sp.prefork(spec)
+        from .job import run_job
+
         out = run_job(spec, sp, timeout=timeout, handle_signals=True,
                       bootstrap_addr=bootstrap_addr)
     except ConfigError as e:

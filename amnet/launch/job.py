@@ -20,6 +20,8 @@ from .. import _protocol as proto
 from .._topology import Topology
 from .spawners import Launched, Spawner
 
+__all__ = ["Job", "Outcome", "run_job"]
+
 PING_S = 2.0
 TEARDOWN_S = 4.0  # after a failure: how long agents get to stop their processes
 REGISTER_S = 60.0  # how long a started agent may take to say hello
@@ -73,8 +75,7 @@ class Job:
                  handle_signals: bool = False, bootstrap_addr: str | None = None) -> None:
         from ._state import JobState
 
-        self.spec = dict(spec)
-        self.spec["token"] = secrets.token_hex(16)
+        self.spec = spec
         self.topo = Topology.from_wire(spec["topology"])
         self.spawner = spawner
         self.timeout = timeout
@@ -118,8 +119,8 @@ class Job:
             for ln in self.launched:
                 ln.pumps = [_Pump(ln.process.stdout, self.write_out),
                             _Pump(ln.process.stderr, self.write_err)]
-                tasks += [asyncio.ensure_future(p.run()) for p in ln.pumps]
-                tasks.append(asyncio.ensure_future(self._watch_launched(ln)))
+                pumps = [asyncio.ensure_future(p.run()) for p in ln.pumps]
+                tasks += [*pumps, asyncio.ensure_future(self._watch_launched(ln, pumps))]
             pinger = asyncio.ensure_future(self._pinger())
             timer = loop.call_later(self.timeout, self._on_timeout) if self.timeout else None
             regtimer = loop.call_later(REGISTER_S, self._check_registered)
@@ -260,9 +261,6 @@ class Job:
         msg = self._abort_msg()
         for ident in (*self.proc_ident.values(), *self.agent_ident.values()):
             self._send(ident, msg)
-        for ln in self.launched:
-            if ln.process.returncode is None and not ln.registered(self.agent_ident):
-                ln.kill()
         self.loop.call_later(TEARDOWN_S, self._kill_all)
 
     def _kill_all(self) -> None:
@@ -292,10 +290,9 @@ class Job:
             for ident in self.agent_ident.values():
                 self._send(ident, {"t": "ping"})
 
-    async def _watch_launched(self, ln: Launched) -> None:
+    async def _watch_launched(self, ln: Launched, pumps: list[asyncio.Future]) -> None:
         code = await ln.process.wait()
-        for p in ln.pumps:  # let the pumps drain before judging
-            await asyncio.sleep(0)
+        await asyncio.gather(*pumps)  # its last words first: they explain its end
         st = self.state
         unregistered = [n for n in ln.nodes if n not in self.agent_ident]
         if unregistered and not self.tearing_down:
@@ -316,7 +313,8 @@ class Job:
         st = self.state
         missing = [p for p in range(st.topo.procs) if p not in st.proc_exit]
         if missing:
-            st.fail(1, f"no exit status was reported for {st.where(st.topo.ranks_of_proc(missing[0]))}")
+            ranks = st.topo.ranks_of_proc(missing[0])
+            st.fail(1, f"no exit status was reported for {st.where(ranks)}")
 
 
 def stdout_writer(stream) -> Callable[[bytes], None]:
@@ -359,19 +357,3 @@ def run_job(spec: dict[str, Any], spawner: Spawner, *, timeout: float | None = N
         return ex.submit(in_thread).result()
 
 
-
-def build_spec(topology: Topology, config, *, label: bool = False, script: str | None = None,
-               argv: list[str] | None = None, fn: bytes | None = None,
-               main_path: str | None = None) -> dict[str, Any]:
-    """The job description every agent and rank process receives."""
-    import os
-
-    spec: dict[str, Any] = {
-        "topology": topology.to_wire(), "config": config.to_wire(), "label": bool(label),
-        "cwd": os.getcwd(), "env": None, "mode": "fn" if fn is not None else "script",
-    }
-    if fn is not None:
-        spec.update(fn=fn, sys_path=list(sys.path), main_path=main_path)
-    else:
-        spec.update(script=os.path.abspath(script), argv=list(argv or ()))
-    return spec

@@ -12,7 +12,6 @@ They are registered in one place, :data:`SPAWNERS`, by name.
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import os
 import re
@@ -47,7 +46,7 @@ class SpawnerError(ConfigError):
 class Launched:
     """A process a spawner started, and the nodes whose agents it carries."""
 
-    process: asyncio.subprocess.Process
+    process: Any  # asyncio.subprocess.Process or ForkedProcess
     nodes: list[int]
     where: str
     what: str
@@ -209,6 +208,8 @@ class Spawner:
     async def _start(self, cmd: list[str], spec: dict[str, Any], nodes: list[int], where: str,
                      what: str, *, env: dict[str, str] | None = None,
                      stdin_spec: bool = True) -> Launched:
+        import asyncio
+
         proc = await asyncio.create_subprocess_exec(
             *cmd, stdin=asyncio.subprocess.PIPE if stdin_spec else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -217,22 +218,89 @@ class Spawner:
             proc.stdin.write(proto.frame_spec(spec))
         return Launched(proc, nodes, where, what)
 
+    def prefork(self, spec: dict[str, Any]) -> None:
+        """Start agents before the event loop exists, where the spawner can (local only)."""
+
     async def spawn(self, spec: dict[str, Any]) -> list[Launched]:
         raise NotImplementedError  # every registered spawner overrides this
+
+
+class ForkedProcess:
+    """An agent forked from amnet-run, with the surface of ``asyncio.subprocess.Process``
+    that the launcher uses (``pid``, ``returncode``, ``stdout``, ``stderr``, ``wait``)."""
+
+    def __init__(self, pid: int, stdin_w: int, out_r: int, err_r: int) -> None:
+        self.pid, self.returncode = pid, None
+        self._fds = (stdin_w, out_r, err_r)
+
+    async def attach(self) -> None:
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        readers = []
+        for fd in self._fds[1:]:
+            reader = asyncio.StreamReader(limit=_LIMIT)
+            await loop.connect_read_pipe(lambda r=reader: asyncio.StreamReaderProtocol(r),
+                                         os.fdopen(fd, "rb", 0))
+            readers.append(reader)
+        self.stdout, self.stderr = readers
+        self._done = loop.create_future()
+        pidfd = os.pidfd_open(self.pid)
+        loop.add_reader(pidfd, self._reap, loop, pidfd)
+
+    def _reap(self, loop, pidfd: int) -> None:
+        loop.remove_reader(pidfd)
+        os.close(pidfd)
+        _, status = os.waitpid(self.pid, 0)
+        self.returncode = os.waitstatus_to_exitcode(status)
+        os.close(self._fds[0])
+        self._done.set_result(self.returncode)
+
+    async def wait(self) -> int:
+        import asyncio
+
+        return await asyncio.shield(self._done)
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, signal.SIGKILL)
 
 
 class LocalSpawner(Spawner):
     name = "local"
     remote = False
+    #: fork agents from the launcher (amnet-run sets this; amnet.run() never does, as its
+    #: caller may have threads)
+    fork = False
 
     def bind(self, sock, bootstrap_addr: str | None, token: str) -> str:
         if bootstrap_addr:
             return super().bind(sock, bootstrap_addr, token)
-        addr = f"ipc://@amnet-{os.getpid()}-{token[:16]}"
+        addr = self.address(token)
         sock.bind(addr)
         return addr
 
+    def address(self, token: str) -> str:
+        """The abstract Unix socket of the bootstrap service (leaves no file behind)."""
+        return f"ipc://@amnet-{os.getpid()}-{token[:16]}"
+
+    def check(self) -> None:
+        self._forked: list[ForkedProcess] = []
+
+    def prefork(self, spec: dict[str, Any]) -> None:
+        if not self.fork:
+            return
+        from .agent import fork_agent
+
+        spec["bootstrap"] = self.address(spec["token"])
+        self._forked = [ForkedProcess(*fork_agent(spec, n)) for n in range(self.topo.nodes)]
+
     async def spawn(self, spec: dict[str, Any]) -> list[Launched]:
+        if self._forked:
+            for fp in self._forked:
+                await fp.attach()
+            return [Launched(fp, [n], "on this host", "the agent")
+                    for n, fp in enumerate(self._forked)]
         spec = dict(spec, pdeathsig=True, parent_pid=os.getpid())
         return [await self._start(_agent_cmd(self.python, n), spec, [n], "on this host",
                                   "the agent") for n in range(self.topo.nodes)]
