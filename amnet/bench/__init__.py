@@ -1,0 +1,51 @@
+"""``amnet-bench``: named measurement suites, each beside a peer measured in the same run.
+
+A suite is a plain function registered with :func:`suite`. Like the commands of
+``mpi4py.bench`` it parses its own options (``args``, a list of strings, with defaults taken
+from its keyword arguments) and *returns* its figures as a dict, so tests and scripts can call
+it directly; the command line (:mod:`amnet.bench.cli`) only adds the machine description,
+prints the Markdown table and writes ``results.json`` / ``results.md``.
+
+The dict a suite returns has these keys:
+
+``suite``    the suite's name
+``config``   the options it ran with and the commands it timed
+``results``  a list of rows of figures, every sample included
+``table``    ``{"columns": [...], "rows": [[str, ...], ...]}``: what the Markdown table shows
+``notes``    lines printed under the table (how to read it, oversubscription, missing peers)
+
+Nothing in :mod:`amnet` imports this package.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+Suite = Callable[..., dict[str, Any]]
+
+#: Every registered suite by name, in registration order.
+SUITES: dict[str, Suite] = {}
+
+
+class BenchError(RuntimeError):
+    """A suite could not measure: a command failed, a tool is unusable. The message says why."""
+
+
+def suite(name: str) -> Callable[[Suite], Suite]:
+    """Register the decorated function as the suite ``name``."""
+
+    def register(fn: Suite) -> Suite:
+        if name in SUITES and SUITES[name] is not fn:
+            raise ValueError(f"suite {name!r} is already registered")
+        SUITES[name] = fn
+        fn.suite_name = name  # type: ignore[attr-defined]
+        return fn
+
+    return register
+
+
+# The suites register themselves on import; keep this list in the order `--list` shows.
+from . import startup as startup  # noqa: E402
+
+__all__ = ["SUITES", "BenchError", "suite"]

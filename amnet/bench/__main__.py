@@ -1,0 +1,5 @@
+"""``python -m amnet.bench`` is ``amnet-bench``."""
+
+from .cli import main
+
+main()

@@ -1,0 +1,184 @@
+"""Reporting for ``amnet-bench``: statistics, the machine description, Markdown and JSON.
+
+Small and dependency-free on purpose: suites call :func:`summary` and :class:`Progress`; the
+command line calls :func:`machine_info`, :func:`markdown` and :func:`write`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+
+def median(samples: Sequence[float]) -> float:
+    """The median of ``samples`` (at least one)."""
+    if not samples:
+        raise ValueError("median of no samples")
+    return statistics.median(samples)
+
+
+def summary(samples: Sequence[float]) -> dict[str, Any]:
+    """``{"median", "min", "max", "samples"}`` of a list of samples (seconds)."""
+    return {"median": median(samples), "min": min(samples), "max": max(samples),
+            "samples": list(samples)}
+
+
+# -- tools --------------------------------------------------------------------------------
+
+
+def find_mpiexec() -> str | None:
+    """The peer's ``mpiexec``: the one installed beside this Python, else the first on PATH.
+
+    The ``[peers]`` extra's mpich wheel puts ``mpiexec`` next to ``sys.executable``; taking
+    that one first keeps a version-manager shim on PATH (pyenv adds tens of ms per call) out
+    of the peer's figures.
+    """
+    here = Path(sys.executable).with_name("mpiexec")
+    if here.is_file() and os.access(here, os.X_OK):
+        return str(here)
+    return shutil.which("mpiexec")
+
+
+def mpich_version(mpiexec: str | None = None) -> str | None:
+    """MPICH's version: from the mpich wheel's metadata, else from ``mpiexec --version``."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("mpich")
+    except metadata.PackageNotFoundError:
+        pass
+    mpiexec = mpiexec or find_mpiexec()
+    if not mpiexec:
+        return None
+    try:
+        out = subprocess.run([mpiexec, "--version"], capture_output=True, text=True,
+                             stdin=subprocess.DEVNULL, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"Version:\s*(\S+)", out)
+    return m.group(1) if m else None
+
+
+def machine_info() -> dict[str, Any]:
+    """Where and with what a run was made: host, cores, Python, amnet, pyzmq/libzmq, MPICH."""
+    from importlib import metadata
+
+    try:
+        amnet_version = metadata.version("amnet")
+    except metadata.PackageNotFoundError:
+        from amnet import __version__ as amnet_version
+    info: dict[str, Any] = {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+        else None,
+        "python": sys.version.split()[0],
+        "python_executable": sys.executable,
+        "amnet": amnet_version,
+    }
+    try:
+        import zmq
+
+        info["pyzmq"], info["libzmq"] = zmq.pyzmq_version(), zmq.zmq_version()
+    except ImportError:
+        info["pyzmq"] = info["libzmq"] = None
+    mpiexec = find_mpiexec()
+    info["mpiexec"] = mpiexec
+    info["mpich"] = mpich_version(mpiexec)
+    return info
+
+
+# -- output -------------------------------------------------------------------------------
+
+
+def now() -> str:
+    """The current time, UTC, ISO 8601 to the second."""
+    return datetime.now(UTC).replace(microsecond=0).isoformat()
+
+
+def _table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    def cells(row: Sequence[Any]) -> str:
+        return "| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |"
+
+    return [cells(columns), "|" + "|".join("---" for _ in columns) + "|",
+            *(cells(r) for r in rows)]
+
+
+def markdown(result: dict[str, Any], machine: dict[str, Any] | None = None,
+             date: str | None = None) -> str:
+    """The report of one suite run as Markdown: heading, machine line, table, notes."""
+    lines = [f"## amnet-bench {result['suite']}", ""]
+    if machine:
+        lines += [f"{date or now()} on {machine.get('hostname')}: "
+                  f"{machine.get('cpu_count')} cores, Python {machine.get('python')}, "
+                  f"amnet {machine.get('amnet')}, pyzmq {machine.get('pyzmq')} "
+                  f"(libzmq {machine.get('libzmq')}), MPICH {machine.get('mpich') or '-'}", ""]
+    table = result["table"]
+    lines += _table(table["columns"], table["rows"])
+    if result.get("notes"):
+        lines.append("")
+        lines += [f"- {n}" for n in result["notes"]]
+    return "\n".join(lines) + "\n"
+
+
+def write(out: Path, result: dict[str, Any], machine: dict[str, Any], argv: Sequence[str],
+          date: str | None = None) -> tuple[Path, Path]:
+    """Write ``out/results.json`` (everything) and ``out/results.md``; return both paths."""
+    date = date or now()
+    out.mkdir(parents=True, exist_ok=True)
+    doc = {"suite": result["suite"], "date": date, "argv": list(argv), "machine": machine,
+           **{k: v for k, v in result.items() if k != "suite"}}
+    js, md = out / "results.json", out / "results.md"
+    js.write_text(json.dumps(doc, indent=2) + "\n")
+    md.write_text(markdown(result, machine, date))
+    return js, md
+
+
+class Progress:
+    """Plain-text progress on stderr: one rewritten line on a terminal, else every ~10%."""
+
+    def __init__(self, label: str, total: int, enabled: bool = True,
+                 stream: TextIO | None = None):
+        self.label, self.total, self.done = label, max(total, 1), 0
+        self.stream = stream or sys.stderr
+        self.enabled = enabled
+        self.tty = enabled and self.stream.isatty()
+        self._last_decile = -1
+        self._t0 = time.perf_counter()
+
+    def step(self, what: str) -> None:
+        """Count one unit of work done; ``what`` says which."""
+        self.done += 1
+        if not self.enabled:
+            return
+        pct = 100 * self.done // self.total
+        line = f"[{self.label}] {self.done}/{self.total} ({pct}%) {what}"
+        if self.tty:
+            self.stream.write("\r" + line[:100].ljust(100))
+        elif pct // 10 != self._last_decile:
+            self._last_decile = pct // 10
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        """End the progress display (newline on a terminal, elapsed time)."""
+        if not self.enabled:
+            return
+        if self.tty:
+            self.stream.write("\r" + " " * 100 + "\r")
+        elapsed = time.perf_counter() - self._t0
+        self.stream.write(f"[{self.label}] done in {elapsed:.1f} s\n")
+        self.stream.flush()

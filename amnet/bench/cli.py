@@ -1,0 +1,93 @@
+"""``amnet-bench``: run one measurement suite, print its table, write its results.
+
+    amnet-bench --list
+    amnet-bench SUITE [SUITE OPTIONS] [--out DIR]
+    amnet-bench SUITE --help            the suite's own options
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from . import SUITES, BenchError
+from . import _report as report
+
+app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
+
+_EPILOG = """Examples:
+
+\b
+  amnet-bench --list
+  amnet-bench startup --help
+  amnet-bench startup --reps 10 --ranks 1,4,8 --out /tmp/bench-startup
+
+Options after SUITE other than --out are the suite's own (see SUITE --help).
+Every figure is a ratio against a peer measured in the same run: see
+docs/benchmarks.md."""
+
+
+def _fail(msg: str, code: int = 2) -> None:
+    print(f"amnet-bench: error: {msg}", file=sys.stderr)
+    raise typer.Exit(code)
+
+
+def _suite_list() -> str:
+    width = max(map(len, SUITES), default=0)
+    return "\n".join(f"  {name.ljust(width)}  {(fn.__doc__ or '').strip().splitlines()[0]}"
+                     for name, fn in SUITES.items())
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True,
+                               "help_option_names": []},
+             epilog=_EPILOG)
+def amnet_bench(
+    ctx: typer.Context,
+    suite: Annotated[str | None, typer.Argument(metavar="SUITE",
+                                                help="The suite to run (see --list).")] = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", metavar="DIR",
+        help="Write DIR/results.json (machine, config, every sample) and DIR/results.md.")]
+        = None,
+    list_suites: Annotated[bool, typer.Option("--list", help="List the suites and exit.")]
+        = False,
+    show_help: Annotated[bool, typer.Option(
+        "-h", "--help", help="Show this message and exit; after SUITE, the suite's options.")]
+        = False,
+) -> None:
+    """Run a measurement SUITE: print a Markdown table of figures beside their peer."""
+    if list_suites:
+        print(_suite_list())
+        raise typer.Exit(0)
+    if show_help and suite is None:
+        print(ctx.get_help())
+        raise typer.Exit(0)
+    if suite is None:
+        _fail("give a SUITE to run; suites:\n" + _suite_list())
+    if suite not in SUITES:
+        _fail(f"unknown suite {suite!r}; suites: {', '.join(SUITES)} (see amnet-bench --list)")
+    args = list(ctx.args) + (["--help"] if show_help else [])
+    if out is not None and out.exists() and not out.is_dir():
+        _fail(f"--out {str(out)!r} exists and is not a directory")
+    try:
+        result = SUITES[suite](args, progress=True)
+    except BenchError as e:
+        _fail(f"{suite}: {e}", code=1)
+    date = report.now()
+    machine = report.machine_info()
+    print(report.markdown(result, machine, date), end="")
+    if out is not None:
+        js, md = report.write(out, result, machine, ["amnet-bench", *sys.argv[1:]], date)
+        print(f"amnet-bench: wrote {js} and {md}", file=sys.stderr)
+
+
+def main() -> None:
+    """Console entry point of ``amnet-bench``."""
+    app(prog_name="amnet-bench")
+
+
+if __name__ == "__main__":
+    main()

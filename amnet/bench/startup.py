@@ -1,0 +1,192 @@
+"""Suite ``startup``: what it costs to start (and end) a job that does nothing.
+
+Times ``amnet-run -n N EMPTY.py`` (an empty script in a temporary directory) beside the peer
+``mpiexec -n N python -c pass`` (MPICH's Hydra starting the same interpreter), both as wall
+time of the whole command around :func:`subprocess.run`, in the same run and interleaved
+(amnet, peer, amnet, peer, ...) after a warm-up of each. When N is even a second amnet row
+starts the N ranks as N/2 processes of 2 rank-threads (``--threads-per-proc 2``), against the
+same peer figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from . import BenchError, suite
+from ._report import Progress, find_mpiexec, summary
+
+PEER_MISSING = "not installed (pip install -e '.[peers]')"
+THREADS_ROW = 2  # --threads-per-proc of the second amnet row
+TIMEOUT_S = 300.0  # a launch that takes this long is hung, not slow
+
+
+def amnet_run_command() -> list[str]:
+    """``amnet-run`` as installed beside this Python, else ``python -m amnet.run``."""
+    exe = Path(sys.executable).with_name("amnet-run")
+    if exe.is_file() and os.access(exe, os.X_OK):
+        return [str(exe)]
+    return [sys.executable, "-m", "amnet.run"]
+
+
+def parse_ranks(text: str | int | Iterable[int]) -> list[int]:
+    """``"1,4,8"`` (or an int, or ints) as a list of positive rank counts."""
+    if isinstance(text, int):
+        items: list[Any] = [text]
+    elif isinstance(text, str):
+        items = [t for t in text.replace(" ", "").split(",") if t]
+    else:
+        items = list(text)
+    try:
+        ranks = [int(t) for t in items]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a comma list of rank counts, got {text!r}")
+    if not ranks or any(n < 1 for n in ranks):
+        raise argparse.ArgumentTypeError(f"rank counts must be positive integers, got {text!r}")
+    return ranks
+
+
+def _parser(reps: int, ranks: Any, warmup: int) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="amnet-bench startup",
+        description="Job start-up cost: wall time of `amnet-run -n N EMPTY.py` beside "
+                    "`mpiexec -n N python -c pass`, interleaved in the same run. Reports the "
+                    "median (min, max) and the ratio amnet/peer (lower is better).")
+    p.add_argument("--reps", type=int, default=reps, metavar="R",
+                   help="timed repetitions of each command per N (default: %(default)s)")
+    p.add_argument("--ranks", type=parse_ranks, default=parse_ranks(ranks), metavar="N,N",
+                   help="rank counts, a comma list like 1,4,8 (default: 8)")
+    p.add_argument("--warmup", type=int, default=warmup, metavar="W",
+                   help="untimed runs of each command before timing (default: %(default)s)")
+    return p
+
+
+def _timed(cmd: Sequence[str], cwd: str) -> float:
+    """Wall time of ``cmd`` run to completion; a failure is a BenchError naming it."""
+    t0 = time.perf_counter()
+    try:
+        p = subprocess.run(cmd, capture_output=True, stdin=subprocess.DEVNULL, cwd=cwd,
+                           timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise BenchError(f"`{shlex.join(cmd)}` did not finish within {TIMEOUT_S:g} s")
+    except OSError as e:
+        raise BenchError(f"`{shlex.join(cmd)}` could not be started: {e}")
+    elapsed = time.perf_counter() - t0
+    if p.returncode != 0:
+        err = p.stderr.decode(errors="replace").strip() or "(no stderr)"
+        raise BenchError(f"`{shlex.join(cmd)}` exited with status {p.returncode}; "
+                         f"stderr:\n{err}")
+    return elapsed
+
+
+def _who(key: str, tpp: int | None) -> str:
+    return f"{key} T={tpp}" if tpp and tpp > 1 else key
+
+
+def _ms(s: dict[str, Any]) -> str:
+    return f"{s['median'] * 1e3:.1f} ({s['min'] * 1e3:.1f}..{s['max'] * 1e3:.1f})"
+
+
+def _commands(n: int, amnet: list[str], mpiexec: str | None,
+              empty: str) -> list[tuple[str, int | None, list[str]]]:
+    """What is timed for N ranks, in the interleaving order: (who, threads-per-proc, argv)."""
+    cmds: list[tuple[str, int | None, list[str]]] = [("amnet", 1, [*amnet, "-n", str(n), empty])]
+    if mpiexec:
+        cmds.append(("peer", None, [mpiexec, "-n", str(n), sys.executable, "-c", "pass"]))
+    if n % THREADS_ROW == 0:
+        cmds.append(("amnet", THREADS_ROW,
+                     [*amnet, "-n", str(n), "--threads-per-proc", str(THREADS_ROW), empty]))
+    return cmds
+
+
+@suite("startup")
+def startup(args: Sequence[str] | None = None, *, reps: int = 10,
+            ranks: str | int | Iterable[int] = "8", warmup: int = 1,
+            progress: bool = True) -> dict[str, Any]:
+    """Job start-up: `amnet-run -n N` of an empty script vs `mpiexec -n N python -c pass`."""
+    parser = _parser(reps, ranks, warmup)
+    opts = parser.parse_args(list(args or []))
+    if opts.reps < 1:
+        parser.error(f"--reps must be at least 1, got {opts.reps}")
+    if opts.warmup < 0:
+        parser.error(f"--warmup must be 0 or more, got {opts.warmup}")
+
+    cpus = os.cpu_count() or 1
+    amnet = amnet_run_command()
+    mpiexec = find_mpiexec()
+    peer_tpl = [mpiexec, "-n", "N", sys.executable, "-c", "pass"] if mpiexec else None
+
+    with tempfile.TemporaryDirectory(prefix="amnet-bench-startup-") as tmp:
+        empty = str(Path(tmp, "empty.py"))
+        Path(empty).write_text("")
+        plans = [(n, _commands(n, amnet, mpiexec, empty)) for n in opts.ranks]
+        total = sum(len(c) for _, c in plans) * (opts.warmup + opts.reps)
+        bar = Progress("startup", total, enabled=progress)
+        samples: dict[tuple[int, str, int | None], list[float]] = {}
+        try:
+            for n, cmds in plans:
+                for _ in range(opts.warmup):
+                    for key, tpp, cmd in cmds:
+                        _timed(cmd, tmp)
+                        bar.step(f"warm-up N={n} {_who(key, tpp)}")
+                for rep in range(opts.reps):  # interleaved: amnet, peer, amnet(T=2), ...
+                    for key, tpp, cmd in cmds:
+                        samples.setdefault((n, key, tpp), []).append(_timed(cmd, tmp))
+                        bar.step(f"N={n} {_who(key, tpp)} rep {rep + 1}/{opts.reps}")
+        finally:
+            bar.close()
+
+    results: list[dict[str, Any]] = []
+    rows: list[list[str]] = []
+    for n, cmds in plans:
+        peer = None
+        if peer_tpl:
+            peer_cmd = next(c for k, _, c in cmds if k == "peer")
+            peer = {"command": peer_cmd,
+                    **summary(samples[(n, "peer", None)])}
+        for key, tpp, cmd in cmds:
+            if key != "amnet":
+                continue
+            am = {"command": [c if c != empty else "EMPTY.py" for c in cmd],
+                  **summary(samples[(n, key, tpp)])}
+            ratio = am["median"] / peer["median"] if peer else None
+            over = n > cpus
+            results.append({"ranks": n, "threads_per_proc": tpp, "procs": n // tpp,
+                            "oversubscribed": over, "amnet": am, "peer": peer,
+                            "ratio": ratio})
+            launcher = f"amnet-run -n {n}" + (f" --threads-per-proc {tpp}" if tpp > 1 else "")
+            rows.append([str(n), f"`{launcher}`", _ms(am), _ms(peer) if peer else PEER_MISSING,
+                         f"{ratio:.2f}" if ratio is not None else "-",
+                         f"oversubscribed: {n} ranks > {cpus} cores" if over else ""])
+
+    notes = [f"Median of {opts.reps} repetitions (min..max) in ms, after {opts.warmup} "
+             f"warm-up run(s) of each command, amnet and peer interleaved in the same run.",
+             "ratio = amnet-run median / mpiexec median from this run: lower is better "
+             "(below 1: amnet starts a job faster than MPICH's mpiexec)."]
+    if peer_tpl:
+        notes.append(f"peer: `{mpiexec} -n N {sys.executable} -c pass`; the "
+                     f"--threads-per-proc {THREADS_ROW} row is compared to the same figure.")
+    else:
+        notes.append(f"peer: mpiexec {PEER_MISSING}; amnet's figures only.")
+    big = [n for n in opts.ranks if n > cpus]
+    if big:
+        notes.append(f"Oversubscribed: N={','.join(map(str, big))} exceeds this machine's "
+                     f"{cpus} cores (os.cpu_count()); ranks share cores.")
+    config = {"reps": opts.reps, "ranks": opts.ranks, "warmup": opts.warmup,
+              "threads_per_proc_row": THREADS_ROW, "cpu_count": cpus,
+              "amnet_run": [*amnet, "-n", "N", "EMPTY.py"], "mpiexec": mpiexec,
+              "peer": peer_tpl, "python": sys.executable,
+              "timer": "time.perf_counter around subprocess.run, output captured"}
+    table = {"columns": ["N", "amnet launcher", "amnet-run ms: median (min..max)",
+                         "mpiexec ms: median (min..max)", "ratio amnet/peer (lower is better)",
+                         "note"], "rows": rows}
+    return {"suite": "startup", "config": config, "results": results, "table": table,
+            "notes": notes}

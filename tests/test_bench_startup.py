@@ -1,0 +1,110 @@
+"""amnet-bench: the suite registry, the `startup` suite's figures, the CLI's files and errors.
+
+Behaviour only: benchmarks are never timed tests, so no assertion here is about speed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from amnet.bench import SUITES, BenchError
+from amnet.bench import startup as startup_mod
+from amnet.bench._report import find_mpiexec, median
+
+BENCH = [sys.executable, "-m", "amnet.bench"]
+
+
+def _check_summary(s: dict, reps: int) -> None:
+    assert len(s["samples"]) == reps
+    assert all(x > 0 for x in s["samples"])
+    assert s["min"] <= s["median"] <= s["max"]
+    assert s["median"] == median(s["samples"])
+
+
+def test_registry_has_startup():
+    assert SUITES["startup"] is startup_mod.startup
+
+
+def test_startup_figures():
+    res = startup_mod.startup(reps=2, ranks=[2], progress=False)
+    assert res["suite"] == "startup"
+    assert res["config"]["reps"] == 2 and res["config"]["ranks"] == [2]
+    peer_ran = find_mpiexec() is not None
+    # N=2 is even: one row of 2 processes, one of 1 process x 2 rank-threads.
+    assert [(r["ranks"], r["threads_per_proc"]) for r in res["results"]] == [(2, 1), (2, 2)]
+    for row in res["results"]:
+        _check_summary(row["amnet"], 2)
+        assert row["amnet"]["median"] > 0
+        if peer_ran:
+            _check_summary(row["peer"], 2)
+            assert row["ratio"] == pytest.approx(row["amnet"]["median"] / row["peer"]["median"])
+        else:
+            assert row["peer"] is None and row["ratio"] is None
+    if peer_ran:  # both amnet rows are compared to the same peer figure
+        assert res["results"][0]["peer"] == res["results"][1]["peer"]
+    assert len(res["table"]["rows"]) == 2
+    assert all(len(r) == len(res["table"]["columns"]) for r in res["table"]["rows"])
+    assert any("lower is better" in c for c in res["table"]["columns"])
+
+
+def test_startup_without_peer(monkeypatch):
+    monkeypatch.setattr(startup_mod, "find_mpiexec", lambda: None)
+    res = startup_mod.startup(["--reps", "1", "--ranks", "1"], progress=False)
+    (row,) = res["results"]  # N=1 is odd: no --threads-per-proc 2 row
+    assert row["peer"] is None and row["ratio"] is None
+    _check_summary(row["amnet"], 1)
+    assert "not installed (pip install -e '.[peers]')" in res["table"]["rows"][0]
+
+
+def test_startup_oversubscription_is_said(monkeypatch):
+    monkeypatch.setattr(startup_mod.os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(startup_mod, "find_mpiexec", lambda: None)
+    res = startup_mod.startup(reps=1, ranks="2", warmup=0, progress=False)
+    assert all(r["oversubscribed"] for r in res["results"])
+    assert any("Oversubscribed" in n for n in res["notes"])
+
+
+def test_startup_failing_command_names_it(monkeypatch):
+    fail = [sys.executable, "-c", "import sys; sys.stderr.write('boom'); sys.exit(4)"]
+    monkeypatch.setattr(startup_mod, "amnet_run_command", lambda: fail)
+    with pytest.raises(BenchError, match=r"(?s)exited with status 4.*boom"):
+        startup_mod.startup(reps=1, ranks=[1], progress=False)
+
+
+def test_startup_bad_options():
+    with pytest.raises(SystemExit):
+        startup_mod.startup(["--ranks", "0"], progress=False)
+    with pytest.raises(SystemExit):
+        startup_mod.startup(["--reps", "0"], progress=False)
+
+
+def test_cli_writes_results(tmp_path):
+    out = tmp_path / "bench"
+    p = subprocess.run([*BENCH, "startup", "--reps", "1", "--ranks", "2", "--out", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "| N |" in p.stdout and "lower is better" in p.stdout
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["suite"] == "startup"
+    assert doc["config"]["reps"] == 1 and doc["config"]["ranks"] == [2]
+    for key in ("hostname", "cpu_count", "python", "amnet", "pyzmq", "libzmq", "mpich"):
+        assert key in doc["machine"]
+    assert all(len(r["amnet"]["samples"]) == 1 for r in doc["results"])
+    md = (out / "results.md").read_text()
+    assert md.startswith("## amnet-bench startup")
+    assert "| N |" in md and "|---|" in md
+
+
+def test_cli_list():
+    p = subprocess.run([*BENCH, "--list"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and "startup" in p.stdout
+
+
+def test_cli_unknown_suite():
+    p = subprocess.run([*BENCH, "no-such-suite"], capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0
+    assert "unknown suite 'no-such-suite'" in p.stderr and "startup" in p.stderr

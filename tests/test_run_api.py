@@ -1,0 +1,185 @@
+"""amnet.run: real jobs from Python; results by rank, topology, failures re-raised."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+
+import jobfns
+import pytest
+from conftest import leftovers
+
+import amnet
+
+SHAPES = [  # n, procs_per_node, threads_per_proc, nodes
+    (1, None, 1, None),
+    (3, None, 1, None),
+    (4, 2, 2, None),
+    (4, None, 2, 2),
+    (6, 2, 1, None),
+    (8, 2, 2, None),
+]
+
+
+@pytest.fixture
+def marked(monkeypatch):
+    """Mark this test's jobs so that anything they leave behind can be found."""
+    mark = uuid.uuid4().hex
+    monkeypatch.setenv("AMTEST_MARK", mark)
+    yield mark
+    assert leftovers(mark) == []
+
+
+@pytest.mark.parametrize("n,p,t,k", SHAPES)
+def test_every_rank_sees_its_place_in_the_topology(marked, n, p, t, k):
+    topo = amnet.Topology.make(n, p, t, k)
+    got = amnet.run(jobfns.where, n=n, procs_per_node=p, threads_per_proc=t, nodes=k)
+    assert [g["rank"] for g in got] == list(range(n))
+    for r, g in enumerate(got):
+        assert g["size"] == n and g["nodes"] == topo.nodes and g["procs"] == topo.procs
+        assert g["node"] == topo.node_of(r)
+        assert g["proc"] == topo.proc_of(r)
+        assert g["thread"] == topo.thread_of(r)
+        assert g["threads_per_proc"] == t
+        node_ranks = topo.ranks_of_node(g["node"])
+        assert g["local_ranks"] == [node_ranks.start, node_ranks.stop]
+        assert g["is_local"] == [topo.node_of(x) == g["node"] for x in range(n)]
+        assert g["same_process"] == [topo.proc_of(x) == g["proc"] for x in range(n)]
+    # ranks of one process share a pid; different processes do not
+    pids = {}
+    for g in got:
+        pids.setdefault(g["proc"], set()).add(g["pid"])
+    assert all(len(s) == 1 for s in pids.values())
+    assert len({next(iter(s)) for s in pids.values()}) == topo.procs
+
+
+def test_allgather_and_results(marked):
+    assert amnet.run(jobfns.allgather_square, n=4, threads_per_proc=2) == [[0, 1, 4, 9]] * 4
+
+
+def test_output_of_ranks_reaches_the_caller(marked, capfd):
+    amnet.run(jobfns.print_lines, n=2, label=True)
+    out = capfd.readouterr().out.splitlines()
+    for r in range(2):
+        assert [ln for ln in out if ln.startswith(f"[{r}] ")] == \
+            [f"[{r}] line {i} from rank {r}" for i in range(3)]
+
+
+def test_an_exception_is_reraised_with_the_rank_named(marked):
+    with pytest.raises(ValueError, match="bad value on rank 2") as info:
+        amnet.run(jobfns.raise_on_2, n=4, procs_per_node=2)
+    exc = info.value
+    assert any("rank 2 (node 1, proc 2, host" in note for note in exc.__notes__)
+    assert isinstance(exc.__cause__, amnet.RemoteTraceback)
+    assert "in raise_on_2" in exc.__cause__.tb
+
+
+def test_the_others_see_job_aborted_while_waiting(marked, capfd):
+    with pytest.raises(RuntimeError, match="rank 0 fails first"):
+        amnet.run(jobfns.catch_job_aborted, n=3)
+    out = capfd.readouterr().out
+    for r in (1, 2):
+        assert f"rank {r} saw JobAborted: rank 0 (node 0, proc 0, host" in out
+
+
+@pytest.mark.parametrize("fn,code,text", [
+    (jobfns.exit_3_on_1, 3, "rank 1 (node 0, proc 1, host {host}) exited with code 3"),
+    (jobfns.sigkill_on_0, 137, "rank 0 (node 0, proc 0, host {host}) killed by signal 9 "
+                               "(SIGKILL)"),
+    (jobfns.abort_on_1, 9, "rank 1 (node 0, proc 1, host {host}) called amnet.abort(9): "
+                           "rank one gives up"),
+])
+def test_other_failures_raise_job_failed(marked, fn, code, text):
+    import socket
+
+    with pytest.raises(amnet.JobFailed) as info:
+        amnet.run(fn, n=3)
+    assert info.value.code == code
+    assert info.value.diagnosis == text.format(host=socket.gethostname())
+
+
+def test_barrier_name_mismatch_fails_every_rank(marked):
+    with pytest.raises(amnet.BarrierMismatch, match="rank 0 passed 'left' but rank 1 passed"):
+        amnet.run(jobfns.mismatched_barrier, n=3)
+
+
+def test_anonymous_barrier_matches_any_name(marked):
+    assert amnet.run(jobfns.anonymous_matches_named, n=4) == [True] * 4
+
+
+def test_init_twice_is_an_error(marked):
+    with pytest.raises(amnet.InitError, match="called twice on rank 0"):
+        amnet.run(jobfns.init_twice, n=1)
+
+
+def test_init_from_a_thread_that_is_not_a_rank(marked):
+    msgs = amnet.run(jobfns.init_from_other_thread, n=2, threads_per_proc=2)
+    assert all("not a rank-thread" in m for m in msgs)
+
+
+def test_endpoint_after_finalize(marked):
+    assert amnet.run(jobfns.finalize_then_barrier, n=2) == \
+        [f"rank {r} already called amnet.finalize()" for r in range(2)]
+
+
+def test_bad_ranks_are_rank_errors(marked):
+    errors = amnet.run(jobfns.bad_rank, n=2)[0]
+    assert len(errors) == 5
+    assert "rank -1 is out of range: this job has ranks 0..1" in errors[0]
+    assert "rank must be an int, got str" in errors[2]
+
+
+def test_unpicklable_result_is_reported(marked):
+    with pytest.raises(TypeError, match="return value of rank 0 cannot be pickled"):
+        amnet.run(jobfns.unpicklable_result, n=1)
+
+
+def test_bad_arguments_fail_before_anything_starts(marked):
+    with pytest.raises(amnet.TopologyError):
+        amnet.run(jobfns.where, n=3, threads_per_proc=2)
+    with pytest.raises(amnet.ConfigError, match="unknown amnet option 'colour'"):
+        amnet.run(jobfns.where, n=1, colour="red")
+    with pytest.raises(TypeError, match="import by name"):
+        amnet.run(lambda ep: 1, n=1)
+    with pytest.raises(TypeError, match="callable"):
+        amnet.run(42, n=1)
+    with pytest.raises(ValueError, match="timeout must be a positive"):
+        amnet.run(jobfns.where, n=1, timeout=0)
+    with pytest.raises(amnet.ConfigError, match="unknown spawner 'telepathy'"):
+        amnet.run(jobfns.where, n=1, spawner="telepathy")
+
+
+def test_config_options_reach_the_ranks(marked):
+    got = amnet.run(jobfns.segment_size, n=2, segment_size="1M")
+    assert got == [1 << 20] * 2
+
+
+def test_a_function_in_the_main_script(tmp_path, marked):
+    script = tmp_path / "main.py"
+    script.write_text(
+        "import amnet\n"
+        "def f(ep):\n"
+        "    return ep.rank * 10\n"
+        "if __name__ == '__main__':\n"
+        "    print(amnet.run(f, n=3))\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[0, 10, 20]"
+
+
+def test_a_plain_python_script_is_a_one_rank_job(tmp_path):
+    script = tmp_path / "solo.py"
+    script.write_text(
+        "import amnet\n"
+        "ep = amnet.init()\n"
+        "ep.barrier('x')\n"
+        "print(ep.rank, ep.size, ep.nodes, ep.procs, ep.threads_per_proc,"
+        " list(ep.local_ranks), ep.bootstrap.allgather('v'), ep.bootstrap.address)\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AMNET_")}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=60, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "0 1 1 1 1 [0] ['v'] None"
