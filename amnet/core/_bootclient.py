@@ -122,14 +122,14 @@ class BootClient:
     def _dispatch(self, data: bytes) -> None:
         try:
             msg = proto.unpack(data)
-        except proto.ProtocolError:
-            return
-        t = msg["t"]
+            t = msg["t"]
+            key = (("coll", int(msg["seq"])) if t == "coll_done" else
+                   ("ack", int(msg["rank"]), str(msg["of"])) if t == "ack" else None)
+        except (proto.ProtocolError, KeyError, TypeError, ValueError):
+            return  # never let a bad frame stop this thread: ranks wait on it
         with self._cond:
-            if t == "coll_done":
-                self._replies[("coll", msg["seq"])] = msg
-            elif t == "ack":
-                self._replies[("ack", msg["rank"], msg["of"])] = msg
+            if key is not None:
+                self._replies[key] = msg
             elif t == "abort":
                 if self.aborted is None:
                     self.aborted = JobAborted(msg.get("reason", "job aborted"), msg.get("code", 1))
