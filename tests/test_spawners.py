@@ -1,0 +1,246 @@
+"""Spawners: hosts and hostfiles, and jobs started through each way of placing agents."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from amnet import Topology
+from amnet.launch.spawners import (
+    SpawnerError,
+    assign_hosts,
+    make_spawner,
+    parse_hostfile,
+    parse_hosts,
+)
+
+HELLO = str(Path(__file__).parent.parent / "examples" / "hello.py")
+
+WHERE = """
+import os, amnet
+ep = amnet.init()
+print(f"rank {ep.rank} node {ep.node} fwd {os.environ.get('AMTEST_FWD')} "
+      f"addr {ep.bootstrap.address} cwd {os.getcwd()}", flush=True)
+ep.barrier()
+"""
+
+
+def executable(path: Path, text: str) -> str:
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(path)
+
+
+# -- hosts --------------------------------------------------------------------------------------
+def test_hostfile(tmp_path):
+    hf = tmp_path / "hosts"
+    hf.write_text("# our cluster\n\nalpha slots=2\nbeta   # the slow one\n  gamma slots=1\n")
+    assert parse_hostfile(str(hf)) == [("alpha", 2), ("beta", None), ("gamma", 1)]
+
+
+@pytest.mark.parametrize("text,line", [
+    ("a\nb slots=0\n", 2), ("a slots=x\n", 1), ("a b\n", 1), ("ok\nbad!host\n", 2),
+])
+def test_malformed_hostfile_names_the_line(tmp_path, text, line):
+    hf = tmp_path / "hosts"
+    hf.write_text(text)
+    with pytest.raises(SpawnerError, match=f"hostfile {hf}:{line}:"):
+        parse_hostfile(str(hf))
+
+
+def test_empty_hostfile(tmp_path):
+    hf = tmp_path / "hosts"
+    hf.write_text("# nothing\n")
+    with pytest.raises(SpawnerError, match="names no hosts"):
+        parse_hostfile(str(hf))
+
+
+def test_nodes_are_dealt_round_robin_within_slots():
+    assert assign_hosts([("a", None), ("b", None)], 5) == ["a", "b", "a", "b", "a"]
+    assert assign_hosts([("a", 1), ("b", None)], 4) == ["a", "b", "b", "b"]
+    assert assign_hosts([("a", 2), ("b", 1)], 3) == ["a", "b", "a"]
+    with pytest.raises(SpawnerError, match="4 node\\(s\\) do not fit .* add up to 3"):
+        assign_hosts([("a", 2), ("b", 1)], 4)
+
+
+def test_parse_hosts():
+    assert parse_hosts("a,b") == [("a", None), ("b", None)]
+    for bad in ("", "a,", "a b"):
+        with pytest.raises(SpawnerError):
+            parse_hosts(bad)
+
+
+def test_srun_and_mpirun_commands(tmp_path, monkeypatch):
+    for tool in ("srun", "mpiexec"):
+        executable(tmp_path / tool, "#!/bin/sh\necho 'HYDRA build details'\n")
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    topo = Topology.make(8, nodes=4)
+    s = make_spawner("srun", topo, hosts="n1,n2,n3,n4")
+    assert s.command()[:5] == ["srun", "--nodes=4", "--ntasks=4", "--ntasks-per-node=1",
+                               "--nodelist=n1,n2,n3,n4"]
+    assert s.command()[-1] == "--node-from-env"
+    m = make_spawner("mpirun", topo)
+    assert m.command()[1:5] == ["-n", "4", "-ppn", "1"]
+    executable(tmp_path / "mpiexec", "#!/bin/sh\necho 'mpiexec (Open MPI) 5.0.3'\n")
+    m = make_spawner("mpirun", topo, hosts="n1,n2")
+    assert m.command()[1:7] == ["-n", "4", "--map-by", "ppr:1:node", "--host", "n1,n2"]
+
+
+def test_missing_tools_are_clear_errors(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    topo = Topology.make(2)
+    with pytest.raises(SpawnerError, match="needs Slurm's 'srun'"):
+        make_spawner("srun", topo)
+    with pytest.raises(SpawnerError, match="needs 'mpiexec' or 'mpirun'"):
+        make_spawner("mpirun", topo)
+    with pytest.raises(SpawnerError, match="needs the 'ssh' command"):
+        make_spawner("ssh", topo, hosts="a")
+
+
+# -- jobs through each spawner --------------------------------------------------------------------
+def test_custom_spawner_runs_agents_through_a_wrapper(runner):
+    log = runner.tmp / "wrapper.log"
+    wrapper = executable(runner.tmp / "wrap.sh",
+                         f'#!/bin/sh\necho "host=$1 node=$2" >> {log}\nshift 2\nexec "$@"\n')
+    s = runner.script("where.py", WHERE)
+    out = runner("-n", "4", "--nodes", "2", "--spawner", "custom", "--hosts", "localhost",
+                 "--spawn-cmd", f"{wrapper} %H %N %C", s, env={"AMTEST_FWD": "yes"})
+    assert out.returncode == 0, out.stderr
+    assert sorted(log.read_text().splitlines()) == ["host=localhost node=0",
+                                                    "host=localhost node=1"]
+    lines = sorted(out.stdout.splitlines())
+    assert [ln.split()[:6] for ln in lines] == [
+        ["rank", str(r), "node", str(r // 2), "fwd", "yes"] for r in range(4)]
+    assert all(f"cwd {runner.tmp}" in ln for ln in lines)
+
+
+def test_bootstrap_addr_override(runner):
+    s = runner.script("where.py", WHERE)
+    out = runner("-n", "2", "--bootstrap-addr", "127.0.0.1", s)
+    assert out.returncode == 0, out.stderr
+    assert all(" addr tcp://127.0.0.1:" in ln for ln in out.stdout.splitlines())
+
+
+def test_bootstrap_addr_that_cannot_be_bound(runner):
+    out = runner("-n", "2", "--bootstrap-addr", "192.0.2.77:1", HELLO)
+    assert out.returncode == 2
+    assert "cannot bind the bootstrap service to '192.0.2.77:1'" in out.stderr
+
+
+def test_ssh_spawner_sends_spec_and_environment(runner):
+    log = runner.tmp / "ssh.log"
+    bindir = runner.tmp / "bin"
+    bindir.mkdir()
+    # a stand-in for ssh: logs its arguments, then runs the remote command with an empty
+    # environment, as a remote login would not carry ours
+    executable(bindir / "ssh", f"""#!/bin/sh
+echo "$@" >> {log}
+while [ $# -gt 0 ]; do case "$1" in -T) shift;; -o) shift 2;; *) break;; esac; done
+shift
+exec env -i PATH=/usr/bin:/bin sh -c "$*"
+""")
+    s = runner.script("where.py", WHERE)
+    out = runner("-n", "4", "--nodes", "2", "--spawner", "ssh", "--hosts", "hostA,hostB", s,
+                 env={"AMTEST_FWD": "carried", "PATH": f"{bindir}:{os.environ['PATH']}"})
+    assert out.returncode == 0, out.stderr
+    calls = sorted(log.read_text().splitlines())
+    assert [c.split()[:6] for c in calls] == [
+        ["-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", h] for h in ("hostA", "hostB")]
+    assert all("-m amnet.launch.agent --node" in c for c in calls)
+    assert all(" fwd carried " in ln for ln in out.stdout.splitlines())
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="needs an ssh client")
+def test_unreachable_host(runner):
+    out = runner("-n", "2", "--spawner", "ssh", "--hosts", "no-such-host.invalid", HELLO)
+    assert out.returncode == 255
+    assert ("amnet-run: could not start the agent of node 0 on host no-such-host.invalid: "
+            "ssh exited with code 255: ") in out.stderr
+
+
+def test_srun_spawner_in_a_fake_allocation(runner):
+    log = runner.tmp / "srun.log"
+    bindir = runner.tmp / "bin"
+    bindir.mkdir()
+    executable(bindir / "srun", f"""#!/bin/sh
+echo "$@" >> {log}
+n=1
+while [ $# -gt 0 ]; do case "$1" in --ntasks=*) n=${{1#--ntasks=}}; shift;; --*) shift;;
+  *) break;; esac; done
+i=0; pids=""
+while [ $i -lt $n ]; do SLURM_PROCID=$i "$@" & pids="$pids $!"; i=$((i+1)); done
+rc=0; for p in $pids; do wait $p || rc=$?; done; exit $rc
+""")
+    s = runner.script("where.py", WHERE)
+    out = runner("-n", "6", "--nodes", "3", "--spawner", "srun", s,
+                 env={"PATH": f"{bindir}:{os.environ['PATH']}"})
+    assert out.returncode == 0, out.stderr
+    assert log.read_text().startswith("--nodes=3 --ntasks=3 --ntasks-per-node=1 ")
+    assert sorted(ln.split()[1:4] for ln in out.stdout.splitlines()) == sorted(
+        [str(r), "node", str(r // 2)] for r in range(6))
+
+
+@pytest.mark.skipif(shutil.which("mpiexec") is None, reason="needs mpiexec (the test extra)")
+def test_mpirun_spawner_with_mpich(runner):
+    out = runner("-n", "4", "--nodes", "2", "--threads-per-proc", "2", "--spawner", "mpirun",
+                 HELLO)
+    assert out.returncode == 0, out.stderr
+    assert len(out.stdout.splitlines()) == 4
+
+
+@pytest.mark.skipif(shutil.which("mpiexec") is None, reason="needs mpiexec (the test extra)")
+def test_mpirun_spawner_failure_is_diagnosed(runner):
+    s = runner.script("fail.py", "import amnet\nep = amnet.init()\n"
+                                 "if ep.rank == 1:\n    raise KeyError('k')\nep.barrier()\n")
+    out = runner("-n", "2", "--nodes", "2", "--spawner", "mpirun", s)
+    assert out.returncode == 1
+    assert "rank 1 (node 1, proc 1, host" in out.stderr and "raised KeyError" in out.stderr
+
+
+# -- two hosts in network namespaces ----------------------------------------------------------------
+@pytest.fixture
+def netns():
+    """A second 'host': a network namespace joined to this one by a veth pair."""
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("needs root and iproute2 to make a network namespace")
+    tag = uuid.uuid4().hex[:6]
+    ns, a, b = f"amtest-{tag}", f"amv{tag}a", f"amv{tag}b"
+    octet = int(tag[:2], 16) % 200 + 20
+    host_ip, ns_ip = f"10.213.{octet}.1", f"10.213.{octet}.2"
+
+    def ip(*args: str) -> None:
+        subprocess.run(["ip", *args], check=True, capture_output=True)
+
+    try:
+        ip("netns", "add", ns)
+    except subprocess.CalledProcessError as e:
+        pytest.skip(f"cannot make a network namespace here: {e.stderr.decode().strip()}")
+    try:
+        ip("link", "add", a, "type", "veth", "peer", "name", b)
+        ip("link", "set", b, "netns", ns)
+        ip("addr", "add", f"{host_ip}/24", "dev", a)
+        ip("link", "set", a, "up")
+        ip("-n", ns, "addr", "add", f"{ns_ip}/24", "dev", b)
+        ip("-n", ns, "link", "set", b, "up")
+        ip("-n", ns, "link", "set", "lo", "up")
+        yield ns, host_ip, ns_ip
+    finally:
+        subprocess.run(["ip", "link", "del", a], capture_output=True)
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def test_agents_on_another_host_connect_back_over_its_interface(runner, netns):
+    ns, host_ip, ns_ip = netns
+    s = runner.script("where.py", WHERE)
+    out = runner("-n", "4", "--nodes", "2", "--spawner", "custom", "--hosts", ns_ip,
+                 "--spawn-cmd", f"ip netns exec {ns} %C", s)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert len(lines) == 4
+    assert all(f" addr tcp://{host_ip}:" in ln for ln in lines)
