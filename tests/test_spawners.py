@@ -65,7 +65,7 @@ def test_nodes_are_dealt_round_robin_within_slots():
     assert assign_hosts([("a", None), ("b", None)], 5) == ["a", "b", "a", "b", "a"]
     assert assign_hosts([("a", 1), ("b", None)], 4) == ["a", "b", "b", "b"]
     assert assign_hosts([("a", 2), ("b", 1)], 3) == ["a", "b", "a"]
-    with pytest.raises(SpawnerError, match="4 node\\(s\\) do not fit .* add up to 3"):
+    with pytest.raises(SpawnerError, match=r"4 node\(s\) do not fit .* add up to 3"):
         assign_hosts([("a", 2), ("b", 1)], 4)
 
 
@@ -203,7 +203,7 @@ def test_mpirun_spawner_failure_is_diagnosed(runner):
     assert "rank 1 (node 1, proc 1, host" in out.stderr and "raised KeyError" in out.stderr
 
 
-# -- two hosts in network namespaces ----------------------------------------------------------------
+# -- two hosts in network namespaces ---------------------------------------------------------
 @pytest.fixture
 def netns():
     """A second 'host': a network namespace joined to this one by a veth pair."""

@@ -77,9 +77,10 @@ class LineWriter(io.TextIOBase):
         prefix = self._prefix()
         if prefix:
             lines = text.split("\n")
-            first = (prefix if st[1] else "") + lines[0]
-            rest = [prefix + ln if ln else ln for ln in lines[1:]]
-            text = "\n".join([first, *rest])
+            last = len(lines) - 1
+            text = "\n".join(
+                ln if (i == 0 and not st[1]) or (i == last and not ln) else prefix + ln
+                for i, ln in enumerate(lines))
         data = text.encode("utf-8", "backslashreplace")
         with self._lock:
             while data:

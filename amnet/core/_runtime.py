@@ -130,7 +130,10 @@ def init():
     from .endpoint import Endpoint
 
     ctx = current_rank("amnet.init()")
-    if ctx.endpoint is not None or ctx.finalized:
+    if ctx.finalized:
+        raise InitError(f"amnet.init() on rank {ctx.rank} after amnet.finalize(): a rank joins "
+                        "the job once")
+    if ctx.endpoint is not None:
         raise InitError(f"amnet.init() was called twice on rank {ctx.rank}; call it once per rank")
     ctx.collective("init", value={"host": ctx.host, "pid": os.getpid()})
     ctx.endpoint = Endpoint(ctx)

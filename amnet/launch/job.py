@@ -318,16 +318,27 @@ class Job:
 
 
 def stdout_writer(stream) -> Callable[[bytes], None]:
-    """A writer of raw bytes onto a text or binary stream, flushed per call."""
+    """A writer of raw bytes onto a text or binary stream, flushed per call.
+
+    Once the reader has gone (``amnet-run ... | head``), output is dropped and the job goes on.
+    """
     buf = getattr(stream, "buffer", None)
-    if buf is not None:
-        def write(data: bytes) -> None:
-            buf.write(data)
-            buf.flush()
-    else:
-        def write(data: bytes) -> None:
-            stream.write(data.decode("utf-8", "replace"))
-            stream.flush()
+    closed = False
+
+    def write(data: bytes) -> None:
+        nonlocal closed
+        if closed:
+            return
+        try:
+            if buf is not None:
+                buf.write(data)
+                buf.flush()
+            else:
+                stream.write(data.decode("utf-8", "replace"))
+                stream.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            closed = True
+
     return write
 
 
