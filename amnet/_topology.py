@@ -53,9 +53,11 @@ class Topology:
         n = _positive("the number of ranks (-n)", n)
         t = _positive("threads per process (--threads-per-proc)", threads_per_proc)
         if n % t:
+            below, above = n - n % t, n + t - n % t
+            hint = f"-n {below} or -n {above}" if below else f"-n {above}"
             raise TopologyError(
                 f"-n {n} is not a multiple of --threads-per-proc {t}: every process hosts "
-                f"the same number of rank-threads (try -n {n - n % t or t} or -n {n + t - n % t})"
+                f"the same number of rank-threads (try {hint})"
             )
         procs = n // t
         if procs_per_node is not None:

@@ -20,6 +20,10 @@ def _ranks_word(ranks) -> str:
     return ("rank " if len(set(ranks)) == 1 else "ranks ") + format_ranks(ranks)
 
 
+def _wait_verb(ranks) -> str:
+    return "waits" if len(set(ranks)) == 1 else "wait"
+
+
 @dataclass
 class Coll:
     op: str
@@ -114,7 +118,7 @@ class JobState:
                 what = _WHAT[c.ops[waiting[0]]]
                 verb = "calling" if c.op in ("init", "finalize") else "entering"
                 self.fail(1, f"{self.where([gone[0]])} ended without {verb} {what} while "
-                             f"{_ranks_word(waiting)} wait in it", gone[0])
+                             f"{_ranks_word(waiting)} {_wait_verb(waiting)} in it", gone[0])
                 return
 
     # -- rank and process ends ----------------------------------------------------------------
@@ -151,8 +155,8 @@ class JobState:
         for seq, c in self.pending():
             missing = [r for r in range(self.topo.size) if r not in c.arrived]
             what = _WHAT[c.ops[min(c.arrived)]]
-            return (f"{_ranks_word(sorted(c.arrived))} wait in {what} (bootstrap step {seq}); "
-                    f"{_ranks_word(missing)} never reached it")
+            return (f"{_ranks_word(c.arrived)} {_wait_verb(c.arrived)} in {what} (bootstrap "
+                    f"step {seq}); {_ranks_word(missing)} never reached it")
         running = [r for r in range(self.topo.size) if r not in self.done]
         if running:
             return f"{_ranks_word(running)} still running"

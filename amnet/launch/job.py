@@ -25,6 +25,7 @@ __all__ = ["Job", "Outcome", "run_job"]
 PING_S = 2.0
 TEARDOWN_S = 4.0  # after a failure: how long agents get to stop their processes
 REGISTER_S = 60.0  # how long a started agent may take to say hello
+SETTLE_S = 2.0  # after an agent exits: how long its last messages may take to be read
 
 
 @dataclass
@@ -197,6 +198,8 @@ class Job:
                     for p in range(st.topo.procs):
                         if p in self.proc_ident:
                             self._send(self.proc_ident[p], reply)
+                else:  # a rank that already ended may be missing from it
+                    st.check_stranded()
             elif t == "done":
                 rank = int(msg["rank"])
                 st.rank_done(rank, int(msg["code"]), msg.get("result"), msg.get("error"))
@@ -294,6 +297,11 @@ class Job:
         code = await ln.process.wait()
         await asyncio.gather(*pumps)  # its last words first: they explain its end
         st = self.state
+        # What it sent before exiting (hello, exit reports) may still sit unread in the
+        # bootstrap socket: let the service catch up before judging.
+        deadline = self.loop.time() + SETTLE_S
+        while self.loop.time() < deadline and not self._reported(ln):
+            await asyncio.sleep(0.005)
         unregistered = [n for n in ln.nodes if n not in self.agent_ident]
         if unregistered and not self.tearing_down:
             tail = " | ".join(ln.pumps[1].tail) if ln.pumps else ""
@@ -308,6 +316,10 @@ class Job:
                     f"the agent of node {st.topo.node_of_proc(lost[0])} {ln.where} ended "
                     f"(code {code}) before its rank processes did")
             self.teardown()
+
+    def _reported(self, ln: Launched) -> bool:
+        procs = (p for n in ln.nodes for p in self.state.topo.procs_of_node(n))
+        return ln.registered(self.agent_ident) and all(p in self.state.proc_exit for p in procs)
 
     def _final_checks(self) -> None:
         st = self.state
