@@ -237,9 +237,9 @@ def test_ctrl_c_and_sigterm_stop_everything(runner, sig, code, name):
         proc.kill()
         proc.communicate()
     assert rc == code
-    assert f"amnet-run: interrupted by {name}; " in err
-    assert "rank 1 never reached it" in err or "ranks 0-1 never reached it" in err \
-        or "ranks 1-2 never reached it" in err or "ranks 0-2 never reached it" in err
+    # where the ranks were: the diagnosis says what the launcher knew when the signal came
+    assert re.search(rf"amnet-run: interrupted by {name}; (.* never reached it|ranks 0-2 still "
+                     "running)", err), err
     assert elapsed < 5
 
 

@@ -9,9 +9,9 @@ import sys
 
 import uvloop
 import zmq
-import zmq.asyncio
 
 from .. import _protocol as proto
+from ._zsock import LoopSocket
 from .agent import GRACE_S, KILL_S, LAUNCHER_SILENCE_S
 
 
@@ -74,16 +74,15 @@ class AgentLoop:
         self.loop = loop
         self.finished = loop.create_future()
         self.last_heard = loop.time()
-        ctx = zmq.asyncio.Context()
+        ctx = zmq.Context()
         sock = ctx.socket(zmq.DEALER)
-        sock.setsockopt(zmq.LINGER, 3000)
         sock.setsockopt(zmq.RECONNECT_IVL, 10)
         sock.connect(self.spec["bootstrap"])
-        self.sock = sock
-        await sock.send(proto.pack({
+        self.sock = LoopSocket(loop, sock, self._on_frames)
+        self._send({
             "t": "hello", "kind": "agent", "token": self.spec["token"], "node": self.node,
             "host": self.host, "pid": os.getpid(),
-            "procs": {p: c[0] for p, c in self.children.items()}}))
+            "procs": {p: c[0] for p, c in self.children.items()}})
         for p, (pid, r_out, r_err) in self.children.items():
             _Relay(loop, r_out, 1, self._pipe_closed)
             _Relay(loop, r_err, 2, self._pipe_closed)
@@ -95,15 +94,16 @@ class AgentLoop:
         for sig in (signal.SIGTERM, signal.SIGHUP):
             loop.add_signal_handler(sig, self.teardown, "the agent was signalled")
         loop.add_signal_handler(signal.SIGINT, lambda: None)
-        listener = asyncio.ensure_future(self._listen())
         watchdog = asyncio.ensure_future(self._watchdog())
         self._maybe_finish()
         await self.finished
-        listener.cancel()
         watchdog.cancel()
-        sock.close(linger=3000)
+        self.sock.close(linger_ms=3000)  # what we reported still gets out
         ctx.term()
         return 0
+
+    def _send(self, msg: dict) -> None:
+        self.sock.send([proto.pack(msg)])
 
     # -- children --------------------------------------------------------------------------
     def _reap(self, proc: int, pid: int, pidfd: int) -> None:
@@ -116,7 +116,7 @@ class AgentLoop:
             os.killpg(pid, signal.SIGKILL)
         except OSError:
             pass
-        self.sock.send(proto.pack({"t": "exit", "proc": proc, "pid": pid, "code": code}))
+        self._send({"t": "exit", "proc": proc, "pid": pid, "code": code})
         self._maybe_finish()
 
     def _pipe_closed(self) -> None:
@@ -156,16 +156,14 @@ class AgentLoop:
             self.loop.remove_reader(0)
             self.teardown("the launcher went away", grace=0.0)
 
-    async def _listen(self) -> None:
-        while True:
-            data = await self.sock.recv()
-            self.last_heard = self.loop.time()
-            try:
-                msg = proto.unpack(data)
-            except proto.ProtocolError:
-                continue
-            if msg["t"] == "abort":
-                self.teardown(msg.get("reason", "abort"))
+    def _on_frames(self, frames: list[bytes]) -> None:
+        self.last_heard = self.loop.time()
+        try:
+            msg = proto.unpack(frames[-1])
+        except proto.ProtocolError:
+            return
+        if msg["t"] == "abort":
+            self.teardown(msg.get("reason", "abort"))
 
     async def _watchdog(self) -> None:
         while True:

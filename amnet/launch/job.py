@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import zmq
-import zmq.asyncio
 
 from .. import _protocol as proto
 from .._topology import Topology
+from ._zsock import LoopSocket
 from .spawners import Launched, Spawner
 
 __all__ = ["Job", "Outcome", "run_job"]
@@ -97,16 +97,21 @@ class Job:
         t0 = time.perf_counter()
         loop = asyncio.get_running_loop()
         self.loop = loop
-        ctx = zmq.asyncio.Context()
+        ctx = zmq.Context()
         sock = ctx.socket(zmq.ROUTER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.ROUTER_MANDATORY, 0)
-        self.sock = sock
-        self.spec["bootstrap"] = self.spawner.bind(sock, self.bootstrap_addr, self.spec["token"])
+        try:
+            self.spec["bootstrap"] = self.spawner.bind(sock, self.bootstrap_addr,
+                                                       self.spec["token"])
+        except BaseException:
+            sock.close(linger=0)
+            ctx.term()
+            raise
+        self.sock = LoopSocket(loop, sock, self._on_frames)
         tasks: list[asyncio.Future] = []
         signals = []
         try:
-            server = asyncio.ensure_future(self._serve())
             if self.handle_signals:
                 for sig in (signal.SIGINT, signal.SIGTERM):
                     loop.add_signal_handler(sig, self._on_signal, sig)
@@ -130,7 +135,6 @@ class Job:
             if self.state.failure is None:
                 self._final_checks()
             pinger.cancel()
-            server.cancel()
             regtimer.cancel()
             if timer:
                 timer.cancel()
@@ -139,7 +143,7 @@ class Job:
                 loop.remove_signal_handler(sig)
             for ln in self.launched:
                 ln.kill()
-            sock.close(linger=0)
+            self.sock.close(linger_ms=0)
             ctx.term()
         st = self.state
         f = st.failure
@@ -149,26 +153,19 @@ class Job:
             refused=len(self.refused), elapsed=time.perf_counter() - t0)
 
     # -- the bootstrap service ------------------------------------------------------------------
-    async def _serve(self) -> None:
-        sock = self.sock
-        while True:
-            frames = await sock.recv_multipart()
-            if len(frames) != 2:
-                self._refuse(frames[0])
-                continue
-            ident, data = frames
-            try:
-                msg = proto.unpack(data)
-                self._handle(ident, msg)
-            except (proto.ProtocolError, KeyError, TypeError, ValueError, IndexError):
-                if ident not in self.idents:
-                    self._refuse(ident)
+    def _on_frames(self, frames: list[bytes]) -> None:
+        if len(frames) != 2:
+            self._refuse(frames[0])
+            return
+        ident, data = frames
+        try:
+            self._handle(ident, proto.unpack(data))
+        except (proto.ProtocolError, KeyError, TypeError, ValueError, IndexError):
+            if ident not in self.idents:
+                self._refuse(ident)
 
     def _send(self, ident: bytes, msg: dict[str, Any]) -> None:
-        try:
-            self.sock.send_multipart([ident, proto.pack(msg)], zmq.NOBLOCK)
-        except zmq.ZMQError:
-            pass
+        self.sock.send([ident, proto.pack(msg)])
 
     def _refuse(self, ident: bytes) -> None:
         if ident not in self.refused:
