@@ -24,8 +24,25 @@ from .launch.api import run as run
 
 __version__ = "0.1.0"
 
+for _cls in (AMNetError, BarrierMismatch, CollectiveMismatch, ConfigError, InitError, JobAborted,
+             JobFailed, RankError, RemoteTraceback, TopologyError):
+    _cls.__module__ = __name__  # tracebacks and pickles say amnet.X, the public name
+del _cls
+
+
+def __getattr__(name: str):
+    if name == "config":  # the job's resolved configuration, as this process sees it
+        from .core._runtime import current_config
+
+        return current_config()
+    raise AttributeError(f"module 'amnet' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), "config"])
+
 __all__ = [
     "AMNetError", "BarrierMismatch", "CollectiveMismatch", "Config", "ConfigError", "Endpoint",
     "InitError", "JobAborted", "JobFailed", "RankError", "RemoteTraceback", "Topology",
-    "TopologyError", "abort", "finalize", "init", "run",
+    "TopologyError", "abort", "config", "finalize", "init", "run",
 ]

@@ -64,7 +64,7 @@ OPTIONS: dict[str, Option] = {
 }
 
 #: Variables amnet sets for its own processes; they are not user options.
-INTERNAL_ENV = frozenset({"AMNET_JOB_TOKEN", "AMNET_JOB_SPEC"})
+INTERNAL_ENV = frozenset({"AMNET_JOB_SPEC"})
 
 
 class Config(Mapping[str, Any]):
@@ -95,9 +95,13 @@ class Config(Mapping[str, Any]):
 
     @classmethod
     def resolve(
-        cls, env: Mapping[str, str] | None = None, overrides: Mapping[str, Any] | None = None
+        cls, env: Mapping[str, str] | None = None, overrides: Mapping[str, Any] | None = None,
+        *, from_flags: bool = False,
     ) -> Config:
         """Resolve options: ``overrides`` (flags) > ``env`` > defaults.
+
+        ``from_flags`` says the overrides came from ``amnet-run`` flags (named so in errors);
+        otherwise they are keyword arguments (``amnet.run(segment_size=...)``).
 
         Raises:
             ConfigError: an unknown ``AMNET_*`` variable, an unknown override, or a bad value.
@@ -116,7 +120,8 @@ class Config(Mapping[str, Any]):
             if opt.env in env:
                 source, raw = opt.env, env[opt.env]
             if overrides and overrides.get(opt.name) is not None:
-                source, raw = opt.name.replace("_", "-"), overrides[opt.name]
+                source = "--" + opt.name.replace("_", "-") if from_flags else opt.name + "="
+                raw = overrides[opt.name]
             values[opt.name] = _convert(opt, raw, source)
         for name in overrides or ():
             if name not in OPTIONS:

@@ -64,6 +64,9 @@ class JobAborted(AMNetError):
         self.reason = reason
         self.code = code
 
+    def __reduce__(self):
+        return type(self), (self.reason, self.code)
+
 
 class JobFailed(AMNetError):
     """Raised by :func:`amnet.run` when the job failed without a Python exception to re-raise.
@@ -77,6 +80,9 @@ class JobFailed(AMNetError):
         super().__init__(diagnosis)
         self.diagnosis = diagnosis
         self.code = code
+
+    def __reduce__(self):
+        return type(self), (self.diagnosis, self.code)
 
 
 class RemoteTraceback(Exception):

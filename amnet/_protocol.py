@@ -26,7 +26,6 @@ from typing import Any
 import msgpack
 
 SPEC_ENV = "AMNET_JOB_SPEC"
-TOKEN_ENV = "AMNET_JOB_TOKEN"
 _LEN = struct.Struct(">I")
 
 

@@ -67,6 +67,27 @@ def test_script_arguments_and_cwd(runner):
         f"{r} ['--flag', 'x', '-n', '3'] {runner.tmp}" for r in range(2)]
 
 
+def test_flushed_partial_lines_stay_whole_under_labels(runner):
+    s = runner.script("partial.py", """
+import amnet
+ep = amnet.init()
+print(f"rank {ep.rank}: part one, ", end="", flush=True)
+ep.barrier()
+print("part two")
+""")
+    out = runner("-n", "4", "--threads-per-proc", "2", "--label", s)
+    assert out.returncode == 0, out.stderr
+    assert sorted(out.stdout.splitlines()) == [
+        f"[{r}] rank {r}: part one, part two" for r in range(4)]
+
+
+def test_percent_in_spawn_cmd(runner):
+    out = runner("-n", "2", "--spawner", "custom", "--spawn-cmd", "echo 100%% >&2; exec %C",
+                 HELLO)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.count("100%") == 1
+
+
 def test_label_prefixes_every_line_and_lines_never_interleave(runner):
     s = runner.script("chatty.py", """
 import amnet, sys
@@ -309,7 +330,10 @@ def test_init_twice_fails_the_job(runner):
     (["-n", "4", "--nodes", "5"], "--nodes 5 is more than the 4 process(es)"),
     (["-n", "5", "--nodes", "4"], "--nodes 4 does not fit 5 processes"),
     (["-n", "4", "--nodes", "2", "--procs-per-node", "1"], "disagree"),
-    (["-n", "2", "--segment-size", "tiny"], "bad value 'tiny' for segment_size"),
+    (["-n", "2", "--segment-size", "tiny"],
+     "bad value 'tiny' for segment_size (from --segment-size)"),
+    (["-n", "2", "--hosts", "a,b"], "--hosts/--hostfile place agents on other hosts"),
+    (["-n", "2", "--spawner", "custom", "--spawn-cmd", "x %C %"], "unknown placeholder '%'"),
     (["-n", "2", "--timeout", "0"], "--timeout must be a positive number of seconds"),
     (["-n", "2", "--spawner", "ssh"], "the ssh spawner needs hosts"),
     (["-n", "2", "--spawner", "custom"], "the custom spawner needs --spawn-cmd"),

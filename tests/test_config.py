@@ -38,7 +38,7 @@ def test_unknown_variable_is_an_error_naming_it():
 
 
 def test_internal_variables_are_not_options():
-    Config.resolve(env={"AMNET_JOB_TOKEN": "x", "AMNET_JOB_SPEC": "y"})
+    Config.resolve(env={"AMNET_JOB_SPEC": "y"})
 
 
 @pytest.mark.parametrize("env,source", [

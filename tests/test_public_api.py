@@ -11,7 +11,7 @@ def test_public_surface():
     assert public == {
         "AMNetError", "BarrierMismatch", "CollectiveMismatch", "Config", "ConfigError",
         "Endpoint", "InitError", "JobAborted", "JobFailed", "RankError", "RemoteTraceback",
-        "Topology", "TopologyError", "abort", "finalize", "init", "run",
+        "Topology", "TopologyError", "abort", "config", "finalize", "init", "run",
     }
     assert set(amnet.__all__) == public
 
@@ -38,3 +38,19 @@ def test_run_stays_callable_after_importing_the_module():
 
     importlib.import_module("amnet.run")
     assert callable(amnet.run)
+
+
+def test_errors_have_public_names_and_pickle():
+    import pickle
+
+    assert amnet.BarrierMismatch.__module__ == "amnet"
+    for exc in (amnet.JobAborted("gone", 3), amnet.JobFailed("bad", 7),
+                amnet.BarrierMismatch("x"), amnet.RemoteTraceback("tb")):
+        back = pickle.loads(pickle.dumps(exc))
+        assert type(back) is type(exc) and str(back) == str(exc)
+    assert pickle.loads(pickle.dumps(amnet.JobFailed("bad", 7))).code == 7
+
+
+def test_config_of_a_plain_process():
+    assert isinstance(amnet.config, amnet.Config)
+    assert amnet.config.segment_size >= 4096

@@ -183,3 +183,23 @@ def test_a_plain_python_script_is_a_one_rank_job(tmp_path):
                          timeout=60, env=env)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "0 1 1 1 1 [0] ['v'] None"
+
+
+def test_endpoint_is_read_only_and_amnet_config_is_the_jobs(marked):
+    got = amnet.run(jobfns.endpoint_is_read_only, n=2, segment_size="2M")
+    assert got == [("amnet.Endpoint attributes are read-only (tried to set 'rank')", r, 2 << 20)
+                   for r in range(2)]
+
+
+def test_a_partial_of_a_function_in_the_main_script(tmp_path, marked):
+    script = tmp_path / "main.py"
+    script.write_text(
+        "import functools, amnet\n"
+        "def f(k, ep):\n"
+        "    return ep.rank * k\n"
+        "if __name__ == '__main__':\n"
+        "    print(amnet.run(functools.partial(f, 7), n=3))\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[0, 7, 14]"

@@ -89,7 +89,8 @@ def test_srun_and_mpirun_commands(tmp_path, monkeypatch):
     assert m.command()[1:5] == ["-n", "4", "-ppn", "1"]
     executable(tmp_path / "mpiexec", "#!/bin/sh\necho 'mpiexec (Open MPI) 5.0.3'\n")
     m = make_spawner("mpirun", topo, hosts="n1,n2")
-    assert m.command()[1:7] == ["-n", "4", "--map-by", "ppr:1:node", "--host", "n1,n2"]
+    assert m.command()[1:9] == ["-n", "4", "--map-by", "ppr:1:node", "-x", "AMNET_JOB_SPEC",
+                                "--host", "n1,n2"]
 
 
 def test_missing_tools_are_clear_errors(monkeypatch, tmp_path):
@@ -244,3 +245,13 @@ def test_agents_on_another_host_connect_back_over_its_interface(runner, netns):
     lines = out.stdout.splitlines()
     assert len(lines) == 4
     assert all(f" addr tcp://{host_ip}:" in ln for ln in lines)
+
+
+def test_remote_agents_keep_their_own_home(runner):
+    s = runner.script("home.py", "import os, amnet\namnet.init()\nprint(os.environ.get('HOME'),"
+                                 " os.environ.get('AMTEST_FWD'))\n")
+    out = runner("-n", "1", "--spawner", "custom",
+                 "--spawn-cmd", "env -i HOME=/remote/home PATH=/usr/bin:/bin %C", s,
+                 env={"AMTEST_FWD": "fwd"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["/remote/home", "fwd"]

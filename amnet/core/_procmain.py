@@ -87,6 +87,8 @@ class LineWriter(io.TextIOBase):
                 data = data[os.write(self._fd, data):]
 
     def flush(self) -> None:
+        if self._label:  # a labelled line goes out whole, so ranks' lines never interleave
+            return
         st = self._pending.get(threading.get_ident())
         if st and st[0]:
             text, st[0] = "".join(st[0]), []

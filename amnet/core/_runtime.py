@@ -83,6 +83,26 @@ class RankContext:
         return self.process.boot().collective(self.rank, seq, op, name, value)
 
 
+_env_config: Config | None = None
+
+
+def current_config() -> Config:
+    """The configuration of the job this process belongs to (``amnet.config``).
+
+    In a rank process: what ``amnet-run`` resolved and handed to every rank. In a plain
+    Python process: resolved from the ``AMNET_*`` environment on first use.
+
+    Raises:
+        ConfigError: an unknown ``AMNET_*`` variable or a bad value in the environment.
+    """
+    global _env_config
+    if _process is not None:
+        return _process.config
+    if _env_config is None:
+        _env_config = Config.resolve()
+    return _env_config
+
+
 def bind_rank(ctx: RankContext | None) -> None:
     """Make ``ctx`` the rank of the calling thread (used by the rank process main)."""
     _tls.rank = ctx
@@ -111,7 +131,7 @@ def current_rank(for_call: str) -> RankContext:
     global _singleton
     with _singleton_lock:
         if _singleton is None:
-            _singleton = RankContext(None, 0, Topology.make(1), Config.resolve(),
+            _singleton = RankContext(None, 0, Topology.make(1), current_config(),
                                      socket.gethostname())
         return _singleton
 

@@ -74,20 +74,19 @@ class Endpoint:
 
     def __init__(self, ctx: RankContext) -> None:
         topo = ctx.topology
-        self._ctx = ctx
-        self._topo = topo
-        self.rank: int = ctx.rank
-        self.size: int = topo.size
-        self.proc: int = topo.proc_of(ctx.rank)
-        self.procs: int = topo.procs
-        self.thread: int = topo.thread_of(ctx.rank)
-        self.threads_per_proc: int = topo.threads_per_proc
-        self.procs_per_node: int = topo.procs_per_node
-        self.node: int = topo.node_of(ctx.rank)
-        self.nodes: int = topo.nodes
-        self.local_ranks: range = topo.ranks_of_node(self.node)
-        self.host: str = ctx.host
-        self.bootstrap = Bootstrap(ctx)
+        node = topo.node_of(ctx.rank)
+        for name, value in (
+            ("_ctx", ctx), ("_topo", topo), ("rank", ctx.rank), ("size", topo.size),
+            ("proc", topo.proc_of(ctx.rank)), ("procs", topo.procs),
+            ("thread", topo.thread_of(ctx.rank)), ("threads_per_proc", topo.threads_per_proc),
+            ("procs_per_node", topo.procs_per_node), ("node", node), ("nodes", topo.nodes),
+            ("local_ranks", topo.ranks_of_node(node)), ("host", ctx.host),
+            ("bootstrap", Bootstrap(ctx)),
+        ):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"amnet.Endpoint attributes are read-only (tried to set {name!r})")
 
     @property
     def config(self):

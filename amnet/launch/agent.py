@@ -106,8 +106,7 @@ def run_agent(spec: dict, node: int, watch_stdin: bool) -> int:
         set_pdeathsig()
         if spec.get("parent_pid") and os.getppid() != spec["parent_pid"]:
             return 1  # amnet-run died while we started
-    if spec.get("env") is not None:
-        os.environ.clear()
+    if spec.get("env") is not None:  # the launcher's variables win; the host keeps HOME etc.
         os.environ.update(spec["env"])
     try:
         os.chdir(spec["cwd"])

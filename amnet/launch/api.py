@@ -15,19 +15,20 @@ from .._topology import Topology
 def _pickle_fn(fn: Callable) -> tuple[bytes, str | None]:
     if not callable(fn):
         raise TypeError(f"amnet.run needs a callable fn(ep), got {type(fn).__name__}")
+    try:
+        payload = pickle.dumps(fn, protocol=5)
+    except Exception as e:
+        raise TypeError(
+            "amnet.run needs a function the ranks can import by name (a module-level def, or "
+            f"functools.partial of one with picklable arguments): {e}") from None
     main_path = None
-    if getattr(fn, "__module__", None) == "__main__":
+    if b"__main__" in payload:  # fn (or a partial's function, or an argument) lives there
         main_path = getattr(sys.modules["__main__"], "__file__", None)
         if main_path is None:
             raise TypeError(
                 "amnet.run cannot send a function defined interactively to other processes: "
                 "define fn in a module (or a script file) and import it")
-    try:
-        return pickle.dumps(fn, protocol=5), main_path
-    except Exception as e:
-        raise TypeError(
-            "amnet.run needs a function the ranks can import by name (a module-level def, or "
-            f"functools.partial of one with picklable arguments): {e}") from None
+    return payload, main_path
 
 
 def run(

@@ -99,7 +99,7 @@ def amnet_run(
         _fail("give the number of ranks with -n N (see amnet-run --help)")
     try:
         topo = Topology.make(n, procs_per_node, threads_per_proc, nodes)
-        config = Config.resolve(overrides={"segment_size": segment_size})
+        config = Config.resolve(overrides={"segment_size": segment_size}, from_flags=True)
     except ConfigError as e:
         _fail(str(e))
     path = Path(script)

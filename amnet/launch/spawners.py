@@ -336,10 +336,10 @@ class CustomSpawner(Spawner):
         if "%C" not in self.spawn_cmd:
             raise SpawnerError(f"--spawn-cmd must contain %C (the agent command), got "
                                f"{self.spawn_cmd!r}")
-        bad = re.findall(r"%[^HNC%]", self.spawn_cmd)
-        if bad:
-            raise SpawnerError(f"--spawn-cmd has unknown placeholder {bad[0]!r}; "
-                               "use %H, %N, %C or %%")
+        for m in re.finditer(r"%(.?)", self.spawn_cmd, re.DOTALL):  # pairs, left to right
+            if m.group(1) not in ("H", "N", "C", "%"):
+                raise SpawnerError(f"--spawn-cmd has unknown placeholder {m.group(0)!r}; "
+                                   "use %H, %N, %C or %% for a literal %")
         self.placement = assign_hosts(self.hosts or [("localhost", None)], self.topo.nodes)
         self.remote = not all(is_local_host(h) for h in self.placement)
 
@@ -372,7 +372,8 @@ class SrunSpawner(Spawner):
 
     async def spawn(self, spec: dict[str, Any]) -> list[Launched]:
         env = dict(os.environ)
-        env[proto.SPEC_ENV] = proto.spec_to_env(dict(spec, pdeathsig=True))
+        env[proto.SPEC_ENV] = proto.spec_to_env(dict(spec, pdeathsig=True,
+                                                     env=_forwarded_env()))
         return [await self._start(self.command(), spec, list(range(self.topo.nodes)),
                                   "in the allocation", "srun", env=env, stdin_spec=False)]
 
@@ -395,7 +396,7 @@ class MpirunSpawner(SrunSpawner):
         k = str(self.topo.nodes)
         hosts = ",".join(h for h, _ in self.hosts) if self.hosts else None
         if self.open_mpi:
-            cmd = [self.exe, "-n", k, "--map-by", "ppr:1:node"]
+            cmd = [self.exe, "-n", k, "--map-by", "ppr:1:node", "-x", proto.SPEC_ENV]
             cmd += ["--host", hosts] if hosts else []
         else:  # MPICH / Hydra and compatibles
             cmd = [self.exe, "-n", k, "-ppn", "1"]
@@ -424,4 +425,7 @@ def make_spawner(name: str, topology: Topology, *, hosts: str | None = None,
     host_list = parse_hosts(hosts) if hosts else parse_hostfile(hostfile) if hostfile else None
     if spawn_cmd and cls is not CustomSpawner:
         raise SpawnerError("--spawn-cmd is only for --spawner custom")
+    if host_list and cls is LocalSpawner:
+        raise SpawnerError("--hosts/--hostfile place agents on other hosts: use them with "
+                           "--spawner ssh, custom, srun or mpirun")
     return cls(topology, host_list, spawn_cmd)

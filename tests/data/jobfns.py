@@ -124,3 +124,10 @@ def finalize_then_barrier(ep):
 
 def segment_size(ep):
     return ep.config.segment_size
+
+
+def endpoint_is_read_only(ep):
+    try:
+        ep.rank = 99
+    except AttributeError as e:
+        return str(e), ep.rank, amnet.config.segment_size
