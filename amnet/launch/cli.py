@@ -130,7 +130,10 @@ def amnet_run(
         _fail(str(e))
     if out.diagnosis:
         print(f"amnet-run: {out.diagnosis}", file=sys.stderr)
-    raise typer.Exit(out.code)
+    # The job is over and every socket closed: skip the interpreter's slow finalization.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(out.code)
 
 
 def main() -> None:
