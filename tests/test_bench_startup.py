@@ -108,3 +108,13 @@ def test_cli_unknown_suite():
     p = subprocess.run([*BENCH, "no-such-suite"], capture_output=True, text=True, timeout=60)
     assert p.returncode != 0
     assert "unknown suite 'no-such-suite'" in p.stderr and "startup" in p.stderr
+
+
+def test_startup_program_init():
+    res = startup_mod.startup(["--reps", "1", "--ranks", "2", "--program", "init",
+                               "--warmup", "0"], progress=False)
+    assert res["config"]["program"] == "init"
+    assert res["results"][0]["amnet"]["command"][-1] == "INIT.py"
+    if res["config"]["mpiexec"]:  # mpi4py is there: the peer joins an MPI job
+        assert "MPI.COMM_WORLD.Barrier()" in res["results"][0]["peer"]["command"][-1]
+    assert any("program: init" in n for n in res["notes"])

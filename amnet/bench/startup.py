@@ -6,11 +6,16 @@ time of the whole command around :func:`subprocess.run`, in the same run and int
 (amnet, peer, amnet, peer, ...) after a warm-up of each. When N is even a second amnet row
 starts the N ranks as N/2 processes of 2 rank-threads (``--threads-per-proc 2``), against the
 same peer figure.
+
+``--program init`` times a job that joins instead: the script calls ``amnet.init()`` (and the
+implicit ``finalize`` barrier), beside ``mpiexec -n N python -c "from mpi4py import MPI;
+MPI.COMM_WORLD.Barrier()"`` (MPI_Init, a barrier, MPI_Finalize).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import shlex
 import subprocess
@@ -26,6 +31,12 @@ from ._report import Progress, find_mpiexec, summary
 
 PEER_MISSING = "not installed (pip install -e '.[peers]')"
 THREADS_ROW = 2  # --threads-per-proc of the second amnet row
+#: what each rank runs: (amnet script, peer ``python -c`` code, module the peer needs)
+PROGRAMS = {
+    "empty": ("", "pass", None),
+    "init": ("import amnet\namnet.init()\n", "from mpi4py import MPI; MPI.COMM_WORLD.Barrier()",
+             "mpi4py"),
+}
 TIMEOUT_S = 300.0  # a launch that takes this long is hung, not slow
 
 
@@ -66,6 +77,10 @@ def _parser(reps: int, ranks: Any, warmup: int) -> argparse.ArgumentParser:
                    help="rank counts, a comma list like 1,4,8 (default: 8)")
     p.add_argument("--warmup", type=int, default=warmup, metavar="W",
                    help="untimed runs of each command before timing (default: %(default)s)")
+    p.add_argument("--program", choices=sorted(PROGRAMS), default="empty",
+                   help="empty: a script that does nothing vs `python -c pass`; init: a "
+                        "script that calls amnet.init() vs mpi4py's MPI_Init + Barrier "
+                        "(default: %(default)s)")
     return p
 
 
@@ -95,12 +110,12 @@ def _ms(s: dict[str, Any]) -> str:
     return f"{s['median'] * 1e3:.1f} ({s['min'] * 1e3:.1f}..{s['max'] * 1e3:.1f})"
 
 
-def _commands(n: int, amnet: list[str], mpiexec: str | None,
-              empty: str) -> list[tuple[str, int | None, list[str]]]:
+def _commands(n: int, amnet: list[str], mpiexec: str | None, empty: str,
+              peer_code: str = "pass") -> list[tuple[str, int | None, list[str]]]:
     """What is timed for N ranks, in the interleaving order: (who, threads-per-proc, argv)."""
     cmds: list[tuple[str, int | None, list[str]]] = [("amnet", 1, [*amnet, "-n", str(n), empty])]
     if mpiexec:
-        cmds.append(("peer", None, [mpiexec, "-n", str(n), sys.executable, "-c", "pass"]))
+        cmds.append(("peer", None, [mpiexec, "-n", str(n), sys.executable, "-c", peer_code]))
     if n % THREADS_ROW == 0:
         cmds.append(("amnet", THREADS_ROW,
                      [*amnet, "-n", str(n), "--threads-per-proc", str(THREADS_ROW), empty]))
@@ -121,13 +136,16 @@ def startup(args: Sequence[str] | None = None, *, reps: int = 10,
 
     cpus = os.cpu_count() or 1
     amnet = amnet_run_command()
+    script_text, peer_code, peer_needs = PROGRAMS[opts.program]
     mpiexec = find_mpiexec()
-    peer_tpl = [mpiexec, "-n", "N", sys.executable, "-c", "pass"] if mpiexec else None
+    if mpiexec and peer_needs and importlib.util.find_spec(peer_needs) is None:
+        mpiexec = None  # the peer program cannot run without its module
+    peer_tpl = [mpiexec, "-n", "N", sys.executable, "-c", peer_code] if mpiexec else None
 
     with tempfile.TemporaryDirectory(prefix="amnet-bench-startup-") as tmp:
-        empty = str(Path(tmp, "empty.py"))
-        Path(empty).write_text("")
-        plans = [(n, _commands(n, amnet, mpiexec, empty)) for n in opts.ranks]
+        empty = str(Path(tmp, f"{opts.program}.py"))
+        Path(empty).write_text(script_text)
+        plans = [(n, _commands(n, amnet, mpiexec, empty, peer_code)) for n in opts.ranks]
         total = sum(len(c) for _, c in plans) * (opts.warmup + opts.reps)
         bar = Progress("startup", total, enabled=progress)
         samples: dict[tuple[int, str, int | None], list[float]] = {}
@@ -155,7 +173,7 @@ def startup(args: Sequence[str] | None = None, *, reps: int = 10,
         for key, tpp, cmd in cmds:
             if key != "amnet":
                 continue
-            am = {"command": [c if c != empty else "EMPTY.py" for c in cmd],
+            am = {"command": [c if c != empty else f"{opts.program.upper()}.py" for c in cmd],
                   **summary(samples[(n, key, tpp)])}
             ratio = am["median"] / peer["median"] if peer else None
             over = n > cpus
@@ -171,8 +189,11 @@ def startup(args: Sequence[str] | None = None, *, reps: int = 10,
              f"warm-up run(s) of each command, amnet and peer interleaved in the same run.",
              "ratio = amnet-run median / mpiexec median from this run: lower is better "
              "(below 1: amnet starts a job faster than MPICH's mpiexec)."]
+    if opts.program != "empty":
+        notes.insert(0, f"program: {opts.program}: the amnet script is "
+                        f"{script_text.strip()!r}; the peer runs `python -c {peer_code!r}`.")
     if peer_tpl:
-        notes.append(f"peer: `{mpiexec} -n N {sys.executable} -c pass`; the "
+        notes.append(f"peer: `{mpiexec} -n N {sys.executable} -c {shlex.quote(peer_code)}`; the "
                      f"--threads-per-proc {THREADS_ROW} row is compared to the same figure.")
     else:
         notes.append(f"peer: mpiexec {PEER_MISSING}; amnet's figures only.")
@@ -181,8 +202,10 @@ def startup(args: Sequence[str] | None = None, *, reps: int = 10,
         notes.append(f"Oversubscribed: N={','.join(map(str, big))} exceeds this machine's "
                      f"{cpus} cores (os.cpu_count()); ranks share cores.")
     config = {"reps": opts.reps, "ranks": opts.ranks, "warmup": opts.warmup,
+              "program": opts.program,
               "threads_per_proc_row": THREADS_ROW, "cpu_count": cpus,
-              "amnet_run": [*amnet, "-n", "N", "EMPTY.py"], "mpiexec": mpiexec,
+              "amnet_run": [*amnet, "-n", "N", f"{opts.program.upper()}.py"],
+              "mpiexec": mpiexec,
               "peer": peer_tpl, "python": sys.executable,
               "timer": "time.perf_counter around subprocess.run, output captured"}
     table = {"columns": ["N", "amnet launcher", "amnet-run ms: median (min..max)",
