@@ -20,17 +20,27 @@ Launcher -> client:
 from __future__ import annotations
 
 import base64
+import hashlib
 import struct
 from typing import Any
 
 import msgpack
 
 SPEC_ENV = "AMNET_JOB_SPEC"
+#: the largest bootstrap message (an amnet.run result travels in one)
+MAX_MESSAGE = 512 << 20
 _LEN = struct.Struct(">I")
 
 
 class ProtocolError(ValueError):
     """A frame that is not a well-formed amnet bootstrap message."""
+
+
+def client_id(token: str, kind: str, index: int) -> bytes:
+    """A client's zmq routing id: stable across reconnections, unguessable without the token."""
+    tag = hashlib.blake2s(f"{kind}{index}".encode(), key=token.encode()[:32],
+                          digest_size=8).hexdigest()
+    return f"{kind}{index}.{tag}".encode()
 
 
 def pack(msg: dict[str, Any]) -> bytes:

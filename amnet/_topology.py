@@ -14,6 +14,10 @@ from dataclasses import dataclass
 
 from ._errors import RankError, TopologyError
 
+MAX_RANKS = 1 << 20
+MAX_THREADS_PER_PROC = 1024
+MAX_PROCS_PER_NODE = 4096
+
 
 def _positive(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
@@ -52,6 +56,11 @@ class Topology:
         """
         n = _positive("the number of ranks (-n)", n)
         t = _positive("threads per process (--threads-per-proc)", threads_per_proc)
+        if n > MAX_RANKS:
+            raise TopologyError(f"-n {n} is more than amnet's limit of {MAX_RANKS} ranks")
+        if t > MAX_THREADS_PER_PROC:
+            raise TopologyError(f"--threads-per-proc {t} is more than the limit of "
+                                f"{MAX_THREADS_PER_PROC} rank-threads per process")
         if n % t:
             below, above = n - n % t, n + t - n % t
             hint = f"-n {below} or -n {above}" if below else f"-n {above}"
@@ -85,6 +94,10 @@ class Topology:
         elif procs_per_node is None:
             p = procs
         p = min(p, procs)
+        if p > MAX_PROCS_PER_NODE:
+            raise TopologyError(
+                f"a node would host {p} processes, more than the limit of {MAX_PROCS_PER_NODE}: "
+                "use --threads-per-proc, --procs-per-node or --nodes")
         return cls(size=n, threads_per_proc=t, procs_per_node=p, nodes=-(-procs // p))
 
     # -- derived shape ------------------------------------------------------------------

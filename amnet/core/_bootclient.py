@@ -31,6 +31,7 @@ class BootClient:
         self._t = threads_per_proc
         self._ctx = zmq.Context()
         sock = self._ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.ROUTING_ID, proto.client_id(token, "p", proc))
         sock.setsockopt(zmq.LINGER, 2000)
         sock.setsockopt(zmq.RECONNECT_IVL, 10)
         sock.connect(address)

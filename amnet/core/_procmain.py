@@ -20,9 +20,28 @@ import types
 from typing import Any
 
 from .._errors import JobAborted
+from .._protocol import MAX_MESSAGE
 from . import _runtime as rt
 
 _HERE = os.path.normcase(os.path.abspath(__file__))
+_main_tls = threading.local()
+MAX_RESULT = MAX_MESSAGE - (1 << 16)  # room for the message around it
+
+
+class _ThreadMain(types.ModuleType):
+    """``sys.modules["__main__"]`` of a process with several rank-threads.
+
+    Each rank-thread runs the script in a module of its own; lookups on this module (what
+    ``pickle``, ``dataclasses`` and ``import __main__`` do) go to the calling thread's module,
+    or the first rank-thread's for other threads.
+    """
+
+    def __getattr__(self, name: str):
+        mod = getattr(_main_tls, "mod", None) or self.__dict__.get("_primary")
+        try:
+            return mod.__dict__[name]
+        except (KeyError, AttributeError):
+            raise AttributeError(f"module '__main__' has no attribute {name!r}") from None
 
 
 class LineWriter(io.TextIOBase):
@@ -45,6 +64,11 @@ class LineWriter(io.TextIOBase):
 
     def fileno(self) -> int:
         return self._fd
+
+    @property
+    def buffer(self) -> _LineBytes:
+        """The binary side (``sys.stdout.buffer``): bytes go through the same line buffers."""
+        return _LineBytes(self)
 
     def writable(self) -> bool:
         return True
@@ -81,7 +105,10 @@ class LineWriter(io.TextIOBase):
             text = "\n".join(
                 ln if (i == 0 and not st[1]) or (i == last and not ln) else prefix + ln
                 for i, ln in enumerate(lines))
-        data = text.encode("utf-8", "backslashreplace")
+        try:  # bytes written through .buffer come back as they were
+            data = text.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:
+            data = text.encode("utf-8", "backslashreplace")
         with self._lock:
             while data:
                 data = data[os.write(self._fd, data):]
@@ -100,6 +127,27 @@ class LineWriter(io.TextIOBase):
             if st[0]:
                 text, st[0] = "".join(st[0]) + "\n", []
                 self._emit(text, st)
+
+
+class _LineBytes(io.RawIOBase):
+    """``sys.stdout.buffer`` of a rank: bytes join the per-thread text line buffers."""
+
+    def __init__(self, text: LineWriter) -> None:
+        self._text = text
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._text.fileno()
+
+    def write(self, b) -> int:
+        data = bytes(b)
+        self._text.write(data.decode("utf-8", "surrogateescape"))
+        return len(data)
+
+    def flush(self) -> None:
+        self._text.flush()
 
 
 def _user_traceback(exc: BaseException) -> str:
@@ -143,6 +191,10 @@ class _Rank:
                 except Exception as e:
                     raise TypeError(f"the return value of rank {ctx.rank} cannot be pickled "
                                     f"to send it back to amnet.run: {e}") from None
+                if len(result) > MAX_RESULT:
+                    raise ValueError(f"the return value of rank {ctx.rank} pickles to "
+                                     f"{len(result)} bytes; amnet.run carries at most "
+                                     f"{MAX_RESULT} bytes per rank")
         except SystemExit as e:
             code = e.code
             if code is None:
@@ -171,18 +223,24 @@ class _Rank:
             state.rank_done(ctx.rank, self.code, result, error)
 
 
-def _script_body(path: str, primary: dict):
+def _script_body(path: str, threads: int):
     with open(path, "rb") as f:
         source = f.read()
+    proxy = _ThreadMain("__main__") if threads > 1 else None
+    if proxy is not None:
+        proxy.__file__ = path
+        sys.modules["__main__"] = proxy  # before any rank-thread starts
 
     def body(ctx: rt.RankContext):
         code = compile(source, path, "exec", dont_inherit=True)
         mod = types.ModuleType("__main__")
         mod.__dict__.update(__file__=path, __cached__=None, __loader__=None,
                             __package__=None, __spec__=None, __builtins__=__builtins__)
-        if ctx.topology.thread_of(ctx.rank) == 0:
-            primary["mod"] = mod
+        if proxy is None:
             sys.modules["__main__"] = mod
+        else:
+            _main_tls.mod = mod
+            proxy.__dict__.setdefault("_primary", mod)
         exec(code, mod.__dict__)
 
     return body
@@ -216,14 +274,13 @@ def run_process(spec: dict[str, Any], proc: int, host: str) -> int:
     out = LineWriter(1, spec["label"], default)
     err = LineWriter(2, spec["label"], default)
     sys.stdout, sys.stderr = out, err
-    primary: dict = {}
     try:
         if spec["mode"] == "fn":
             body = _fn_body(spec)
         else:
             sys.argv = [spec["script"], *spec["argv"]]
             sys.path.insert(0, os.path.dirname(os.path.abspath(spec["script"])))
-            body = _script_body(spec["script"], primary)
+            body = _script_body(spec["script"], topo.threads_per_proc)
     except BaseException as e:
         rank = ranks.start
         rt.bind_rank(None)
@@ -239,6 +296,9 @@ def run_process(spec: dict[str, Any], proc: int, host: str) -> int:
     rank_objs[0].run()
     for t in threads:
         t.join()
+    for t in threading.enumerate():  # as Python does at exit: wait for non-daemon threads
+        if t is not threading.current_thread() and not t.daemon:
+            t.join()
     rt.bind_rank(None)
     try:
         atexit._run_exitfuncs()

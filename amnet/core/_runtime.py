@@ -192,17 +192,20 @@ def _finalize_at_exit(ctx: RankContext) -> None:
 
 
 def abort(code: int = 1, msg: str = "") -> None:
-    """End the whole job at once with exit status ``code``; ``msg`` goes into the diagnosis.
+    """End the whole job at once, as a failure with exit status ``code``; ``msg`` goes into
+    the diagnosis.
 
     Never returns. May be called from any thread, before or after :func:`init`.
 
     Raises:
-        TypeError / ValueError: ``code`` is not an int in 0..255 (checked before anything ends).
+        TypeError / ValueError: ``code`` is not an int in 1..255 (checked before anything
+            ends; an aborted job has failed, so its status is never 0).
     """
     if isinstance(code, bool) or not isinstance(code, int):
         raise TypeError(f"amnet.abort() code must be an int, got {type(code).__name__}")
-    if not 0 <= code <= 255:
-        raise ValueError(f"amnet.abort() code must be in 0..255, got {code}")
+    if not 1 <= code <= 255:
+        raise ValueError(f"amnet.abort() code must be in 1..255 (an aborted job has failed), "
+                         f"got {code}")
     msg = str(msg)
     ctx = getattr(_tls, "rank", None)
     proc = _process

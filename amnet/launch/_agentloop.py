@@ -11,45 +11,64 @@ import uvloop
 import zmq
 
 from .. import _protocol as proto
+from ._output import FdOut
 from ._zsock import LoopSocket
 from .agent import GRACE_S, KILL_S, LAUNCHER_SILENCE_S
 
+DRAIN_S = 1.0  # after a rank process ends: how long its pipes may stay silent before we stop
+
 
 class _Relay:
-    """Copies whole lines from a child's pipe to one of the agent's own output fds."""
+    """Copies whole lines from a rank process's pipe to one of the agent's outputs."""
 
-    def __init__(self, loop, fd: int, out_fd: int, done) -> None:
-        self.fd, self.out_fd, self.buf, self.done = fd, out_fd, b"", done
+    def __init__(self, loop, fd: int, out: FdOut, done) -> None:
+        self.loop, self.fd, self.out, self.done = loop, fd, out, done
+        self.buf = b""
+        self.open = True
+        self.paused = False
+        self.last = loop.time()
         os.set_blocking(fd, False)
-        loop.add_reader(fd, self.on_readable, loop)
+        loop.add_reader(fd, self.on_readable)
 
-    def _write(self, data: bytes) -> None:
-        while data:
-            try:
-                data = data[os.write(self.out_fd, data):]
-            except BlockingIOError:
-                continue
-            except OSError:  # our reader went away: drop output, keep managing the job
-                return
-
-    def on_readable(self, loop) -> None:
+    def on_readable(self) -> None:
         try:
             chunk = os.read(self.fd, 1 << 16)
         except BlockingIOError:
             return
         except OSError:
             chunk = b""
-        if chunk:
-            data = self.buf + chunk
-            cut = data.rfind(b"\n") + 1
-            self.buf = data[cut:]
-            if cut:
-                self._write(data[:cut])
+        if not chunk:
+            self.close()
             return
-        loop.remove_reader(self.fd)
+        self.last = self.loop.time()
+        data = self.buf + chunk
+        cut = data.rfind(b"\n") + 1
+        self.buf = data[cut:]
+        if cut:
+            self.out.write(data[:cut])
+        if self.out.full:  # backpressure: stop reading until the launcher caught up
+            self.paused = True
+            self.loop.remove_reader(self.fd)
+            self.out.when_drained(self.resume)
+
+    def resume(self) -> None:
+        if self.open and self.paused:
+            self.paused = False
+            self.last = self.loop.time()
+            self.loop.add_reader(self.fd, self.on_readable)
+
+    def idle(self) -> bool:
+        return not self.paused and self.loop.time() - self.last > DRAIN_S
+
+    def close(self) -> None:
+        if not self.open:
+            return
+        self.open = False
+        if not self.paused:
+            self.loop.remove_reader(self.fd)
         os.close(self.fd)
         if self.buf:
-            self._write(self.buf + b"\n")
+            self.out.write(self.buf + b"\n")
             self.buf = b""
         self.done()
 
@@ -60,8 +79,10 @@ class AgentLoop:
         self.children = children  # proc -> (pid, r_out, r_err)
         self.watch_stdin = watch_stdin
         self.live = {p: c[0] for p, c in children.items()}
-        self.open_pipes = 2 * len(children)
+        self.relays: dict[int, list[_Relay]] = {}
         self.tearing_down = False
+        self.launcher_gone = False
+        self.parent = os.getppid()
         self.finished = None
         self.last_heard = 0.0
 
@@ -74,8 +95,10 @@ class AgentLoop:
         self.loop = loop
         self.finished = loop.create_future()
         self.last_heard = loop.time()
+        outs = FdOut(loop, 1), FdOut(loop, 2)
         ctx = zmq.Context()
         sock = ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.ROUTING_ID, proto.client_id(self.spec["token"], "a", self.node))
         sock.setsockopt(zmq.RECONNECT_IVL, 10)
         sock.connect(self.spec["bootstrap"])
         self.sock = LoopSocket(loop, sock, self._on_frames)
@@ -84,48 +107,85 @@ class AgentLoop:
             "host": self.host, "pid": os.getpid(),
             "procs": {p: c[0] for p, c in self.children.items()}})
         for p, (pid, r_out, r_err) in self.children.items():
-            _Relay(loop, r_out, 1, self._pipe_closed)
-            _Relay(loop, r_err, 2, self._pipe_closed)
+            self.relays[p] = [_Relay(loop, r_out, outs[0], self._maybe_finish),
+                              _Relay(loop, r_err, outs[1], self._maybe_finish)]
             pidfd = os.pidfd_open(pid)
             loop.add_reader(pidfd, self._reap, p, pid, pidfd)
         if self.watch_stdin:
             os.set_blocking(0, False)
             loop.add_reader(0, self._stdin_readable)
         for sig in (signal.SIGTERM, signal.SIGHUP):
-            loop.add_signal_handler(sig, self.teardown, "the agent was signalled")
+            loop.add_signal_handler(sig, self._signalled, sig)
         loop.add_signal_handler(signal.SIGINT, lambda: None)
-        watchdog = asyncio.ensure_future(self._watchdog())
+        # Without a standard input from the launcher (srun, mpirun), its silence tells.
+        watchdog = None if self.watch_stdin else asyncio.ensure_future(self._watchdog())
         self._maybe_finish()
         await self.finished
-        watchdog.cancel()
-        self.sock.close(linger_ms=3000)  # what we reported still gets out
+        if watchdog:
+            watchdog.cancel()
+        self._stop_orphans()
+        for out in outs:
+            await out.drained()
+        # what we reported still gets out, unless nobody is left to read it
+        self.sock.close(linger_ms=0 if self.launcher_gone else 3000)
         ctx.term()
         return 0
 
     def _send(self, msg: dict) -> None:
         self.sock.send([proto.pack(msg)])
 
-    # -- children --------------------------------------------------------------------------
+    # -- rank processes ---------------------------------------------------------------------
     def _reap(self, proc: int, pid: int, pidfd: int) -> None:
         self.loop.remove_reader(pidfd)
         os.close(pidfd)
+        try:  # what the rank process left in its group goes with it (before the reap frees
+            os.killpg(pid, signal.SIGKILL)  # the pid for reuse)
+        except OSError:
+            pass
         _, status = os.waitpid(pid, 0)
         code = os.waitstatus_to_exitcode(status)
         self.live.pop(proc, None)
-        try:  # whatever the rank process left in its process group goes with it
-            os.killpg(pid, signal.SIGKILL)
-        except OSError:
-            pass
         self._send({"t": "exit", "proc": proc, "pid": pid, "code": code})
+        self.loop.call_later(DRAIN_S, self._drop_held_pipes, proc)
         self._maybe_finish()
 
-    def _pipe_closed(self) -> None:
-        self.open_pipes -= 1
-        self._maybe_finish()
+    def _drop_held_pipes(self, proc: int) -> None:
+        """A process that left the rank's group (a daemon) may hold its pipes open: once they
+        are quiet, stop waiting for their end."""
+        pending = [r for r in self.relays[proc] if r.open]
+        for r in pending:
+            if r.idle():
+                r.close()
+        if any(r.open for r in pending):
+            self.loop.call_later(DRAIN_S / 2, self._drop_held_pipes, proc)
 
     def _maybe_finish(self) -> None:
-        if not self.live and self.open_pipes == 0 and not self.finished.done():
+        open_pipes = any(r.open for rs in self.relays.values() for r in rs)
+        if not self.live and not open_pipes and not self.finished.done():
             self.finished.set_result(None)
+
+    def _stop_orphans(self) -> None:
+        """Kill what the ranks started and left behind: as a child subreaper, the agent
+        inherits it when its parent rank ends."""
+        for _ in range(3):
+            kids = _children()
+            if not kids:
+                return
+            for pid in kids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            for pid in kids:
+                try:
+                    os.waitpid(pid, 0)
+                except ChildProcessError:
+                    pass
+
+    def _signalled(self, sig: signal.Signals) -> None:
+        if os.getppid() != self.parent:  # orphaned: our parent (the launcher) died
+            self.launcher_gone = True
+        self.teardown(f"the agent got {sig.name}", 0.0, True)
 
     def _signal_all(self, sig: int) -> None:
         for pid in list(self.live.values()):
@@ -137,10 +197,18 @@ class AgentLoop:
                 except OSError:
                     pass
 
-    def teardown(self, why: str, grace: float = GRACE_S) -> None:
+    def teardown(self, why: str, grace: float = GRACE_S, own: bool = False) -> None:
+        """Stop this node's ranks: SIGTERM after ``grace`` s, SIGKILL ``KILL_S`` s later.
+
+        ``own``: the agent decided it (not the launcher), so it says why.
+        """
         if self.tearing_down:
             return
         self.tearing_down = True
+        if own:
+            print(f"amnet agent (node {self.node}, {self.host}): stopping this node: {why}",
+                  file=sys.stderr, flush=True)
+            self._send({"t": "teardown", "why": why})
         self.loop.call_later(grace, self._signal_all, signal.SIGTERM)
         self.loop.call_later(grace + KILL_S, self._signal_all, signal.SIGKILL)
 
@@ -154,7 +222,8 @@ class AgentLoop:
             data = b""
         if not data:  # the launcher (or the ssh carrying us) is gone
             self.loop.remove_reader(0)
-            self.teardown("the launcher went away", grace=0.0)
+            self.launcher_gone = True
+            self.teardown("amnet-run went away (its pipe to this agent closed)", 0.0, True)
 
     def _on_frames(self, frames: list[bytes]) -> None:
         self.last_heard = self.loop.time()
@@ -169,7 +238,17 @@ class AgentLoop:
         while True:
             await asyncio.sleep(2.0)
             if self.loop.time() - self.last_heard > LAUNCHER_SILENCE_S:
-                print(f"amnet agent (node {self.node}, {self.host}): no word from amnet-run "
-                      f"for {LAUNCHER_SILENCE_S:.0f} s; stopping this node", file=sys.stderr)
-                self.teardown("launcher silent", grace=0.0)
+                self.launcher_gone = True
+                self.teardown(f"no word from amnet-run for {LAUNCHER_SILENCE_S:.0f} s", 0.0, True)
                 return
+
+
+def _children() -> list[int]:
+    pids: list[int] = []
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/children") as f:
+                pids += [int(p) for p in f.read().split()]
+    except OSError:
+        pass
+    return pids

@@ -35,6 +35,14 @@ def set_pdeathsig(sig: int = signal.SIGKILL) -> None:
         pass
 
 
+def set_child_subreaper() -> None:
+    """Make orphaned descendants (a rank's daemons) children of this process, not of init."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
 def _node_from_env() -> int:
     for var in _NODE_ENV:
         if var in os.environ:
@@ -102,8 +110,8 @@ def run_agent(spec: dict, node: int, watch_stdin: bool) -> int:
     if not 0 <= node < topo.nodes:
         print(f"amnet agent: node {node} is not in 0..{topo.nodes - 1}", file=sys.stderr)
         return 2
-    if spec.get("pdeathsig"):
-        set_pdeathsig()
+    if spec.get("pdeathsig"):  # SIGTERM: the agent stops its ranks' process groups first
+        set_pdeathsig(signal.SIGTERM)
         if spec.get("parent_pid") and os.getppid() != spec["parent_pid"]:
             return 1  # amnet-run died while we started
     if spec.get("env") is not None:  # the launcher's variables win; the host keeps HOME etc.
@@ -116,6 +124,7 @@ def run_agent(spec: dict, node: int, watch_stdin: bool) -> int:
     host = socket.gethostname()
     import amnet.core._procmain  # noqa: F401  (imported once here, inherited by every fork)
 
+    set_child_subreaper()
     sys.stdout.flush()
     sys.stderr.flush()
     me = os.getpid()
@@ -144,7 +153,7 @@ def fork_agent(spec: dict, node: int) -> tuple[int, int, int, int]:
         code = 1
         try:
             os.setsid()
-            set_pdeathsig()
+            set_pdeathsig(signal.SIGTERM)  # the agent stops its ranks' process groups first
             if os.getppid() != parent:
                 os._exit(1)
             for sig in (signal.SIGINT, signal.SIGTERM):

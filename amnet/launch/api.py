@@ -82,6 +82,8 @@ def run(
     sp = make_spawner(spawner, topo, hosts=hosts, hostfile=hostfile, spawn_cmd=spawn_cmd)
     spec = build_spec(topo, config, label=label, fn=payload, main_path=main_path)
     out = run_job(spec, sp, timeout=timeout, bootstrap_addr=bootstrap_addr)
+    if main_path is not None:  # the ranks ran this script as __mp_main__: same objects here
+        sys.modules.setdefault("__mp_main__", sys.modules["__main__"])
     if out.code == 0 and out.failed_rank is None:
         return [pickle.loads(out.results[r]) if r in out.results else None
                 for r in range(topo.size)]

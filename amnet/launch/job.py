@@ -5,6 +5,7 @@ lifecycle (output, exits, diagnosis, teardown, timeout, signals) on an asyncio/u
 from __future__ import annotations
 
 import asyncio
+import os
 import secrets
 import signal
 import sys
@@ -17,6 +18,7 @@ import zmq
 
 from .. import _protocol as proto
 from .._topology import Topology
+from ._output import ThreadWriter
 from ._zsock import LoopSocket
 from .spawners import Launched, Spawner
 
@@ -25,7 +27,10 @@ __all__ = ["Job", "Outcome", "run_job"]
 PING_S = 2.0
 TEARDOWN_S = 4.0  # after a failure: how long agents get to stop their processes
 REGISTER_S = 60.0  # how long a started agent may take to say hello
+DRAIN_S = 1.0  # after a spawned process exits: how long its pipes may stay silent
 SETTLE_S = 2.0  # after an agent exits: how long its last messages may take to be read
+STOP_S = 1.5  # at the end: how long agents get to stop after SIGTERM, before SIGKILL
+REFUSALS_SHOWN = 3  # refused connections reported one by one; the rest are counted
 
 
 @dataclass
@@ -44,28 +49,39 @@ class Outcome:
 class _Pump:
     """Forwards whole lines from a spawned process's pipe; keeps the last few for diagnoses."""
 
-    def __init__(self, reader: asyncio.StreamReader, write: Callable[[bytes], None]) -> None:
-        self.reader, self.write = reader, write
+    def __init__(self, reader: asyncio.StreamReader, out: ThreadWriter) -> None:
+        self.reader, self.out = reader, out
         self.tail: list[str] = []
+        self.busy = False
+        self.last = time.monotonic()
+
+    def idle(self) -> bool:
+        return not self.busy and time.monotonic() - self.last > DRAIN_S
 
     async def run(self) -> None:
         buf = b""
         while True:
             chunk = await self.reader.read(1 << 16)
+            self.last = time.monotonic()
             if not chunk:
                 break
             data = buf + chunk
             cut = data.rfind(b"\n") + 1
             buf = data[cut:]
             if cut:
-                self._out(data[:cut])
+                await self._out(data[:cut])
         if buf:
-            self._out(buf + b"\n")
+            await self._out(buf + b"\n")
 
-    def _out(self, data: bytes) -> None:
-        self.write(data)
+    async def _out(self, data: bytes) -> None:
         lines = data.decode("utf-8", "replace").splitlines()
         self.tail = (self.tail + [ln for ln in lines if ln.strip()])[-3:]
+        self.busy = True  # a stalled reader of our output is not a silent pipe
+        try:
+            await self.out.write(data)
+        finally:
+            self.busy = False
+            self.last = time.monotonic()
 
 
 class Job:
@@ -80,7 +96,9 @@ class Job:
         self.topo = Topology.from_wire(spec["topology"])
         self.spawner = spawner
         self.timeout = timeout
-        self.write_out, self.write_err = write_out, write_err
+        self.out = ThreadWriter(write_out, "stdout")
+        self.err = ThreadWriter(write_err, "stderr")
+        self.write_err = self.err.write_nowait
         self.handle_signals = handle_signals
         self.bootstrap_addr = bootstrap_addr
         self.state = JobState(self.topo)
@@ -89,6 +107,8 @@ class Job:
         self.agent_ident: dict[int, bytes] = {}
         self.agent_host: dict[int, str] = {}
         self.refused: set[bytes] = set()
+        self.rank_pids: dict[int, int] = {}
+        self.malformed = 0
         self.launched: list[Launched] = []
         self.tearing_down = False
 
@@ -101,6 +121,7 @@ class Job:
         sock = ctx.socket(zmq.ROUTER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.ROUTER_MANDATORY, 0)
+        sock.setsockopt(zmq.MAXMSGSIZE, proto.MAX_MESSAGE)  # a stranger cannot exhaust memory
         try:
             self.spec["bootstrap"] = self.spawner.bind(sock, self.bootstrap_addr,
                                                        self.spec["token"])
@@ -123,15 +144,17 @@ class Job:
                                      f"spawner: {e}")
                 self.launched = []
             for ln in self.launched:
-                ln.pumps = [_Pump(ln.process.stdout, self.write_out),
-                            _Pump(ln.process.stderr, self.write_err)]
+                ln.pumps = [_Pump(ln.process.stdout, self.out),
+                            _Pump(ln.process.stderr, self.err)]
                 pumps = [asyncio.ensure_future(p.run()) for p in ln.pumps]
                 tasks += [*pumps, asyncio.ensure_future(self._watch_launched(ln, pumps))]
             pinger = asyncio.ensure_future(self._pinger())
             timer = loop.call_later(self.timeout, self._on_timeout) if self.timeout else None
             regtimer = loop.call_later(REGISTER_S, self._check_registered)
-            if tasks:
-                await asyncio.gather(*tasks)
+            if tasks:  # a pump cancelled for a held pipe is not an error of the job
+                for res in await asyncio.gather(*tasks, return_exceptions=True):
+                    if isinstance(res, Exception):
+                        raise res
             if self.state.failure is None:
                 self._final_checks()
             pinger.cancel()
@@ -141,10 +164,15 @@ class Job:
         finally:
             for sig in signals:
                 loop.remove_signal_handler(sig)
-            for ln in self.launched:
-                ln.kill()
+            await self._stop_launched()
             self.sock.close(linger_ms=0)
             ctx.term()
+        if len(self.refused) > REFUSALS_SHOWN:
+            self.write_err(f"amnet-run: refused {len(self.refused)} bootstrap connections in "
+                           f"all\n".encode())
+        for w in (self.out, self.err):  # everything forwarded is out before the diagnosis
+            await w.write(b"")
+            w.close()
         st = self.state
         f = st.failure
         return Outcome(
@@ -160,9 +188,11 @@ class Job:
         ident, data = frames
         try:
             self._handle(ident, proto.unpack(data))
-        except (proto.ProtocolError, KeyError, TypeError, ValueError, IndexError):
+        except Exception:  # whatever a frame holds, the service goes on
             if ident not in self.idents:
                 self._refuse(ident)
+            else:
+                self.malformed += 1
 
     def _send(self, ident: bytes, msg: dict[str, Any]) -> None:
         self.sock.send([ident, proto.pack(msg)])
@@ -170,8 +200,9 @@ class Job:
     def _refuse(self, ident: bytes) -> None:
         if ident not in self.refused:
             self.refused.add(ident)
-            self.write_err(b"amnet-run: refused a bootstrap connection that did not present "
-                           b"this job's token; the job goes on\n")
+            if len(self.refused) <= REFUSALS_SHOWN:
+                self.write_err(b"amnet-run: refused a bootstrap connection that did not "
+                               b"present this job's token; the job goes on\n")
 
     def _handle(self, ident: bytes, msg: dict[str, Any]) -> None:
         t = msg["t"]
@@ -212,6 +243,9 @@ class Job:
             proc = int(msg["proc"])
             if st.topo.node_of_proc(proc) == idx:
                 st.proc_exited(proc, int(msg["code"]))
+        elif kind == "agent" and t == "teardown":  # the agent stopped its node on its own
+            st.fail(1, f"the agent of node {idx} (host {self.agent_host.get(idx, '?')}) "
+                       f"stopped its node: {msg.get('why', '?')}")
         if st.failure is not None:
             self.teardown()
 
@@ -225,6 +259,9 @@ class Job:
             self.idents[ident] = ("agent", node)
             self.agent_ident[node] = ident
             self.agent_host[node] = str(msg.get("host", "?"))
+            for p, pid in (msg.get("procs") or {}).items():
+                if st.topo.node_of_proc(int(p)) == node:
+                    self.rank_pids[int(p)] = int(pid)
             for p in st.topo.procs_of_node(node):
                 st.proc_host.setdefault(p, self.agent_host[node])
             if self.tearing_down:
@@ -267,6 +304,29 @@ class Job:
         for ln in self.launched:
             ln.kill()
 
+    async def _stop_launched(self) -> None:
+        """Make sure nothing of the job is left: agents, their ranks, the ranks' children."""
+        live = [ln for ln in self.launched if ln.process.returncode is None]
+        for ln in live:  # an agent stops its ranks' process groups on SIGTERM
+            ln.signal(signal.SIGTERM)
+        if live:
+            try:
+                await asyncio.wait_for(asyncio.gather(*(ln.process.wait() for ln in live)),
+                                       STOP_S)
+            except (TimeoutError, asyncio.CancelledError):
+                pass
+        for ln in self.launched:
+            ln.kill()
+            if not self.spawner.remote:  # what a wrapper left in its session
+                ln.kill_group()
+        if not self.spawner.remote:  # ranks whose agent died before reporting their end
+            for proc, pid in self.rank_pids.items():
+                if proc not in self.state.proc_exit:
+                    try:
+                        os.killpg(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+
     def _on_signal(self, sig: int) -> None:
         name = signal.Signals(sig).name
         self.state.fail(128 + sig, f"interrupted by {name}; {self.state.describe_waits()}")
@@ -292,7 +352,15 @@ class Job:
 
     async def _watch_launched(self, ln: Launched, pumps: list[asyncio.Future]) -> None:
         code = await ln.process.wait()
-        await asyncio.gather(*pumps)  # its last words first: they explain its end
+        # Its last words first: they explain its end. A process it left behind may hold
+        # its pipes open: once they are quiet, stop waiting for their end.
+        while not all(p.done() for p in pumps):
+            await asyncio.wait(pumps, timeout=DRAIN_S / 4)
+            if all(pump.idle() for pump, task in zip(ln.pumps, pumps, strict=True)
+                   if not task.done()):
+                for task in pumps:
+                    task.cancel()
+                await asyncio.gather(*pumps, return_exceptions=True)
         st = self.state
         # What it sent before exiting (hello, exit reports) may still sit unread in the
         # bootstrap socket: let the service catch up before judging.

@@ -55,16 +55,28 @@ class Launched:
     def registered(self, agent_ident: dict[int, bytes]) -> bool:
         return all(n in agent_ident for n in self.nodes)
 
+    def signal(self, sig: int) -> None:
+        if self.process.returncode is None:
+            try:
+                os.kill(self.process.pid, sig)
+            except OSError:
+                pass
+
+    def kill_group(self) -> None:
+        """SIGKILL what is left in the process group the spawner started (its session)."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except OSError:
+            pass
+
     def kill(self) -> None:
+        """SIGKILL the process and its session's group (a wrapper's children too)."""
         if self.process.returncode is not None:
             return
         try:
             os.killpg(self.process.pid, signal.SIGKILL)
         except OSError:
-            try:
-                self.process.kill()
-            except ProcessLookupError:
-                pass
+            self.signal(signal.SIGKILL)
 
 
 # -- hosts ----------------------------------------------------------------------------------------
@@ -281,8 +293,15 @@ class LocalSpawner(Spawner):
         return addr
 
     def address(self, token: str) -> str:
-        """The abstract Unix socket of the bootstrap service (leaves no file behind)."""
-        return f"ipc://@amnet-{os.getpid()}-{token[:16]}"
+        """The abstract Unix socket of the bootstrap service (leaves no file behind).
+
+        Its name is visible to local users, so it is random and unrelated to the token.
+        """
+        if not hasattr(self, "_name"):
+            import secrets
+
+            self._name = f"amnet-{secrets.token_hex(12)}"
+        return f"ipc://@{self._name}"
 
     def check(self) -> None:
         self._forked: list[ForkedProcess] = []

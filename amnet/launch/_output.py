@@ -1,0 +1,131 @@
+"""Moving output without ever blocking an event loop.
+
+The launcher writes to its own stdout/stderr (a terminal, a pager, a notebook stream) from a
+thread of its own, and its pumps wait for each write: a reader that stalls (``| less``,
+Ctrl-Z) slows the job's output down to its pace but never freezes the launcher's loop, so
+timeouts, pings and teardown go on. The agent writes to its pipe to the launcher with
+non-blocking writes and stops reading its ranks' pipes while too much is queued
+(backpressure down to the ranks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import os
+import queue
+import threading
+from collections.abc import Callable
+
+
+class ThreadWriter:
+    """Calls a blocking ``write(bytes)`` on a daemon thread, in order."""
+
+    def __init__(self, write: Callable[[bytes], None], name: str) -> None:
+        self._write = write
+        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name=f"amnet-{name}", daemon=True)
+        self._thread.start()
+
+    async def write(self, data: bytes) -> None:
+        """Queue ``data`` and return once it is written (empty ``data``: wait for the queue)."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._q.put((data, loop, fut))
+        await fut
+
+    def write_nowait(self, data: bytes) -> None:
+        self._q.put((data, None, None))
+
+    def close(self) -> None:
+        self._q.put((None, None, None))
+
+    def _run(self) -> None:
+        while True:
+            data, loop, fut = self._q.get()
+            if data is None:
+                return
+            if data:
+                self._write(data)
+            if fut is not None:
+                loop.call_soon_threadsafe(_resolve, fut)
+
+
+def _resolve(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+class FdOut:
+    """Non-blocking writes to one of the agent's output fds, with a bounded backlog."""
+
+    HIGH = 1 << 20  # queued bytes above which the relays feeding it pause
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int) -> None:
+        self.loop, self.fd = loop, fd
+        os.set_blocking(fd, False)
+        self.q: collections.deque[bytes] = collections.deque()
+        self.size = 0
+        self.dead = False  # the reader is gone: output is dropped
+        self._waiting: list[Callable[[], None]] = []
+
+    @property
+    def full(self) -> bool:
+        return self.size >= self.HIGH
+
+    def when_drained(self, resume: Callable[[], None]) -> None:
+        self._waiting.append(resume)
+
+    def write(self, data: bytes) -> None:
+        if self.dead or not data:
+            return
+        if not self.q:
+            try:
+                n = os.write(self.fd, data)
+            except BlockingIOError:
+                n = 0
+            except OSError:
+                self._die()
+                return
+            data = data[n:]
+            if not data:
+                return
+            self.loop.add_writer(self.fd, self._flush)
+        self.q.append(data)
+        self.size += len(data)
+
+    def _flush(self) -> None:
+        while self.q:
+            try:
+                n = os.write(self.fd, self.q[0])
+            except BlockingIOError:
+                return
+            except OSError:
+                self._die()
+                return
+            self.size -= n
+            if n < len(self.q[0]):
+                self.q[0] = self.q[0][n:]
+                return
+            self.q.popleft()
+        self.loop.remove_writer(self.fd)
+        self._wake()
+
+    def _die(self) -> None:
+        self.dead = True
+        if self.q:
+            self.loop.remove_writer(self.fd)
+        self.q.clear()
+        self.size = 0
+        self._wake()
+
+    def _wake(self) -> None:
+        waiting, self._waiting = self._waiting, []
+        for resume in waiting:
+            resume()
+
+    async def drained(self) -> None:
+        while self.q and not self.dead:
+            fut = self.loop.create_future()
+            self.when_drained(lambda f=fut: _resolve(f))
+            await fut
