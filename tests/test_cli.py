@@ -346,6 +346,9 @@ def test_init_twice_fails_the_job(runner):
      "cannot read hostfile '/nonexistent/hf'"),
     (["--threads-per-proc", "2"], "give the number of ranks with -n N"),
     (["-n", "2", "--frobnicate"], "unknown option '--frobnicate'"),
+    (["-n", "99999999999999999999"], "more than amnet's limit of 1048576 ranks"),
+    (["-n", "5000"], "a node would host 5000 processes, more than the limit of 4096"),
+    (["-n", "2048", "--threads-per-proc", "2048"], "more than the limit of 1024 rank-threads"),
 ])
 def test_bad_input_is_a_clear_error(runner, args, message):
     needs_script = not any(a.startswith("--frob") for a in args)

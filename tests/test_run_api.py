@@ -160,14 +160,26 @@ def test_a_function_in_the_main_script(tmp_path, marked):
     script = tmp_path / "main.py"
     script.write_text(
         "import amnet\n"
+        "class Box:\n"
+        "    def __init__(self, v):\n"
+        "        self.v = v\n"
+        "class Oops(Exception):\n"
+        "    pass\n"
         "def f(ep):\n"
-        "    return ep.rank * 10\n"
+        "    return Box(ep.rank * 10)\n"
+        "def g(ep):\n"
+        "    if ep.rank == 1:\n"
+        "        raise Oops('from the script')\n"
         "if __name__ == '__main__':\n"
-        "    print(amnet.run(f, n=3))\n")
+        "    print([b.v for b in amnet.run(f, n=3)])\n"
+        "    try:\n"
+        "        amnet.run(g, n=2)\n"
+        "    except Oops as e:\n"
+        "        print('caught', e)\n")
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[0, 10, 20]"
+    assert out.stdout.splitlines() == ["[0, 10, 20]", "caught from the script"]
 
 
 def test_a_plain_python_script_is_a_one_rank_job(tmp_path):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import sys
 
 import uvloop
 import zmq
@@ -95,7 +94,7 @@ class AgentLoop:
         self.loop = loop
         self.finished = loop.create_future()
         self.last_heard = loop.time()
-        outs = FdOut(loop, 1), FdOut(loop, 2)
+        self.outs = outs = FdOut(loop, 1), FdOut(loop, 2)
         ctx = zmq.Context()
         sock = ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.ROUTING_ID, proto.client_id(self.spec["token"], "a", self.node))
@@ -205,12 +204,12 @@ class AgentLoop:
         if self.tearing_down:
             return
         self.tearing_down = True
-        if own:
-            print(f"amnet agent (node {self.node}, {self.host}): stopping this node: {why}",
-                  file=sys.stderr, flush=True)
-            self._send({"t": "teardown", "why": why})
         self.loop.call_later(grace, self._signal_all, signal.SIGTERM)
         self.loop.call_later(grace + KILL_S, self._signal_all, signal.SIGKILL)
+        if own:  # through the non-blocking output: the launcher may be gone
+            self.outs[1].write(f"amnet agent (node {self.node}, {self.host}): stopping this "
+                               f"node: {why}\n".encode())
+            self._send({"t": "teardown", "why": why})
 
     # -- launcher --------------------------------------------------------------------------
     def _stdin_readable(self) -> None:
