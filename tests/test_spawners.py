@@ -255,3 +255,24 @@ def test_remote_agents_keep_their_own_home(runner):
                  env={"AMTEST_FWD": "fwd"})
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["/remote/home", "fwd"]
+
+
+def test_spec_in_the_environment_must_fit(tmp_path, monkeypatch):
+    from amnet import Config
+    from amnet._protocol import SPEC_ENV, spec_from_env
+    from amnet.launch._spec import build_spec
+
+    executable(tmp_path / "srun", "#!/bin/sh\n")
+    executable(tmp_path / "mpiexec", "#!/bin/sh\necho 'mpiexec (Open MPI) 5.0.3'\n")
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    topo = Topology.make(2, nodes=2)
+    srun = make_spawner("srun", topo)
+    spec = build_spec(topo, Config.resolve(env={}), script=HELLO, argv=["a"])
+    sent = spec_from_env(srun.env_for_agents(spec)[SPEC_ENV])
+    assert sent["env"] is None  # srun exports our environment itself
+    ompi = make_spawner("mpirun", topo)
+    assert spec_from_env(ompi.env_for_agents(spec)[SPEC_ENV])["env"]["PATH"] == \
+        os.environ["PATH"]  # Open MPI does not: the spec carries it
+    big = build_spec(topo, Config.resolve(env={}), script=HELLO, argv=["x" * 200_000])
+    with pytest.raises(SpawnerError, match="more than fits in one environment variable"):
+        srun.env_for_agents(big)

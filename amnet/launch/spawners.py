@@ -31,6 +31,7 @@ from .._errors import ConfigError
 from .._topology import Topology
 
 _LIMIT = 1 << 20
+MAX_ENV_SPEC = 120 << 10  # Linux refuses an environment string over 128 KiB (MAX_ARG_STRLEN)
 _LOCAL_NAMES = {"localhost", "127.0.0.1", "::1", "ip6-localhost"}
 #: Variables of the launcher's environment not carried to remote agents.
 _NO_FORWARD = re.compile(r"^(SSH_.*|HOSTNAME|HOST|PWD|OLDPWD|SHLVL|_|TERM|DISPLAY|TMUX.*|"
@@ -389,12 +390,28 @@ class SrunSpawner(Spawner):
             cmd.append("--nodelist=" + ",".join(h for h, _ in self.hosts))
         return cmd + _agent_cmd(self.python, None)
 
+    #: whether the tool leaves the launcher's environment out (then the spec carries it)
+    exports_env = True
+
+    def env_for_agents(self, spec: dict[str, Any]) -> dict[str, str]:
+        """Our environment plus the spec in ``AMNET_JOB_SPEC``.
+
+        Raises:
+            SpawnerError: the spec does not fit in one environment variable.
+        """
+        fwd = None if self.exports_env else _forwarded_env()
+        text = proto.spec_to_env(dict(spec, pdeathsig=True, env=fwd))
+        if len(text) > MAX_ENV_SPEC:
+            raise SpawnerError(
+                f"the job spec is {len(text)} bytes encoded, more than fits in one environment "
+                f"variable ({MAX_ENV_SPEC}); shorten the script's arguments"
+                + ("" if self.exports_env else " or the environment"))
+        return {**os.environ, proto.SPEC_ENV: text}
+
     async def spawn(self, spec: dict[str, Any]) -> list[Launched]:
-        env = dict(os.environ)
-        env[proto.SPEC_ENV] = proto.spec_to_env(dict(spec, pdeathsig=True,
-                                                     env=_forwarded_env()))
         return [await self._start(self.command(), spec, list(range(self.topo.nodes)),
-                                  "in the allocation", "srun", env=env, stdin_spec=False)]
+                                  "in the allocation", self.name,
+                                  env=self.env_for_agents(spec), stdin_spec=False)]
 
 
 class MpirunSpawner(SrunSpawner):
@@ -410,6 +427,7 @@ class MpirunSpawner(SrunSpawner):
         except (OSError, subprocess.SubprocessError):
             version = ""
         self.open_mpi = "Open MPI" in version or "OpenRTE" in version
+        self.exports_env = not self.open_mpi  # Open MPI exports only what -x names
 
     def command(self) -> list[str]:
         k = str(self.topo.nodes)
