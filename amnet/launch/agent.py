@@ -50,27 +50,35 @@ def _node_from_env() -> int:
     raise SystemExit("amnet agent: --node-from-env but none of " + ", ".join(_NODE_ENV) + " is set")
 
 
-def _fork_rank_process(spec: dict, proc: int, host: str, agent_pid: int):
+def _fork_child(body, stdin_fd: int | None, new_session: bool,
+                death_sig: int) -> tuple[int, int, int]:
+    """Fork a child that runs ``body()`` and exits with its return value.
+
+    The child's stdout and stderr are new pipes, whose read ends are returned with its pid;
+    its stdin is ``stdin_fd`` (``None``: /dev/null). It leads a process group of its own (a
+    session with ``new_session``), gets ``death_sig`` when this process dies, and keeps no
+    other descriptor of ours.
+    """
     r_out, w_out = os.pipe()
     r_err, w_err = os.pipe()
+    parent = os.getpid()
+    sys.stdout.flush()
+    sys.stderr.flush()
     pid = os.fork()
-    if pid == 0:  # the rank process
+    if pid == 0:
         code = 1
         try:
-            os.setpgid(0, 0)
-            set_pdeathsig()
-            if os.getppid() != agent_pid:
+            os.setsid() if new_session else os.setpgid(0, 0)
+            set_pdeathsig(death_sig)
+            if os.getppid() != parent:  # the parent died before the line above
                 os._exit(1)
-            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
+            for sig in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, signal.SIG_DFL)
-            null = os.open(os.devnull, os.O_RDONLY)
-            os.dup2(null, 0)
+            os.dup2(os.open(os.devnull, os.O_RDONLY) if stdin_fd is None else stdin_fd, 0)
             os.dup2(w_out, 1)
             os.dup2(w_err, 2)
             os.closerange(3, 1 << 16)
-            from ..core._procmain import run_process
-
-            code = run_process(spec, proc, host)
+            code = body()
         except BaseException:
             try:
                 os.write(2, traceback.format_exc().encode())
@@ -81,6 +89,15 @@ def _fork_rank_process(spec: dict, proc: int, host: str, agent_pid: int):
     os.close(w_out)
     os.close(w_err)
     return pid, r_out, r_err
+
+
+def _fork_rank_process(spec: dict, proc: int, host: str) -> tuple[int, int, int]:
+    def body() -> int:
+        from ..core._procmain import run_process
+
+        return run_process(spec, proc, host)
+
+    return _fork_child(body, None, False, signal.SIGKILL)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,8 +144,7 @@ def run_agent(spec: dict, node: int, watch_stdin: bool) -> int:
     set_child_subreaper()
     sys.stdout.flush()
     sys.stderr.flush()
-    me = os.getpid()
-    children = {p: _fork_rank_process(spec, p, host, me) for p in topo.procs_of_node(node)}
+    children = {p: _fork_rank_process(spec, p, host) for p in topo.procs_of_node(node)}
 
     from ._agentloop import AgentLoop
 
@@ -140,38 +156,13 @@ def fork_agent(spec: dict, node: int) -> tuple[int, int, int, int]:
 
     Only safe in a process with no other threads and no zmq context yet: amnet-run calls it
     before its event loop starts. Returns ``(pid, stdin_w, stdout_r, stderr_r)``; closing
-    ``stdin_w`` tells the agent that the launcher is gone.
+    ``stdin_w`` tells the agent that the launcher is gone. The agent gets SIGTERM when
+    amnet-run dies, and then stops its ranks' process groups.
     """
     r_in, w_in = os.pipe()
-    r_out, w_out = os.pipe()
-    r_err, w_err = os.pipe()
-    parent = os.getpid()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            os.setsid()
-            set_pdeathsig(signal.SIGTERM)  # the agent stops its ranks' process groups first
-            if os.getppid() != parent:
-                os._exit(1)
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(sig, signal.SIG_DFL)
-            os.dup2(r_in, 0)
-            os.dup2(w_out, 1)
-            os.dup2(w_err, 2)
-            os.closerange(3, 1 << 16)
-            code = run_agent(dict(spec, pdeathsig=False), node, True)
-        except BaseException:
-            try:
-                os.write(2, traceback.format_exc().encode())
-            except OSError:
-                pass
-        finally:
-            os._exit(code)
-    for fd in (r_in, w_out, w_err):
-        os.close(fd)
+    pid, r_out, r_err = _fork_child(
+        lambda: run_agent(dict(spec, pdeathsig=False), node, True), r_in, True, signal.SIGTERM)
+    os.close(r_in)
     return pid, w_in, r_out, r_err
 
 
