@@ -20,6 +20,7 @@ CHILD_SCRIPT = """
 import subprocess, time, amnet
 ep = amnet.init()
 subprocess.Popen(["sleep", "300"])          # a child in the rank's process group
+subprocess.Popen(["sleep", "300"], start_new_session=True)  # one that left it
 print("ready", ep.rank, flush=True)
 time.sleep(120)
 """
@@ -147,6 +148,28 @@ sys.stdout.buffer.write(f"rank {ep.rank} {__main__.Point is Point} {p.x}\\n".enc
     out = runner("-n", "4", "--threads-per-proc", "4", s)
     assert out.returncode == 0, out.stderr
     assert sorted(out.stdout.splitlines()) == [f"rank {r} True {r}" for r in range(4)]
+
+
+def test_threads_that_are_not_rank_threads_see_rank_thread_0s_main(runner):
+    s = runner.script("helper.py", """
+import threading, amnet
+ep = amnet.init()
+tag = f"rank {ep.rank}"
+ep.barrier()
+if ep.thread == 1:
+    import __main__
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(__main__.tag))
+    t.start()
+    t.join()
+    print(f"helper of rank {ep.rank} sees {seen[0]}")
+ep.barrier()
+""")
+    for _ in range(3):
+        out = runner("-n", "4", "--threads-per-proc", "2", s)
+        assert out.returncode == 0, out.stderr
+        assert sorted(out.stdout.splitlines()) == ["helper of rank 1 sees rank 0",
+                                                   "helper of rank 3 sees rank 2"]
 
 
 def test_abort_needs_a_failure_code():

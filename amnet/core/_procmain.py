@@ -37,7 +37,7 @@ class _ThreadMain(types.ModuleType):
     """
 
     def __getattr__(self, name: str):
-        mod = getattr(_main_tls, "mod", None) or self.__dict__.get("_primary")
+        mod = getattr(_main_tls, "mod", None) or self.__dict__["_primary"]
         try:
             return mod.__dict__[name]
         except (KeyError, AttributeError):
@@ -187,14 +187,15 @@ class _Rank:
             rt.finalize_if_needed(ctx)
             if fn_mode:
                 try:
-                    result = pickle.dumps(value, protocol=5)
+                    payload = pickle.dumps(value, protocol=5)
                 except Exception as e:
                     raise TypeError(f"the return value of rank {ctx.rank} cannot be pickled "
                                     f"to send it back to amnet.run: {e}") from None
-                if len(result) > MAX_RESULT:
+                if len(payload) > MAX_RESULT:
                     raise ValueError(f"the return value of rank {ctx.rank} pickles to "
-                                     f"{len(result)} bytes; amnet.run carries at most "
+                                     f"{len(payload)} bytes; amnet.run carries at most "
                                      f"{MAX_RESULT} bytes per rank")
+                result = payload
         except SystemExit as e:
             code = e.code
             if code is None:
@@ -226,21 +227,25 @@ class _Rank:
 def _script_body(path: str, threads: int):
     with open(path, "rb") as f:
         source = f.read()
-    proxy = _ThreadMain("__main__") if threads > 1 else None
-    if proxy is not None:
-        proxy.__file__ = path
-        sys.modules["__main__"] = proxy  # before any rank-thread starts
-
-    def body(ctx: rt.RankContext):
-        code = compile(source, path, "exec", dont_inherit=True)
+    def new_module() -> types.ModuleType:
         mod = types.ModuleType("__main__")
         mod.__dict__.update(__file__=path, __cached__=None, __loader__=None,
                             __package__=None, __spec__=None, __builtins__=__builtins__)
-        if proxy is None:
-            sys.modules["__main__"] = mod
-        else:
-            _main_tls.mod = mod
-            proxy.__dict__.setdefault("_primary", mod)
+        return mod
+
+    first = new_module()  # rank-thread 0's, made before any rank-thread starts
+    if threads > 1:
+        proxy = _ThreadMain("__main__")
+        proxy.__file__ = path
+        proxy._primary = first  # what threads that are not rank-threads see
+        sys.modules["__main__"] = proxy
+    else:
+        sys.modules["__main__"] = first
+
+    def body(ctx: rt.RankContext):
+        code = compile(source, path, "exec", dont_inherit=True)
+        mod = first if ctx.topology.thread_of(ctx.rank) == 0 else new_module()
+        _main_tls.mod = mod
         exec(code, mod.__dict__)
 
     return body

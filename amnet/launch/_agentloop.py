@@ -12,7 +12,7 @@ import zmq
 from .. import _protocol as proto
 from ._output import FdOut
 from ._zsock import LoopSocket
-from .agent import GRACE_S, KILL_S, LAUNCHER_SILENCE_S
+from .agent import GRACE_S, KILL_S, LAUNCHER_SILENCE_S, stop_children
 
 DRAIN_S = 1.0  # after a rank process ends: how long its pipes may stay silent before we stop
 
@@ -122,7 +122,7 @@ class AgentLoop:
         await self.finished
         if watchdog:
             watchdog.cancel()
-        self._stop_orphans()
+        stop_children()  # what the ranks started and left: ours, as a subreaper
         for out in outs:
             await out.drained()
         # what we reported still gets out, unless nobody is left to read it
@@ -162,24 +162,6 @@ class AgentLoop:
         open_pipes = any(r.open for rs in self.relays.values() for r in rs)
         if not self.live and not open_pipes and not self.finished.done():
             self.finished.set_result(None)
-
-    def _stop_orphans(self) -> None:
-        """Kill what the ranks started and left behind: as a child subreaper, the agent
-        inherits it when its parent rank ends."""
-        for _ in range(3):
-            kids = _children()
-            if not kids:
-                return
-            for pid in kids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            for pid in kids:
-                try:
-                    os.waitpid(pid, 0)
-                except ChildProcessError:
-                    pass
 
     def _signalled(self, sig: signal.Signals) -> None:
         if os.getppid() != self.parent:  # orphaned: our parent (the launcher) died
@@ -241,13 +223,3 @@ class AgentLoop:
                 self.teardown(f"no word from amnet-run for {LAUNCHER_SILENCE_S:.0f} s", 0.0, True)
                 return
 
-
-def _children() -> list[int]:
-    pids: list[int] = []
-    try:
-        for tid in os.listdir("/proc/self/task"):
-            with open(f"/proc/self/task/{tid}/children") as f:
-                pids += [int(p) for p in f.read().split()]
-    except OSError:
-        pass
-    return pids

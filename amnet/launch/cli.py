@@ -111,12 +111,15 @@ def amnet_run(
     if timeout is not None and not timeout > 0:
         _fail(f"--timeout must be a positive number of seconds, got {timeout:g}")
     from ._spec import build_spec
+    from .agent import set_child_subreaper, stop_children
     from .spawners import LocalSpawner, make_spawner
 
     try:
         sp = make_spawner(spawner.value, topo, hosts=hosts, hostfile=hostfile,
                           spawn_cmd=spawn_cmd)
         spec = build_spec(topo, config, label=label, script=script, argv=args or [])
+        # Orphans of this job (a killed agent's ranks' children) come to us, not to init.
+        set_child_subreaper()
         if isinstance(sp, LocalSpawner) and not bootstrap_addr:
             # No thread and no zmq context exist yet: fork the agents now, so they start
             # without an interpreter start-up while this process sets up its event loop.
@@ -130,6 +133,7 @@ def amnet_run(
         _fail(str(e))
     if out.diagnosis:
         print(f"amnet-run: {out.diagnosis}", file=sys.stderr)
+    stop_children()  # what the job left behind and we adopted
     # The job is over and every socket closed: skip the interpreter's slow finalization.
     sys.stdout.flush()
     sys.stderr.flush()
