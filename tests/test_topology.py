@@ -105,3 +105,12 @@ def test_wire_round_trip_and_format():
         assert Topology.from_wire(topo.to_wire()) == topo
     assert format_ranks([5, 0, 1, 2, 7, 8]) == "0-2, 5, 7-8"
     assert format_ranks([3]) == "3"
+
+
+def test_local_process_index_and_description():
+    topo = Topology.make(8, procs_per_node=2, threads_per_proc=2)
+    assert [topo.local_proc_of(p) for p in range(topo.procs)] == [0, 1, 0, 1]
+    assert all(topo.rank_of(topo.node_of_proc(p), topo.local_proc_of(p), 0) ==
+               topo.ranks_of_proc(p).start for p in range(topo.procs))
+    assert topo.describe() == ("8 rank(s) = 4 process(es) x 2 thread(s), 2 process(es) per "
+                               "node, 2 node(s)")

@@ -37,13 +37,23 @@ class ThreadWriter:
     def write_nowait(self, data: bytes) -> None:
         self._q.put((data, None, None))
 
-    def close(self) -> None:
-        self._q.put((None, None, None))
+    def close(self) -> asyncio.Future | None:
+        """Let the thread write what is queued, then end. Returns a future done when it has
+        (``None`` outside an event loop)."""
+        try:
+            loop = asyncio.get_running_loop()
+            fut = loop.create_future()
+        except RuntimeError:
+            loop = fut = None
+        self._q.put((None, loop, fut))
+        return fut
 
     def _run(self) -> None:
         while True:
             data, loop, fut = self._q.get()
             if data is None:
+                if fut is not None:
+                    loop.call_soon_threadsafe(_resolve, fut)
                 return
             if data:
                 self._write(data)

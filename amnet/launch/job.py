@@ -167,12 +167,15 @@ class Job:
             await self._stop_launched()
             self.sock.close(linger_ms=0)
             ctx.term()
-        if len(self.refused) > REFUSALS_SHOWN:
-            self.write_err(f"amnet-run: refused {len(self.refused)} bootstrap connections in "
-                           f"all\n".encode())
-        for w in (self.out, self.err):  # everything forwarded is out before the diagnosis
-            await w.write(b"")
-            w.close()
+            if len(self.refused) > REFUSALS_SHOWN:
+                self.write_err(f"amnet-run: refused {len(self.refused)} bootstrap connections "
+                               f"in all\n".encode())
+            if self.malformed:
+                self.write_err(f"amnet-run: ignored {self.malformed} malformed bootstrap "
+                               f"message(s) from the job's own processes\n".encode())
+            closing = [w.close() for w in (self.out, self.err)]
+        for fut in closing:  # everything forwarded is out before the diagnosis
+            await fut
         st = self.state
         f = st.failure
         return Outcome(
@@ -367,7 +370,9 @@ class Job:
         deadline = self.loop.time() + SETTLE_S
         while self.loop.time() < deadline and not self._reported(ln):
             await asyncio.sleep(0.005)
-        unregistered = [n for n in ln.nodes if n not in self.agent_ident]
+        # never heard of, neither the agent nor any of its ranks: it did not start
+        unregistered = [n for n in ln.nodes if n not in self.agent_ident and
+                        not any(p in self.proc_ident for p in st.topo.procs_of_node(n))]
         if unregistered and not self.tearing_down:
             tail = " | ".join(ln.pumps[1].tail) if ln.pumps else ""
             st.fail(code if code > 0 else 1,
