@@ -215,3 +215,10 @@ def test_a_partial_of_a_function_in_the_main_script(tmp_path, marked):
                          timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[0, 7, 14]"
+
+
+def test_every_rank_receives_the_address_table(marked):
+    got = amnet.run(jobfns.address_table, n=4, threads_per_proc=2, nodes=2)
+    tables = [t for t, _, _ in got]
+    assert all(t == tables[0] for t in tables)
+    assert [(e["pid"], e["host"]) for e in tables[0]] == [(pid, host) for _, pid, host in got]

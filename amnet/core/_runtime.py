@@ -72,6 +72,7 @@ class RankContext:
         self.config = config
         self.host = host
         self.seq = 0
+        self.table: list[dict[str, Any]] = []  # what every rank published at init
         self.endpoint = None
         self.finalized = False
 
@@ -155,7 +156,7 @@ def init():
                         "the job once")
     if ctx.endpoint is not None:
         raise InitError(f"amnet.init() was called twice on rank {ctx.rank}; call it once per rank")
-    ctx.collective("init", value={"host": ctx.host, "pid": os.getpid()})
+    ctx.table = ctx.collective("init", value={"host": ctx.host, "pid": os.getpid()})
     ctx.endpoint = Endpoint(ctx)
     if ctx.process is None:
         atexit.register(_finalize_at_exit, ctx)

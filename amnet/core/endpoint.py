@@ -38,6 +38,14 @@ class Bootstrap:
         return self._ctx
 
     @property
+    def table(self) -> list[dict[str, Any]]:
+        """The job's address table: what every rank published in ``amnet.init()``, by rank.
+
+        Each entry has at least ``host`` and ``pid`` (the rank's process id on its host).
+        """
+        return [dict(e) for e in self._ctx.table]
+
+    @property
     def address(self) -> str | None:
         """The launcher's bootstrap address (None in a one-rank ``python app.py`` job)."""
         p = self._ctx.process

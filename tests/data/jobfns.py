@@ -131,3 +131,7 @@ def endpoint_is_read_only(ep):
         ep.rank = 99
     except AttributeError as e:
         return str(e), ep.rank, amnet.config.segment_size
+
+
+def address_table(ep):
+    return ep.bootstrap.table, os.getpid(), ep.host
