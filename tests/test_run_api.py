@@ -222,3 +222,21 @@ def test_every_rank_receives_the_address_table(marked):
     tables = [t for t, _, _ in got]
     assert all(t == tables[0] for t in tables)
     assert [(e["pid"], e["host"]) for e in tables[0]] == [(pid, host) for _, pid, host in got]
+
+
+def test_amnet_run_inside_a_running_event_loop(marked):
+    """As in a notebook: the caller's thread already runs an asyncio loop."""
+    import asyncio
+
+    async def caller():
+        return amnet.run(jobfns.allgather_square, n=2)
+
+    assert asyncio.run(caller()) == [[0, 1], [0, 1]]
+
+
+def test_an_agent_started_by_hand_explains_itself():
+    out = subprocess.run([sys.executable, "-m", "amnet.launch.agent", "--node", "0"],
+                         input=b"", capture_output=True, timeout=60)
+    assert out.returncode == 2
+    assert b"no job spec on standard input (was this agent started by amnet-run?)" \
+        in out.stderr
