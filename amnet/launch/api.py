@@ -94,6 +94,6 @@ def run(
         except Exception:
             exc = None
         if isinstance(exc, BaseException):
-            exc.add_note(f"raised on {out.diagnosis.split(' raised ')[0]} of an amnet.run job")
+            exc.add_note(f"raised on {out.failed_where} of an amnet.run job")
             raise exc from RemoteTraceback(err["tb"])
     raise JobFailed(out.diagnosis or f"the job exited with code {out.code}", out.code)

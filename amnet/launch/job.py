@@ -41,9 +41,8 @@ class Outcome:
     diagnosis: str | None
     results: dict[int, bytes] = field(default_factory=dict)
     failed_rank: int | None = None
+    failed_where: str | None = None  # "rank 2 (node 1, proc 2, host h)"
     error: dict[str, Any] | None = None
-    refused: int = 0
-    elapsed: float = 0.0
 
 
 class _Pump:
@@ -114,7 +113,6 @@ class Job:
 
     # -- entry ------------------------------------------------------------------------------
     async def run(self) -> Outcome:
-        t0 = time.perf_counter()
         loop = asyncio.get_running_loop()
         self.loop = loop
         ctx = zmq.Context()
@@ -181,7 +179,7 @@ class Job:
         return Outcome(
             code=st.outcome_code(), diagnosis=f.diagnosis if f else None, results=st.results,
             failed_rank=f.rank if f else None, error=f.error if f else None,
-            refused=len(self.refused), elapsed=time.perf_counter() - t0)
+            failed_where=st.where([f.rank]) if f and f.rank is not None else None)
 
     # -- the bootstrap service ------------------------------------------------------------------
     def _on_frames(self, frames: list[bytes]) -> None:
