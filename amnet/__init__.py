@@ -5,27 +5,47 @@ The public namespace is curated here; everything else lives in private modules. 
 """
 
 from ._config import Config as Config
+from ._errors import AMArgumentError as AMArgumentError
+from ._errors import AMContextError as AMContextError
 from ._errors import AMNetError as AMNetError
+from ._errors import AtomicError as AtomicError
 from ._errors import BarrierMismatch as BarrierMismatch
+from ._errors import BarrierStateError as BarrierStateError
 from ._errors import CollectiveMismatch as CollectiveMismatch
 from ._errors import ConfigError as ConfigError
+from ._errors import HandlerCategoryError as HandlerCategoryError
+from ._errors import HandlerMismatch as HandlerMismatch
+from ._errors import HandlerNotRegistered as HandlerNotRegistered
 from ._errors import InitError as InitError
 from ._errors import JobAborted as JobAborted
 from ._errors import JobFailed as JobFailed
+from ._errors import PayloadTooLarge as PayloadTooLarge
 from ._errors import RankError as RankError
 from ._errors import RemoteTraceback as RemoteTraceback
+from ._errors import RPCError as RPCError
+from ._errors import SegmentBoundsError as SegmentBoundsError
 from ._errors import TopologyError as TopologyError
 from ._topology import Topology as Topology
+from .core._engine import Token as Token
+from .core._handlers import handler as handler
+from .core._ops import AccessRegion as AccessRegion
+from .core._ops import Handle as Handle
+from .core._ops import wait_all as wait_all
+from .core._ops import wait_any as wait_any
 from .core._runtime import abort as abort
 from .core._runtime import finalize as finalize
 from .core._runtime import init as init
+from .core._wire import MAX_ARGS as MAX_ARGS
 from .core.endpoint import Endpoint as Endpoint
 from .launch.api import run as run
 
 __version__ = "0.1.0"
 
-for _cls in (AMNetError, BarrierMismatch, CollectiveMismatch, ConfigError, InitError, JobAborted,
-             JobFailed, RankError, RemoteTraceback, TopologyError):
+for _cls in (AMArgumentError, AMContextError, AMNetError, AtomicError, BarrierMismatch,
+             BarrierStateError, CollectiveMismatch, ConfigError, HandlerCategoryError,
+             HandlerMismatch, HandlerNotRegistered, InitError, JobAborted, JobFailed,
+             PayloadTooLarge, RankError, RemoteTraceback, RPCError, SegmentBoundsError,
+             TopologyError):
     _cls.__module__ = __name__  # tracebacks and pickles say amnet.X, the public name
 del _cls
 
@@ -42,7 +62,11 @@ def __dir__() -> list[str]:
     return sorted([*globals(), "config"])
 
 __all__ = [
-    "AMNetError", "BarrierMismatch", "CollectiveMismatch", "Config", "ConfigError", "Endpoint",
-    "InitError", "JobAborted", "JobFailed", "RankError", "RemoteTraceback", "Topology",
-    "TopologyError", "abort", "config", "finalize", "init", "run",
+    "MAX_ARGS", "AMArgumentError", "AMContextError", "AMNetError", "AccessRegion",
+    "AtomicError", "BarrierMismatch", "BarrierStateError", "CollectiveMismatch", "Config",
+    "ConfigError", "Endpoint", "Handle", "HandlerCategoryError", "HandlerMismatch",
+    "HandlerNotRegistered", "InitError", "JobAborted", "JobFailed", "PayloadTooLarge",
+    "RPCError", "RankError", "RemoteTraceback", "SegmentBoundsError", "Token", "Topology",
+    "TopologyError", "abort", "config", "finalize", "handler", "init", "run", "wait_all",
+    "wait_any",
 ]

@@ -35,6 +35,40 @@ def parse_size(text: str | int) -> int:
     return int(m.group(1)) * _UNITS[m.group(2).lower()]
 
 
+def _parse_choice(*choices: str) -> Callable[[Any], str]:
+    def parse(v: Any) -> str:
+        v = str(v).strip().lower()
+        if v not in choices:
+            raise ValueError(v)
+        return v
+    return parse
+
+
+def _parse_bool(v: Any) -> bool:
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int) and v in (0, 1):
+        return bool(v)
+    t = str(v).strip().lower()
+    if t in ("1", "true", "yes", "on"):
+        return True
+    if t in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(v)
+
+
+def _parse_float(v: Any) -> float:
+    if isinstance(v, bool):
+        raise ValueError(v)
+    return float(v)
+
+
+def _known_conduit(name: str) -> bool:
+    from .core.conduit import CONDUITS  # the registry lives with the interface
+
+    return name in CONDUITS
+
+
 @dataclass(frozen=True, slots=True)
 class Option:
     name: str
@@ -59,6 +93,45 @@ OPTIONS: dict[str, Option] = {
             "a size in bytes, at least 4096 (e.g. 4096, 64M, 1G)",
             "Bytes in each rank's segment (`--segment-size`).",
             lambda v: v >= 4096,
+        ),
+        Option(
+            "max_medium",
+            parse_size,
+            64 << 10,
+            "a size in bytes from 512 to 16M (e.g. 65536, 64K)",
+            "Largest Medium AM payload (`ep.max_medium`).",
+            lambda v: 512 <= v <= 16 << 20,
+        ),
+        Option(
+            "wait_mode",
+            _parse_choice("spin", "block", "auto"),
+            "auto",
+            "spin, block or auto",
+            "How a waiting rank waits: spin polling, or block on the conduit socket after a "
+            "short spin; auto blocks when the ranks on a host outnumber its cores.",
+        ),
+        Option(
+            "progress_thread",
+            _parse_bool,
+            False,
+            "0 or 1",
+            "Run a progress thread per process so handlers run while ranks compute.",
+        ),
+        Option(
+            "net_latency_us",
+            _parse_float,
+            0.0,
+            "a number of microseconds from 0 to 1000000",
+            "Delay every inter-node message by this much at the receiver (network emulation).",
+            lambda v: 0.0 <= v <= 1e6,
+        ),
+        Option(
+            "conduit",
+            str,
+            "zmq",
+            "the name of a registered conduit (see amnet.core.conduit.CONDUITS)",
+            "The conduit that carries AMs between processes.",
+            _known_conduit,
         ),
     ]
 }

@@ -52,6 +52,71 @@ class BarrierMismatch(CollectiveMismatch):
     """
 
 
+class AMContextError(AMNetError, RuntimeError):
+    """Raised when a call breaks the restricted handler context (DESIGN.md section 3).
+
+    A request handler replied twice, replied after it returned, or sent anything but its
+    reply; a reply handler sent anything; any handler polled, waited, entered a barrier or
+    started a put, get, atomic or rpc.
+    """
+
+
+class PayloadTooLarge(AMNetError, ValueError):
+    """Raised before sending when a payload is longer than the limit the message names.
+
+    A Medium payload may be at most ``ep.max_medium`` bytes.
+    """
+
+
+class SegmentBoundsError(AMNetError, IndexError):
+    """Raised before sending when an offset and length leave the target rank's segment.
+
+    Raised for put, get, Long payloads and atomics; the message names the range and the
+    segment size.
+    """
+
+
+class HandlerNotRegistered(AMNetError, LookupError):
+    """Raised when an AM or rpc names a function that is not in the rank's handler table.
+
+    Register it with ``amnet.init(handlers=[...])`` or ``ep.register_handlers([...])``.
+    """
+
+
+class HandlerMismatch(AMNetError):
+    """Raised on every rank when ranks registered different handler tables.
+
+    The message names the first rank whose table differs from rank 0's and the handler.
+    """
+
+
+class HandlerCategoryError(AMNetError, TypeError):
+    """Raised before sending when a handler declared for one category is used for another.
+
+    For example a handler declared ``@amnet.handler("short")`` sent with ``request_medium``.
+    """
+
+
+class AMArgumentError(AMNetError, TypeError):
+    """Raised before sending when AM arguments are not ints that fit int64, or there are
+    more than ``amnet.MAX_ARGS`` of them (or not the count the handler declared).
+    """
+
+
+class AtomicError(AMNetError, ValueError):
+    """Raised before sending when an atomic names an unknown op or dtype, a bitwise op on a
+    float dtype, a value that does not fit the dtype, or an offset not aligned to the dtype.
+    """
+
+
+class BarrierStateError(AMNetError, RuntimeError):
+    """Raised when split-phase barrier calls are mis-nested.
+
+    ``barrier_wait``/``barrier_try`` without a pending ``barrier_notify``, or a second
+    ``barrier_notify`` before the first barrier was completed.
+    """
+
+
 class JobAborted(AMNetError):
     """Raised in a rank that waits in amnet while the job is being torn down.
 
@@ -98,3 +163,12 @@ class RemoteTraceback(Exception):
 
     def __str__(self) -> str:
         return "\n" + self.tb
+
+
+class RPCError(AMNetError):
+    """Raised by an rpc handle's ``wait()`` when the remote function raised an exception
+    that is neither a builtin nor an amnet exception type (those come back as themselves).
+
+    The message names the remote rank, the function and the original type and message; the
+    remote traceback is chained as ``__cause__``.
+    """

@@ -309,6 +309,7 @@ def run_process(spec: dict[str, Any], proc: int, host: str) -> int:
         atexit._run_exitfuncs()
     except BaseException:
         pass
+    state.close_engine()
     out.flush_all()
     err.flush_all()
     for r in rank_objs:

@@ -12,6 +12,7 @@ import os
 import socket
 import sys
 import threading
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from .._config import Config
@@ -37,6 +38,32 @@ class ProcessState:
         self._boot: BootClient | None = None
         self._lock = threading.Lock()
         self.finished: list[list[int]] = []
+        self._engine = None
+        self._engine_started = False
+
+    def engine(self):
+        """The process's AM engine, made on first use (by the first rank in init)."""
+        with self._lock:
+            if self._engine is None:
+                self._engine = make_engine(self.topology, self.config, self.proc,
+                                           None, self.spec.get("curve"),
+                                           bind_host_for(self.spec["bootstrap"]))
+            eng = self._engine
+        if eng.boot is None:
+            eng.boot = self.boot()
+        return eng
+
+    def start_engine(self, table: list[dict[str, Any]]) -> None:
+        with self._lock:
+            if self._engine_started:
+                return
+            self._engine_started = True
+        self._engine.start(table)
+
+    def close_engine(self) -> None:
+        eng = self._engine
+        if eng is not None:
+            eng.close()
 
     @property
     def connected(self) -> bool:
@@ -75,6 +102,14 @@ class RankContext:
         self.table: list[dict[str, Any]] = []  # what every rank published at init
         self.endpoint = None
         self.finalized = False
+        self.engine_ = None  # a singleton's own engine
+
+    def engine(self):
+        if self.process is not None:
+            return self.process.engine()
+        if self.engine_ is None:
+            self.engine_ = make_engine(self.topology, self.config, 0, None, None, "127.0.0.1")
+        return self.engine_
 
     def collective(self, op: str, name: Any = None, value: Any = None) -> Any:
         """Run the next bootstrap collective of this rank (see :class:`BootClient`)."""
@@ -137,17 +172,22 @@ def current_rank(for_call: str) -> RankContext:
         return _singleton
 
 
-def init():
+def init(handlers: Iterable[Callable] | None = None):
     """Join the job and return this rank's :class:`~amnet.Endpoint` (collective).
 
-    Every rank of the job must call it; it returns once all have. In a plain ``python app.py``
-    it makes a one-rank job. ``finalize`` runs implicitly when the rank's script ends.
+    Every rank of the job must call it; it returns once all have. ``handlers`` is the rank's
+    handler table (functions, named ``module.qualname``); every rank must pass the same names
+    in the same order. In a plain ``python app.py`` it makes a one-rank job. ``finalize`` runs
+    implicitly when the rank's script ends.
 
     Raises:
         InitError: ``init`` was already called on this rank, or the calling thread is not a
             rank-thread.
+        HandlerMismatch: ranks passed different handler tables (raised on every rank).
+        TypeError / ValueError: a handler is not callable, or two have the same name.
         JobAborted: the job was torn down while waiting for the other ranks.
     """
+    from ._handlers import HandlerTable, verify_tables
     from .endpoint import Endpoint
 
     ctx = current_rank("amnet.init()")
@@ -156,8 +196,22 @@ def init():
                         "the job once")
     if ctx.endpoint is not None:
         raise InitError(f"amnet.init() was called twice on rank {ctx.rank}; call it once per rank")
-    ctx.table = ctx.collective("init", value={"host": ctx.host, "pid": os.getpid()})
-    ctx.endpoint = Endpoint(ctx)
+    fns = list(handlers or ())
+    names = HandlerTable.names_of(fns)
+    eng = ctx.engine()
+    if eng.in_handler() is not None:
+        raise InitError("amnet.init() inside a handler")
+    rs = eng.add_rank(ctx.rank)
+    rs.table.add(fns, names)  # in place before any peer can send to this rank
+    ctx.table = ctx.collective("init", value={
+        "host": ctx.host, "pid": os.getpid(), "conduit": eng.conduit.address,
+        "handlers": names})
+    if ctx.process is None:
+        eng.start(ctx.table)
+    else:
+        ctx.process.start_engine(ctx.table)
+    verify_tables([e["handlers"] for e in ctx.table], "amnet.init()")
+    ctx.endpoint = Endpoint(ctx, eng, rs)
     if ctx.process is None:
         atexit.register(_finalize_at_exit, ctx)
     return ctx.endpoint
@@ -177,6 +231,11 @@ def finalize() -> None:
         raise InitError(f"amnet.finalize() on rank {ctx.rank}, which never called amnet.init()")
     if ctx.finalized:
         raise InitError(f"amnet.finalize() was called twice on rank {ctx.rank}")
+    ep = ctx.endpoint
+    ep._eng.forbid_in_handler("amnet.finalize()")
+    if ep._rs.barrier.pending:  # a split-phase barrier left open: complete it first
+        ep.barrier_wait()
+    ep.barrier()  # polls: peers still talking to this rank get their replies
     ctx.collective("finalize")
     ctx.finalized = True
 
@@ -190,6 +249,55 @@ def finalize_if_needed(ctx: RankContext) -> None:
 def _finalize_at_exit(ctx: RankContext) -> None:
     if not ctx.finalized:
         ctx.finalized = True
+    if ctx.engine_ is not None:
+        ctx.engine_.close()
+
+
+def fail_rank(rank: int, exc: BaseException, summary: str, tb: str) -> None:
+    """A handler failed on ``rank``: print why and end the job as that rank's failure.
+
+    Never returns (the process exits with status 1).
+    """
+    text = f"amnet: {summary}\n{tb}"
+    try:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+        sys.stdout.flush()
+    except Exception:
+        pass
+    proc = _process
+    if proc is not None:
+        from ._procmain import _error_record
+
+        try:
+            exc.add_note(f"({summary.split(' raised ')[0]})")
+            proc.rank_done(rank, 1, None, _error_record(exc, proc.spec["mode"] == "fn"))
+        except BaseException:
+            pass
+    os._exit(1)
+
+
+def bind_host_for(bootstrap: str | None) -> str:
+    """The address to bind data sockets to: loopback for one host, else the interface that
+    reaches the launcher."""
+    if bootstrap and bootstrap.startswith("tcp://"):
+        host = bootstrap[len("tcp://"):].rsplit(":", 1)[0].strip("[]")
+        if host in ("127.0.0.1", "localhost", "::1"):
+            return "127.0.0.1"
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                s.connect((host, 9))
+                return s.getsockname()[0]
+        except OSError:
+            return "0.0.0.0"
+    return "127.0.0.1"
+
+
+def make_engine(topology: Topology, config: Config, proc: int, boot: Any, curve: Any,
+                bind_host: str):
+    from ._engine import Engine
+
+    return Engine(topology, config, proc, boot, curve, bind_host)
 
 
 def abort(code: int = 1, msg: str = "") -> None:

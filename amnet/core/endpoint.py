@@ -1,7 +1,7 @@
-"""The Endpoint: one rank's handle on the job (DESIGN.md section 3).
+"""The Endpoint: one rank's handle on the job (DESIGN.md sections 3-5).
 
-In this layer it carries the topology and the bootstrap collectives; the core AM API, the
-segment and the extended API hang off the same object.
+It carries the topology and the bootstrap collectives (here), the core AM API
+(:mod:`amnet.core._amapi`) and the extended API (:mod:`amnet.core._extapi`).
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from typing import Any
 import msgpack
 
 from .._errors import InitError
+from ._amapi import AMMixin
+from ._extapi import ExtendedMixin
 from ._runtime import RankContext
 
 
@@ -74,26 +76,34 @@ class Bootstrap:
         return self._live().collective("allgather", value=value)
 
 
-class Endpoint:
-    """This rank's view of the job. Returned by :func:`amnet.init`; one per rank."""
+class Endpoint(AMMixin, ExtendedMixin):
+    """This rank's view of the job. Returned by :func:`amnet.init`; one per rank.
 
-    __slots__ = ("_ctx", "_topo", "bootstrap", "host", "local_ranks", "node", "nodes", "proc",
-                 "procs", "procs_per_node", "rank", "size", "thread", "threads_per_proc")
+    Attributes are read-only, except ``on_handler_error``.
+    """
 
-    def __init__(self, ctx: RankContext) -> None:
+    __slots__ = ("_ctx", "_eng", "_rs", "_topo", "bootstrap", "host", "local_ranks",
+                 "max_medium", "node", "nodes", "proc", "procs", "procs_per_node", "rank",
+                 "size", "thread", "threads_per_proc")
+    _SETTABLE = frozenset({"on_handler_error"})
+
+    def __init__(self, ctx: RankContext, eng: Any, rs: Any) -> None:
         topo = ctx.topology
         node = topo.node_of(ctx.rank)
         for name, value in (
-            ("_ctx", ctx), ("_topo", topo), ("rank", ctx.rank), ("size", topo.size),
-            ("proc", topo.proc_of(ctx.rank)), ("procs", topo.procs),
+            ("_ctx", ctx), ("_topo", topo), ("_eng", eng), ("_rs", rs), ("rank", ctx.rank),
+            ("size", topo.size), ("proc", topo.proc_of(ctx.rank)), ("procs", topo.procs),
             ("thread", topo.thread_of(ctx.rank)), ("threads_per_proc", topo.threads_per_proc),
             ("procs_per_node", topo.procs_per_node), ("node", node), ("nodes", topo.nodes),
             ("local_ranks", topo.ranks_of_node(node)), ("host", ctx.host),
-            ("bootstrap", Bootstrap(ctx)),
+            ("bootstrap", Bootstrap(ctx)), ("max_medium", eng.max_medium),
         ):
             object.__setattr__(self, name, value)
 
     def __setattr__(self, name: str, value: Any) -> None:
+        if name in self._SETTABLE:
+            object.__setattr__(self, name, value)
+            return
         raise AttributeError(f"amnet.Endpoint attributes are read-only (tried to set {name!r})")
 
     @property
@@ -117,15 +127,11 @@ class Endpoint:
         """
         return self._topo.proc_of(self._topo.check_rank(rank)) == self.proc
 
-    def barrier(self, name: int | str | None = None) -> None:
-        """Barrier of all ranks (carried by the bootstrap service in this version).
-
-        Raises:
-            BarrierMismatch: ranks passed different names; raised on every rank.
-            JobAborted: the job is being torn down while waiting.
-            InitError: this rank already finalized.
-        """
-        self.bootstrap.barrier(name)
+    def _live(self) -> Any:
+        if self._ctx.finalized:
+            raise InitError(f"rank {self.rank} already called amnet.finalize(); the endpoint "
+                            "may not be used after it")
+        return self._rs
 
     def __repr__(self) -> str:
         return (f"<amnet.Endpoint rank {self.rank}/{self.size} node {self.node}/{self.nodes} "

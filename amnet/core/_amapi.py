@@ -1,0 +1,158 @@
+"""The core AM API of the Endpoint: requests, handler registration, progress, segment."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import _wire as W
+from ._handlers import HandlerTable, verify_tables
+
+
+@dataclass(frozen=True, slots=True)
+class AMStatistics:
+    """Counters of one process's AM engine, a frozen snapshot (``ep.statistics()``)."""
+
+    handlers_run: int  # user and system handlers run by this process
+    refused: int  # messages dropped because a header field was malformed or out of range
+    delayed: int  # messages waiting for AMNET_NET_LATENCY_US to pass
+    inflight: int  # this rank's operations not yet complete
+    conduit: Any  # the conduit's ConduitStatistics
+
+
+class AMMixin:
+    __slots__ = ()
+
+    # -- requests -------------------------------------------------------------------------
+    def request_short(self, dest: int, handler: Any, *args: int) -> None:
+        """Send a Short AM: ``handler(token, *args)`` runs on rank ``dest``.
+
+        ``handler`` is a registered function (or its ``module.qualname``); ``args`` are at
+        most ``amnet.MAX_ARGS`` (16) ints that fit int64.
+
+        Raises:
+            RankError, HandlerNotRegistered, HandlerCategoryError, AMArgumentError: bad
+                input (nothing is sent).
+            AMContextError: called inside a handler (reply with the token instead).
+        """
+        rs = self._rs
+        self._eng.forbid_send_in_handler("ep.request_short()")
+        self._eng.send_user(rs, W.SHORT, dest, handler, None, 0, args)
+        self._eng.poll()
+
+    def request_medium(self, dest: int, handler: Any, payload: Any, *args: int) -> None:
+        """Send a Medium AM: ``handler(token, payload_view, *args)`` runs on ``dest``.
+
+        ``payload`` is bytes-like, at most ``ep.max_medium`` bytes; it may be reused as soon
+        as the call returns. The handler's view is valid only during its call.
+
+        Raises: as :meth:`request_short`, plus PayloadTooLarge.
+        """
+        rs = self._rs
+        self._eng.forbid_send_in_handler("ep.request_medium()")
+        self._eng.send_user(rs, W.MEDIUM, dest, handler, payload, 0, args)
+        self._eng.poll()
+
+    def request_long(self, dest: int, handler: Any, payload: Any, dest_offset: int,
+                     *args: int) -> None:
+        """Send a Long AM: ``payload`` is written at ``dest_offset`` in ``dest``'s segment,
+        then ``handler(token, view_of_those_bytes, *args)`` runs there.
+
+        The payload may be reused as soon as the call returns.
+
+        Raises: as :meth:`request_short`, plus SegmentBoundsError.
+        """
+        rs = self._rs
+        self._eng.forbid_send_in_handler("ep.request_long()")
+        self._eng.send_user(rs, W.LONG, dest, handler, payload, dest_offset, args)
+        self._eng.poll()
+
+    # -- handlers -------------------------------------------------------------------------
+    def register_handlers(self, handlers: Iterable[Callable]) -> None:
+        """Add handlers to this rank's table (collective: every rank, same list).
+
+        Raises:
+            HandlerMismatch: ranks registered different lists (raised on every rank).
+            TypeError / ValueError: an entry is not callable, or a name is registered twice.
+        """
+        rs = self._live()
+        self._eng.forbid_in_handler("ep.register_handlers()")
+        fns = list(handlers)
+        names = HandlerTable.names_of(fns)
+        for n in names:
+            if n in rs.table.by_name:
+                raise ValueError(f"handler {n!r} is already registered")
+        rs.table.add(fns, names)  # before the collective: peers may use them as soon as it ends
+        tables = self._ctx.collective("allgather", value=names)
+        verify_tables(tables, "ep.register_handlers()")
+
+    @property
+    def handlers(self) -> tuple[str, ...]:
+        """The names in this rank's handler table, by index."""
+        return tuple(self._rs.table.names)
+
+    @property
+    def on_handler_error(self) -> Callable[[BaseException, str, int], Any] | None:
+        """Called as ``fn(exception, handler_name, source_rank)`` when a handler raises,
+        instead of aborting the job. None (the default) aborts."""
+        return self._rs.on_handler_error
+
+    @on_handler_error.setter
+    def on_handler_error(self, fn: Callable[[BaseException, str, int], Any] | None) -> None:
+        if fn is not None and not callable(fn):
+            raise TypeError("on_handler_error must be a callable or None")
+        self._rs.on_handler_error = fn
+
+    # -- progress -------------------------------------------------------------------------
+    def poll(self) -> int:
+        """Run the handlers of the AMs that have arrived; return how many ran.
+
+        Raises:
+            AMContextError: called inside a handler.
+        """
+        self._eng.forbid_in_handler("ep.poll()")
+        return self._eng.poll()
+
+    def wait_until(self, pred: Callable[[], Any], timeout: float | None = None) -> bool:
+        """Make progress until ``pred()`` is true; return False if ``timeout`` seconds passed
+        first.
+
+        Raises:
+            AMContextError: called inside a handler.
+            JobAborted: the job is being torn down.
+        """
+        self._eng.forbid_in_handler("ep.wait_until()")
+        if not callable(pred):
+            raise TypeError("wait_until needs a callable predicate")
+        return self._eng.wait_until(pred, timeout)
+
+    # -- segment --------------------------------------------------------------------------
+    @property
+    def segment(self) -> np.ndarray:
+        """My segment: a writable numpy uint8 array of ``config.segment_size`` bytes."""
+        return self._rs.segment
+
+    def segment_view(self, rank: int) -> np.ndarray | None:
+        """Rank ``rank``'s segment when I can address it directly, else None.
+
+        In this version segments are private memory: the ranks of my own process qualify.
+
+        Raises:
+            RankError: ``rank`` is not a rank of this job.
+        """
+        rank = self._eng.check_dest(rank)
+        if rank == self.rank:
+            return self._rs.segment
+        if self.same_process(rank):
+            other = self._eng.ranks[rank - self._eng.first]
+            return None if other is None else other.segment
+        return None
+
+    def statistics(self) -> AMStatistics:
+        """A snapshot of this process's AM counters and its conduit's."""
+        eng = self._eng
+        return AMStatistics(eng.handled, eng.refused, len(eng.delayed), self._rs.inflight,
+                            eng.conduit.statistics())

@@ -1,0 +1,530 @@
+"""The AM engine of one process: sending, receiving, running handlers, waiting.
+
+One :class:`Engine` per rank process, shared by its rank-threads; one :class:`RankState` per
+rank. All AM traffic goes through the conduit (node-local too, in this version: the
+loopback configuration). The engine checks every header it receives before using it: a
+malformed or out-of-range message is dropped and counted, never run and never written to a
+segment.
+
+Threads: sends may come from any thread (the conduit locks per destination). Only one thread
+drains at a time (``drain_lock``); handlers run on the draining thread with the restricted
+context marked in a thread-local. A thread that cannot drain waits on ``cond`` for the drainer
+to make progress (block mode) or keeps trying (spin mode).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import struct
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .._errors import (
+    AMArgumentError,
+    AMContextError,
+    HandlerCategoryError,
+    PayloadTooLarge,
+    RankError,
+    SegmentBoundsError,
+)
+from . import _wire as W
+from ._barrier import Barrier
+from ._handlers import HandlerTable
+from ._ops import Bucket
+from .conduit import get_conduit
+
+SPIN_BEFORE_BLOCK_S = 20e-6  # block mode: how long to spin before sleeping on the socket
+BLOCK_SLICE_S = 0.05  # a sleeping rank re-checks aborts this often
+DRAIN_BUDGET = 256  # messages run per drain before the caller re-checks its condition
+
+
+class Token:
+    """Handed to a handler: who sent the AM and how to reply. Valid only during the call."""
+
+    __slots__ = ("_eng", "_live", "_replied", "_rs", "handler", "is_request", "source")
+
+    def __init__(self, eng: Engine, rs: RankState, source: int, is_request: bool,
+                 handler: str) -> None:
+        self._eng = eng
+        self._rs = rs
+        self.source = source
+        self.is_request = is_request
+        self.handler = handler
+        self._replied = False
+        self._live = True
+
+    @property
+    def rank(self) -> int:
+        """The rank the AM was sent to (the one whose handler runs)."""
+        return self._rs.rank
+
+    def _check(self, what: str) -> None:
+        if not self._live:
+            raise AMContextError(f"token.{what}() after handler {self.handler} returned; a "
+                                 "reply must be sent from inside the request handler")
+        if not self.is_request:
+            raise AMContextError(f"token.{what}() in reply handler {self.handler}: a reply "
+                                 "handler sends nothing")
+        if self._replied:
+            raise AMContextError(f"token.{what}(): request handler {self.handler} already "
+                                 "replied; a request handler replies at most once")
+        if self._eng.tls.__dict__.get("token") is not self:
+            raise AMContextError(f"token.{what}() from another thread than the one running "
+                                 f"handler {self.handler}")
+
+    def reply_short(self, handler: Any, *args: int) -> None:
+        """Send a Short reply to ``token.source``.
+
+        Raises:
+            AMContextError: not in a request handler, or it already replied.
+            HandlerNotRegistered / HandlerCategoryError / AMArgumentError: bad handler or args.
+        """
+        self._check("reply_short")
+        self._eng.send_user(self._rs, W.SHORT | W.REPLY, self.source, handler, None, 0, args)
+        self._replied = True
+
+    def reply_medium(self, handler: Any, payload: Any, *args: int) -> None:
+        """Send a Medium reply (payload of at most ``ep.max_medium`` bytes) to the source.
+
+        Raises: as :meth:`reply_short`, plus PayloadTooLarge.
+        """
+        self._check("reply_medium")
+        self._eng.send_user(self._rs, W.MEDIUM | W.REPLY, self.source, handler, payload, 0,
+                            args)
+        self._replied = True
+
+    def reply_long(self, handler: Any, payload: Any, dest_offset: int, *args: int) -> None:
+        """Send a Long reply: ``payload`` lands at ``dest_offset`` in the source's segment.
+
+        Raises: as :meth:`reply_short`, plus SegmentBoundsError.
+        """
+        self._check("reply_long")
+        self._eng.send_user(self._rs, W.LONG | W.REPLY, self.source, handler, payload,
+                            dest_offset, args)
+        self._replied = True
+
+    def __repr__(self) -> str:
+        kind = "request" if self.is_request else "reply"
+        return f"<amnet.Token {kind} {self.handler} from rank {self.source}>"
+
+
+class RankState:
+    """Per-rank AM state: handler table, segment, outstanding operations, barrier."""
+
+    def __init__(self, eng: Engine, rank: int, segment_size: int) -> None:
+        self.eng = eng
+        self.rank = rank
+        self.table = HandlerTable()
+        self.segment = np.zeros(segment_size, dtype=np.uint8)
+        self.ops: dict[int, Any] = {}  # op id -> pending operation (completed by replies)
+        self._next_op = 1
+        self.on_handler_error: Callable[[BaseException, str, int], Any] | None = None
+        self.lock = threading.Lock()
+        self.inflight = 0  # operations of this rank not yet complete (for fence)
+        self.nbi = Bucket()  # implicit-handle operations outside access regions
+        self.regions: list[Bucket] = []
+        self.barrier = Barrier(eng, rank)
+
+    def new_op(self, op: Any) -> int:
+        opid = self._next_op
+        self._next_op = opid + 1 if opid < W.INT64_MAX else 1
+        self.ops[opid] = op
+        return opid
+
+
+class Engine:
+    """The AM machinery of one process (see the module docstring)."""
+
+    def __init__(self, topo: Any, config: Any, proc: int, boot: Any, curve: Any,
+                 bind_host: str) -> None:
+        self.topo = topo
+        self.config = config
+        self.proc = proc
+        self.size = topo.size
+        self.T = topo.threads_per_proc
+        self.first = proc * self.T
+        self.ranks_per_node = self.T * topo.procs_per_node
+        self.node = self.first // self.ranks_per_node
+        self.seg_size = config.segment_size
+        self.max_medium = config.max_medium
+        self.max_message = max(self.seg_size, 16 << 20)  # what one conduit message may carry
+        self.boot = boot
+        self.conduit = get_conduit(config.conduit)(proc, topo.procs, bind_host, curve, config)
+        self.ranks: list[RankState | None] = [None] * self.T
+        self.tls = threading.local()
+        self.drain_lock = threading.Lock()
+        self.cond = threading.Condition(threading.Lock())
+        self.waiters = 0
+        self.gen = 0
+        self.latency = config.net_latency_us * 1e-6
+        self.delayed: collections.deque = collections.deque()
+        self.block = config.wait_mode == "block"
+        self.handled = 0
+        self.refused = 0
+        self._progress: threading.Thread | None = None
+        self._stop = False
+        self.closed = False
+        from ._sys import SYSTEM_HANDLERS  # put/get/atomic/barrier/rpc, by index
+
+        self.sys = SYSTEM_HANDLERS
+
+    # -- setup ----------------------------------------------------------------------------
+    def add_rank(self, rank: int) -> RankState:
+        rs = RankState(self, rank, self.seg_size)
+        self.ranks[rank - self.first] = rs
+        return rs
+
+    def start(self, table: list[dict[str, Any]]) -> None:
+        """Called once the job's address table is known (after the first init collective)."""
+        addrs = [table[p * self.T]["conduit"] for p in range(self.topo.procs)]
+        self.conduit.set_peers(addrs)
+        if self.config.wait_mode == "auto":
+            host = table[self.first]["host"]
+            on_host = sum(1 for e in table if e["host"] == host)
+            try:
+                cores = len(os.sched_getaffinity(0))
+            except (AttributeError, OSError):
+                cores = os.cpu_count() or 1
+            self.block = on_host > cores
+        if self.config.progress_thread and self._progress is None:
+            self._progress = threading.Thread(target=self._progress_loop, daemon=True,
+                                              name=f"amnet-progress-{self.proc}")
+            self._progress.start()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self._stop = True
+        if self._progress is not None:
+            self._progress.join(1.0)
+        with self.drain_lock:
+            self.conduit.close()
+
+    # -- context checks -------------------------------------------------------------------
+    def in_handler(self) -> Token | None:
+        return self.tls.__dict__.get("token")
+
+    def forbid_in_handler(self, what: str) -> None:
+        tok = self.tls.__dict__.get("token")
+        if tok is not None:
+            kind = "request" if tok.is_request else "reply"
+            raise AMContextError(f"{what} inside {kind} handler {tok.handler}: handlers run in "
+                                 "a restricted context (no polling, waiting, barriers or "
+                                 "blocking communication)")
+
+    def forbid_send_in_handler(self, what: str) -> None:
+        tok = self.tls.__dict__.get("token")
+        if tok is not None:
+            kind = "request" if tok.is_request else "reply"
+            extra = ("; reply with token.reply_*()" if tok.is_request else
+                     ": a reply handler sends nothing")
+            raise AMContextError(f"{what} inside {kind} handler {tok.handler}{extra}")
+
+    def check_dest(self, dest: Any) -> int:
+        if type(dest) is not int or not 0 <= dest < self.size:
+            if isinstance(dest, bool) or not isinstance(dest, int):
+                raise RankError(f"a rank must be an int, got {type(dest).__name__}")
+            if not 0 <= dest < self.size:
+                raise RankError(f"rank {dest} is out of range: this job has ranks "
+                                f"0..{self.size - 1}")
+        return dest
+
+    def check_range(self, what: str, rank: int, offset: Any, nbytes: int) -> int:
+        if isinstance(offset, bool) or not isinstance(offset, int | np.integer):
+            raise TypeError(f"{what}: offset must be an int, got {type(offset).__name__}")
+        offset = int(offset)
+        if offset < 0 or nbytes < 0 or offset + nbytes > self.seg_size:
+            raise SegmentBoundsError(
+                f"{what}: bytes [{offset}, {offset + nbytes}) are outside rank {rank}'s "
+                f"segment of {self.seg_size} bytes")
+        return offset
+
+    # -- sending --------------------------------------------------------------------------
+    def send_user(self, rs: RankState, flags: int, dest: int, handler: Any, payload: Any,
+                  offset: int, args: tuple) -> None:
+        """Check everything, then send one user AM (request or reply)."""
+        dest = self.check_dest(dest)
+        table = rs.table
+        idx = table.index(handler)
+        cat = flags & W.CATEGORY_MASK
+        want = table.cats[idx]
+        if want is not None and want != cat:
+            raise HandlerCategoryError(
+                f"handler {table.names[idx]} is declared {('short', 'medium', 'long', 'rpc')[want]}"
+                f" but was sent as a {W.CATEGORY_NAMES[cat]} AM")
+        nargs = len(args)
+        if nargs > W.MAX_ARGS:
+            raise AMArgumentError(f"{nargs} AM arguments given; at most amnet.MAX_ARGS == "
+                                  f"{W.MAX_ARGS}")
+        if table.nargs[idx] is not None and table.nargs[idx] != nargs:
+            raise AMArgumentError(f"handler {table.names[idx]} is declared with "
+                                  f"{table.nargs[idx]} arguments, {nargs} given")
+        if cat == W.SHORT:
+            length = 0
+        else:
+            payload, length = as_bytes(payload, "payload")
+            if cat == W.MEDIUM:
+                if length > self.max_medium:
+                    raise PayloadTooLarge(
+                        f"Medium payload of {length} bytes is over ep.max_medium = "
+                        f"{self.max_medium} bytes (AMNET_MAX_MEDIUM); use a Long AM or put")
+            else:
+                offset = self.check_range("Long AM", dest, offset, length)
+        try:
+            header = W.HEADERS[nargs].pack(flags, nargs, idx, rs.rank, dest, offset, *args)
+        except struct.error:
+            raise AMArgumentError(bad_args_message(args)) from None
+        self.conduit.send(dest // self.T, header, payload if length else None)
+
+    def send_sys(self, src: int, dest: int, hidx: int, args: tuple, payload: Any = None,
+                 reply: bool = False, offset: int = 0, copy: bool = True) -> None:
+        """Send a system AM (already checked by the caller)."""
+        flags = W.SYSTEM | (W.REPLY if reply else 0) | (W.LONG if payload is not None else 0)
+        header = W.HEADERS[len(args)].pack(flags, len(args), hidx, src, dest, offset, *args)
+        self.conduit.send(dest // self.T, header, payload, copy)
+
+    # -- receiving ------------------------------------------------------------------------
+    def drain(self) -> int:
+        """Run what has arrived (the caller holds ``drain_lock``); return how many ran.
+
+        With ``AMNET_NET_LATENCY_US`` set, messages from other nodes wait in ``delayed``
+        until their time has come (all get the same delay, so FIFO per pair holds).
+        """
+        n = 0
+        delayed = self.delayed
+        if delayed:
+            now = time.monotonic()
+            while delayed and delayed[0][0] <= now and n < DRAIN_BUDGET:
+                _, header, payload = delayed.popleft()
+                self.dispatch(header, payload)
+                n += 1
+        recv = self.conduit.recv
+        latency = self.latency
+        seen = 0
+        while seen < DRAIN_BUDGET:
+            m = recv()
+            if m is None:
+                break
+            seen += 1
+            if latency and self._remote(m[0]):
+                delayed.append((time.monotonic() + latency, m[0], m[1]))
+                continue
+            self.dispatch(m[0], m[1])
+            n += 1
+        return n
+
+    def _remote(self, header: bytes) -> bool:
+        if len(header) < W.FIXED_SIZE:
+            return False
+        src = int.from_bytes(header[4:8], "little")
+        return src // self.ranks_per_node != self.node
+
+    def next_due(self) -> float | None:
+        return self.delayed[0][0] if self.delayed else None
+
+    def dispatch(self, header: bytes, payload: Any) -> None:
+        """Check one message and run its handler; drop it if anything is out of range."""
+        try:
+            flags, nargs, hidx, src, dst, offset = W.FIXED.unpack_from(header)
+        except struct.error:
+            return self._refuse()
+        li = dst - self.first
+        if (nargs > W.MAX_ARGS or len(header) != W.FIXED_SIZE + 8 * nargs
+                or flags & ~W.KNOWN_FLAGS or src >= self.size or not 0 <= li < self.T):
+            return self._refuse()
+        rs = self.ranks[li]
+        if rs is None:
+            return self._refuse()
+        args = W.ARGS[nargs].unpack_from(header, W.FIXED_SIZE)
+        if flags & W.SYSTEM:
+            if hidx >= len(self.sys):
+                return self._refuse()
+            if flags & W.LONG and payload is None:
+                return self._refuse()
+            self.sys[hidx](self, rs, src, args, payload, offset, flags)
+            return
+        table = rs.table
+        if hidx >= len(table.fns):
+            return self._refuse()
+        cat = flags & W.CATEGORY_MASK
+        want = table.cats[hidx]
+        if cat > W.LONG or (want is not None and want != cat):
+            return self._refuse()
+        if cat == W.SHORT:
+            if payload is not None:
+                return self._refuse()
+            call_args: tuple = args
+        elif cat == W.MEDIUM:
+            if payload is None:
+                payload = memoryview(b"")
+            call_args = (payload, *args)
+        else:
+            n = 0 if payload is None else payload.nbytes
+            if offset + n > self.seg_size:
+                return self._refuse()
+            view = rs.segment[offset:offset + n]
+            if n:
+                view[:] = np.frombuffer(payload, dtype=np.uint8)
+            call_args = (memoryview(view), *args)
+        self.run_handler(rs, table.fns[hidx], table.names[hidx], src,
+                         not flags & W.REPLY, call_args)
+
+    def _refuse(self) -> None:
+        self.refused += 1
+        self.conduit.count_dropped()
+
+    def run_handler(self, rs: RankState, fn: Callable, name: str, src: int, is_request: bool,
+                    args: tuple) -> Any:
+        tok = Token(self, rs, src, is_request, name)
+        d = self.tls.__dict__
+        prev = d.get("token")
+        d["token"] = tok
+        try:
+            return fn(tok, *args)
+        except BaseException as e:
+            self.handler_failed(rs, name, src, e)
+        finally:
+            tok._live = False
+            d["token"] = prev
+            self.handled += 1
+
+    def handler_failed(self, rs: RankState, name: str, src: int, exc: BaseException) -> None:
+        cb = rs.on_handler_error
+        if cb is not None:
+            try:
+                cb(exc, name, src)
+                return
+            except BaseException as e2:
+                exc = e2
+        from ._runtime import fail_rank
+
+        tb = "".join(traceback.format_exception(exc))
+        fail_rank(rs.rank, exc, f"handler {name} on rank {rs.rank} (AM from rank {src}) "
+                                f"raised {type(exc).__name__}: {exc}", tb)
+
+    # -- progress -------------------------------------------------------------------------
+    def poll(self) -> int:
+        """Run what has arrived, if no other thread of this process is doing it."""
+        if not self.drain_lock.acquire(False):
+            return 0
+        try:
+            n = self.drain()
+        finally:
+            self.drain_lock.release()
+        if n and self.waiters:
+            self._wake()
+        return n
+
+    def _wake(self) -> None:
+        with self.cond:
+            self.gen += 1
+            self.cond.notify_all()
+
+    def wait_until(self, pred: Callable[[], Any], timeout: float | None = None,
+                   max_block: float = BLOCK_SLICE_S) -> bool:
+        """Make progress until ``pred()`` is true (True) or ``timeout`` passes (False).
+
+        Raises:
+            JobAborted: the job is being torn down.
+        """
+        if pred():
+            return True
+        boot = self.boot
+        now = time.monotonic()
+        deadline = None if timeout is None else now + timeout
+        idle_since = None
+        lock = self.drain_lock
+        while True:
+            if lock.acquire(False):
+                try:
+                    n = self.drain()
+                    if n:
+                        idle_since = None
+                    elif self.block and not pred():
+                        now = time.monotonic()
+                        if idle_since is None:
+                            idle_since = now
+                        elif now - idle_since > SPIN_BEFORE_BLOCK_S:
+                            t = max_block
+                            due = self.next_due()
+                            if due is not None:
+                                t = min(t, max(0.0, due - now))
+                            if deadline is not None:
+                                t = min(t, max(0.0, deadline - now))
+                            self.conduit.wait_readable(t)
+                finally:
+                    lock.release()
+                if self.waiters:
+                    self._wake()
+            elif self.block or self._progress is not None:
+                with self.cond:
+                    self.waiters += 1
+                    try:
+                        gen = self.gen
+                        if not pred():
+                            self.cond.wait_for(lambda g=gen: self.gen != g, max_block)
+                    finally:
+                        self.waiters -= 1
+            if pred():
+                return True
+            if boot is not None and boot.aborted is not None:
+                raise boot.aborted
+            if deadline is not None and time.monotonic() >= deadline:
+                return bool(pred())
+
+    def _progress_loop(self) -> None:
+        lock = self.drain_lock
+        while not self._stop:
+            with lock:
+                if self.closed:
+                    return
+                n = self.drain()
+                if not n:
+                    t = BLOCK_SLICE_S
+                    due = self.next_due()
+                    if due is not None:
+                        t = min(t, max(0.0, due - time.monotonic()))
+                    self.conduit.wait_readable(t)
+            if n and self.waiters:
+                self._wake()
+
+
+def as_bytes(data: Any, what: str) -> tuple[Any, int]:
+    """A contiguous byte view of ``data`` and its length.
+
+    Raises:
+        TypeError: ``data`` is not bytes-like (or a numpy array).
+    """
+    if isinstance(data, bytes):
+        return data, len(data)
+    if isinstance(data, np.ndarray):
+        if not data.flags.c_contiguous:
+            data = np.ascontiguousarray(data)
+        mv = memoryview(data).cast("B") if data.ndim else memoryview(data.reshape(1)).cast("B")
+        return mv, mv.nbytes
+    try:
+        mv = memoryview(data)
+    except TypeError:
+        raise TypeError(f"{what} must be bytes-like (bytes, bytearray, memoryview or a numpy "
+                        f"array), got {type(data).__name__}") from None
+    if not mv.c_contiguous:
+        mv = memoryview(mv.tobytes())
+    if mv.format != "B" or mv.ndim != 1:
+        mv = mv.cast("B")
+    return mv, mv.nbytes
+
+
+def bad_args_message(args: tuple) -> str:
+    for i, a in enumerate(args):
+        if isinstance(a, bool) or not isinstance(a, int | np.integer):
+            return f"AM argument {i} must be an int, got {type(a).__name__}"
+        if not W.INT64_MIN <= int(a) <= W.INT64_MAX:
+            return f"AM argument {i} = {a} does not fit in int64"
+    return "AM arguments must be ints that fit in int64"

@@ -1,0 +1,184 @@
+"""The extended API of the Endpoint: put/get (blocking, NB, NBI), access regions, atomics,
+fence, split-phase barriers and rpc (DESIGN.md section 5)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import _extended as X
+from ._atomics import decode
+from ._ops import AccessRegion, Handle
+
+
+class ExtendedMixin:
+    __slots__ = ()
+
+    # -- put / get ------------------------------------------------------------------------
+    def put(self, dest: int, offset: int, data: Any) -> None:
+        """Write ``data`` (bytes-like or numpy array) at ``offset`` in ``dest``'s segment and
+        return once it is there. ``data`` may be reused at once.
+
+        Raises:
+            RankError, SegmentBoundsError, TypeError: bad input (nothing is sent).
+            AMContextError: inside a handler.
+            JobAborted: the job is being torn down.
+        """
+        self._eng.forbid_in_handler("ep.put()")
+        op = X.start_put(self._eng, self._live(), dest, offset, data, False, True, "ep.put()")
+        Handle(self._eng, op, "put").wait()
+
+    def get(self, src: int, offset: int, nbytes: int, out: Any = None) -> Any:
+        """Read ``nbytes`` at ``offset`` of ``src``'s segment into ``out`` (a writable buffer
+        of at least ``nbytes``) or a new ``bytearray``; return it.
+
+        Raises: as :meth:`put`.
+        """
+        self._eng.forbid_in_handler("ep.get()")
+        op = X.start_get(self._eng, self._live(), src, offset, nbytes, out, False, "ep.get()")
+        return Handle(self._eng, op, "get").wait()
+
+    def put_nb(self, dest: int, offset: int, data: Any) -> Handle:
+        """Start a put and return its handle; ``data`` may be reused at once.
+
+        Raises: as :meth:`put` (before anything is sent).
+        """
+        op = X.start_put(self._eng, self._live(), dest, offset, data, False, False,
+                         "ep.put_nb()")
+        return Handle(self._eng, op, "put")
+
+    def get_nb(self, src: int, offset: int, nbytes: int, out: Any = None) -> Handle:
+        """Start a get; ``handle.wait()`` returns ``out`` (or a new bytearray) filled.
+
+        ``out`` must not be touched until the handle completed.
+        """
+        op = X.start_get(self._eng, self._live(), src, offset, nbytes, out, False,
+                         "ep.get_nb()")
+        return Handle(self._eng, op, "get")
+
+    def put_nbi(self, dest: int, offset: int, data: Any) -> None:
+        """Start a put completed by :meth:`wait_nbi` (or the enclosing access region)."""
+        X.start_put(self._eng, self._live(), dest, offset, data, True, False, "ep.put_nbi()")
+
+    def get_nbi(self, src: int, offset: int, nbytes: int, out: Any) -> None:
+        """Start a get into ``out``, completed by :meth:`wait_nbi` (or the access region)."""
+        if out is None:
+            raise TypeError("ep.get_nbi() needs an out buffer")
+        X.start_get(self._eng, self._live(), src, offset, nbytes, out, True, "ep.get_nbi()")
+
+    def wait_nbi(self, puts: bool = True, gets: bool = True) -> None:
+        """Wait for the implicit-handle puts and/or gets started outside access regions.
+
+        Raises:
+            AMContextError: inside a handler.
+        """
+        self._eng.forbid_in_handler("ep.wait_nbi()")
+        b = self._rs.nbi
+        self._eng.wait_until(lambda: (not puts or b.puts == 0) and (not gets or b.gets == 0))
+
+    def test_nbi(self, puts: bool = True, gets: bool = True) -> bool:
+        """Poll once and say whether those implicit-handle operations all completed."""
+        self._eng.forbid_in_handler("ep.test_nbi()")
+        self._eng.poll()
+        b = self._rs.nbi
+        return (not puts or b.puts == 0) and (not gets or b.gets == 0)
+
+    def access_region(self) -> AccessRegion:
+        """``with ep.access_region() as region:`` NBI operations inside become one handle,
+        ``region.handle``, available after the block."""
+        return AccessRegion(self._eng, self._live())
+
+    # -- atomics / fence ------------------------------------------------------------------
+    def atomic(self, dest: int, offset: int, op: str, value: Any = None, value2: Any = None,
+               dtype: str = "i8") -> int | float:
+        """Run an atomic on the ``dtype`` word at ``offset`` of ``dest``'s segment, at its
+        owner; return the old value.
+
+        ``op``: get, set, swap, cas (``value`` expected, ``value2`` new), fadd, fsub, fand,
+        for, fxor, fmin, fmax. ``dtype``: i4, i8, u4, u8, f4, f8 (bitwise ops: ints only).
+
+        Raises:
+            AtomicError: unknown op/dtype, misaligned offset, bad value (nothing is sent).
+            RankError, SegmentBoundsError: bad target.
+            AMContextError: inside a handler.
+        """
+        self._eng.forbid_in_handler("ep.atomic()")
+        o, di = X.start_atomic(self._eng, self._live(), dest, offset, op, value, value2, dtype)
+        return decode(Handle(self._eng, o, "atomic").wait(), di)
+
+    def fence(self) -> None:
+        """Wait until every operation this rank started (any completion kind) completed."""
+        self._eng.forbid_in_handler("ep.fence()")
+        rs = self._rs
+        self._eng.wait_until(lambda: rs.inflight == 0)
+
+    # -- barriers -------------------------------------------------------------------------
+    def barrier_notify(self, name: Any = None) -> None:
+        """Enter a split-phase barrier (``name``: None, an int or a str).
+
+        Raises:
+            BarrierStateError: a barrier is already pending on this rank.
+            AMContextError: inside a handler.
+        """
+        self._eng.forbid_in_handler("ep.barrier_notify()")
+        self._live().barrier.notify(name)
+
+    def barrier_wait(self) -> None:
+        """Wait for the pending barrier to complete.
+
+        Raises:
+            BarrierMismatch: ranks passed different names (on every rank).
+            BarrierStateError: no barrier_notify is pending.
+            JobAborted: the job is being torn down.
+        """
+        self._eng.forbid_in_handler("ep.barrier_wait()")
+        bar = self._rs.barrier
+        bar.check_pending("barrier_wait")
+        self._eng.wait_until(lambda: bar.done)
+        bar.finish()
+
+    def barrier_try(self) -> bool:
+        """Poll; True (and the barrier is over) if it completed, else False.
+
+        Raises: as :meth:`barrier_wait`.
+        """
+        self._eng.forbid_in_handler("ep.barrier_try()")
+        bar = self._rs.barrier
+        bar.check_pending("barrier_try")
+        if not bar.done:
+            self._eng.poll()
+        if not bar.done:
+            return False
+        bar.finish()
+        return True
+
+    def barrier(self, name: Any = None) -> None:
+        """``barrier_notify(name)`` then ``barrier_wait()``.
+
+        Raises: as both.
+        """
+        self.barrier_notify(name)
+        self.barrier_wait()
+
+    # -- rpc ------------------------------------------------------------------------------
+    def rpc(self, dest: int, fn: Any, *args: Any, **kwargs: Any) -> Handle:
+        """Run registered ``fn(*args, **kwargs)`` on ``dest``; ``handle.wait()`` returns its
+        result. Arguments and result travel msgpack-encoded. ``fn`` runs in handler context
+        on ``dest`` (it may not block or send).
+
+        Raises:
+            HandlerNotRegistered, HandlerCategoryError, AMArgumentError, PayloadTooLarge,
+                RankError: bad input (nothing is sent).
+            AMContextError: inside a handler.
+            (from wait) the exception fn raised, with the rank named in a note.
+        """
+        op = X.start_rpc(self._eng, self._live(), dest, fn, args, kwargs, False)
+        return Handle(self._eng, op, "rpc")
+
+    def rpc_ff(self, dest: int, fn: Any, *args: Any, **kwargs: Any) -> None:
+        """Run registered ``fn(*args, **kwargs)`` on ``dest`` without a result (fire and
+        forget). An exception in fn is a handler failure at ``dest``.
+
+        Raises: as :meth:`rpc` (before anything is sent).
+        """
+        X.start_rpc(self._eng, self._live(), dest, fn, args, kwargs, True)
+        self._eng.poll()

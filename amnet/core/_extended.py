@@ -1,0 +1,116 @@
+"""The initiator side of the extended API: start puts, gets, atomics and rpcs.
+
+Each function checks everything before sending (nothing is sent on bad input), registers an
+:class:`~amnet.core._ops.Op` under a fresh op id, and sends one system AM; the reply that
+names the op id completes it (:mod:`amnet.core._sys`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from .._errors import AMArgumentError, HandlerCategoryError, PayloadTooLarge
+from . import _atomics
+from . import _sys as S
+from ._engine import as_bytes
+from ._ops import Bucket, Op
+
+
+def bucket_of(rs: Any, nbi: bool) -> Bucket | None:
+    if not nbi:
+        return None
+    return rs.regions[-1] if rs.regions else rs.nbi
+
+
+def start_put(eng: Any, rs: Any, dest: int, offset: Any, data: Any, nbi: bool,
+              blocking: bool, what: str) -> Op:
+    """Send a put. Blocking puts send the caller's buffer without a copy (the call returns
+    only after the target acknowledged, so the buffer is free again); others copy it."""
+    eng.forbid_send_in_handler(what)
+    dest = eng.check_dest(dest)
+    payload, n = as_bytes(data, "put data")
+    offset = eng.check_range(what, dest, offset, n)
+    op = Op(rs, False, None, bucket_of(rs, nbi))
+    opid = rs.new_op(op)
+    eng.send_sys(rs.rank, dest, S.PUT, (opid,), payload=payload, offset=offset,
+                 copy=not blocking)
+    return op
+
+
+def start_get(eng: Any, rs: Any, src: int, offset: Any, nbytes: Any, out: Any, nbi: bool,
+              what: str) -> Op:
+    """Send a get; the data lands in ``out`` (or a new bytearray, the op's value)."""
+    eng.forbid_send_in_handler(what)
+    src = eng.check_dest(src)
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int | np.integer):
+        raise TypeError(f"{what}: nbytes must be an int, got {type(nbytes).__name__}")
+    nbytes = int(nbytes)
+    if nbytes < 0:
+        raise ValueError(f"{what}: nbytes must be >= 0, got {nbytes}")
+    offset = eng.check_range(what, src, offset, nbytes)
+    if out is None:
+        out = bytearray(nbytes)
+        view = memoryview(out)
+    else:
+        try:
+            view = memoryview(out)
+        except TypeError:
+            raise TypeError(f"{what}: out must be a writable bytes-like object or numpy "
+                            f"array, got {type(out).__name__}") from None
+        if view.readonly:
+            raise TypeError(f"{what}: out is read-only")
+        if not view.c_contiguous:
+            raise TypeError(f"{what}: out must be contiguous")
+        view = view.cast("B") if view.format != "B" or view.ndim != 1 else view
+        if view.nbytes < nbytes:
+            raise ValueError(f"{what}: out holds {view.nbytes} bytes, {nbytes} requested")
+        view = view[:nbytes]
+    op = Op(rs, True, view, bucket_of(rs, nbi))
+    op.value = out
+    opid = rs.new_op(op)
+    eng.send_sys(rs.rank, src, S.GET, (opid, nbytes), offset=offset)
+    return op
+
+
+def start_atomic(eng: Any, rs: Any, dest: int, offset: Any, op: Any, value: Any,
+                 value2: Any, dtype: Any) -> tuple[Op, int]:
+    eng.forbid_send_in_handler("ep.atomic()")
+    dest = eng.check_dest(dest)
+    size = _atomics.NP_DTYPES[_atomics.DTYPE_INDEX[dtype]].itemsize \
+        if dtype in _atomics.DTYPE_INDEX else 1
+    offset = eng.check_range("ep.atomic()", dest, offset, size)
+    opi, di, b1, b2 = _atomics.check(op, dtype, value, value2, offset)
+    o = Op(rs)
+    opid = rs.new_op(o)
+    eng.send_sys(rs.rank, dest, S.ATOMIC, (opid, opi, di, b1, b2), offset=offset)
+    return o, di
+
+
+def start_rpc(eng: Any, rs: Any, dest: int, fn: Any, args: tuple, kwargs: dict,
+              ff: bool) -> Op | None:
+    what = "ep.rpc_ff()" if ff else "ep.rpc()"
+    eng.forbid_send_in_handler(what)
+    dest = eng.check_dest(dest)
+    table = rs.table
+    idx = table.index(fn)
+    if table.cats[idx] not in (None, 3):
+        raise HandlerCategoryError(
+            f"{table.names[idx]} is declared as a "
+            f"{('short', 'medium', 'long')[table.cats[idx]]} handler, not an rpc function")
+    try:
+        payload = msgpack.packb([args, kwargs], use_bin_type=True)
+    except Exception as e:
+        raise AMArgumentError(f"{what} arguments must be msgpack-serialisable: {e}") from None
+    if len(payload) > eng.max_message:
+        raise PayloadTooLarge(f"{what} arguments encode to {len(payload)} bytes; at most "
+                              f"{eng.max_message} bytes travel in one message")
+    if ff:
+        eng.send_sys(rs.rank, dest, S.RPC, (0, idx), payload=payload)
+        return None
+    o = Op(rs)
+    opid = rs.new_op(o)
+    eng.send_sys(rs.rank, dest, S.RPC, (opid, idx), payload=payload)
+    return o

@@ -1,0 +1,140 @@
+"""The ``zmq`` conduit: one bound PULL socket per process, one PUSH per peer it talks to.
+
+A PUSH -> PULL pair is one TCP connection, so messages between two processes stay in order.
+High-water marks are off (0) so a send never blocks on a slow receiver: a handler can always
+reply, and flow control is the application's (as with GASNet's AMs, a rank that floods
+another without waiting for replies buffers in memory). Payloads travel as a second frame;
+with ``copy=False`` large ones are sent without a copy. A message with more than two frames,
+or a header longer than :data:`~amnet.core.conduit.MAX_HEADER`, is dropped and counted.
+
+When the job has CurveZMQ keys, the PULL socket is a CURVE server and every PUSH a client, so
+a process without the job's keys cannot complete the handshake.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import zmq
+
+from .conduit import MAX_HEADER, Conduit, ConduitStatistics, register_conduit
+
+
+@register_conduit("zmq")
+class ZmqConduit(Conduit):
+    """zmq over TCP (loopback on one host). See the module docstring."""
+
+    def __init__(self, proc: int, procs: int, bind_host: str = "127.0.0.1",
+                 curve: dict[str, str] | None = None, options: Any = None) -> None:
+        super().__init__(proc, procs, bind_host, curve, options)
+        self._curve = curve
+        self._zctx = zmq.Context(io_threads=1)
+        pull = self._zctx.socket(zmq.PULL)
+        pull.setsockopt(zmq.RCVHWM, 0)
+        pull.setsockopt(zmq.LINGER, 0)
+        seg = getattr(options, "segment_size", 64 << 20) if options is not None else 64 << 20
+        # the largest message a peer sends is a put/get of a whole segment plus the header
+        pull.setsockopt(zmq.MAXMSGSIZE, max(seg, 16 << 20) + 2 * MAX_HEADER)
+        if curve:
+            from .._security import apply_server
+
+            apply_server(pull, curve)
+        port = pull.bind_to_random_port(f"tcp://{bind_host}")
+        self._pull = pull
+        self._address = f"tcp://{bind_host}:{port}"
+        self._peers: list[str] = []
+        self._push: list[Any] = [None] * procs
+        self._locks = [threading.Lock() for _ in range(procs)]
+        self._open_lock = threading.Lock()
+        self._closed = False
+        self.sent = self.received = self.bytes_sent = self.bytes_received = self.dropped = 0
+
+    @property
+    def address(self) -> str:
+        return self._address
+
+    def set_peers(self, addresses: Sequence[str]) -> None:
+        if len(addresses) != self.procs:
+            raise ValueError(f"expected {self.procs} addresses, got {len(addresses)}")
+        self._peers = list(addresses)
+
+    def _open(self, proc: int) -> Any:
+        with self._open_lock:
+            sock = self._push[proc]
+            if sock is None:
+                if self._closed:
+                    raise RuntimeError("the conduit is closed")
+                sock = self._zctx.socket(zmq.PUSH)
+                sock.setsockopt(zmq.SNDHWM, 0)
+                sock.setsockopt(zmq.LINGER, 500)
+                sock.setsockopt(zmq.RECONNECT_IVL, 10)
+                if self._curve:
+                    from .._security import apply_client
+
+                    apply_client(sock, self._curve)
+                sock.connect(self._peers[proc])
+                self._push[proc] = sock
+            return sock
+
+    def send(self, proc: int, header: bytes, payload: Any = None, copy: bool = True) -> None:
+        sock = self._push[proc]
+        if sock is None:
+            sock = self._open(proc)
+        with self._locks[proc]:
+            if payload is None:
+                sock.send(header)
+            else:
+                sock.send(header, zmq.SNDMORE)
+                sock.send(payload, copy=copy)
+                self.bytes_sent += len(payload) if isinstance(payload, bytes) else \
+                    memoryview(payload).nbytes
+            self.sent += 1
+
+    def recv(self) -> tuple[bytes, Any] | None:
+        pull = self._pull
+        while True:
+            try:
+                header = pull.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return None
+            payload = None
+            if pull.rcvmore:
+                frame = pull.recv(copy=False)
+                payload = frame.buffer
+                if pull.rcvmore:  # more than two frames: not ours
+                    while pull.rcvmore:
+                        pull.recv()
+                    self.dropped += 1
+                    continue
+                self.bytes_received += payload.nbytes
+            if len(header) > MAX_HEADER:
+                self.dropped += 1
+                continue
+            self.received += 1
+            return header, payload
+
+    def wait_readable(self, timeout: float | None) -> bool:
+        ms = None if timeout is None else max(0, int(timeout * 1000 + 0.999))
+        return bool(self._pull.poll(ms, zmq.POLLIN))
+
+    def fileno(self) -> int:
+        return self._pull.getsockopt(zmq.FD)
+
+    def statistics(self) -> ConduitStatistics:
+        return ConduitStatistics(
+            self.name, self._address, self.sent, self.received, self.bytes_sent,
+            self.bytes_received, self.dropped, sum(s is not None for s in self._push))
+
+    def close(self, linger: float = 0.5) -> None:
+        with self._open_lock:
+            if self._closed:
+                return
+            self._closed = True
+        ms = max(0, int(linger * 1000))
+        for sock in self._push:
+            if sock is not None:
+                sock.close(linger=ms)
+        self._pull.close(linger=0)
+        self._zctx.term()

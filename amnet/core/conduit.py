@@ -1,0 +1,151 @@
+"""The conduit interface: how AM frames travel between processes (DESIGN.md section 7).
+
+A conduit moves opaque *messages* between the processes of a job. A message is a header
+(``bytes``, at most :data:`MAX_HEADER` long) and an optional payload (any bytes-like object,
+of any length, carried as a separate frame, zero-copy where the transport allows). The AM core
+(:mod:`amnet.core._engine`) builds and parses headers; a conduit never looks inside them.
+
+Every conduit promises:
+
+- **FIFO per pair**: messages from process A to process B arrive in the order A sent them.
+- **Reliable while the job lives**: nothing is dropped except malformed input from outside
+  the job, which is counted in :meth:`Conduit.statistics` and never delivered.
+- **Sends never block on the receiver**: ``send`` queues and returns (the core relies on this
+  so that a handler can always reply; see the AM guide's flow-control note).
+- **Thread safety**: ``send`` may be called from several threads at once. ``recv`` and
+  ``wait_readable`` are called by one thread at a time (the core's drain lock ensures it).
+- **A file descriptor to block on**: ``wait_readable(timeout)`` sleeps until a message may be
+  ready, so oversubscribed jobs do not livelock.
+
+Conduits are picked by name from :data:`CONDUITS` (``AMNET_CONDUIT``, default ``zmq``). A new
+conduit subclasses :class:`Conduit` and registers with :func:`register_conduit`; the
+conformance suite ``tests/test_conduit.py`` then runs against it unchanged.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+#: Longest header a conduit must carry (the AM header with 16 arguments is 148 bytes).
+MAX_HEADER = 256
+
+
+@dataclass(frozen=True, slots=True)
+class ConduitStatistics:
+    """Counters of one conduit, a frozen snapshot (``Conduit.statistics()``)."""
+
+    name: str
+    address: str
+    sent: int
+    received: int
+    bytes_sent: int
+    bytes_received: int
+    dropped: int  # malformed messages refused (never delivered)
+    peers: int  # processes this conduit has opened a connection to
+
+
+class Conduit(abc.ABC):
+    """One process's endpoint on a transport.
+
+    Args:
+        proc: this process's index in the job.
+        procs: the number of processes.
+        bind_host: the IP address to listen on (``127.0.0.1`` when the job is on one host).
+        curve: the job's CurveZMQ keys (see :mod:`amnet._security`), or None for none.
+        options: the job's resolved configuration.
+    """
+
+    name: ClassVar[str] = "?"
+
+    def __init__(self, proc: int, procs: int, bind_host: str = "127.0.0.1",
+                 curve: dict[str, str] | None = None, options: Any = None) -> None:
+        self.proc = proc
+        self.procs = procs
+
+    @property
+    @abc.abstractmethod
+    def address(self) -> str:
+        """Where other processes reach this one; published in the job's address table."""
+
+    @abc.abstractmethod
+    def set_peers(self, addresses: Sequence[str]) -> None:
+        """Learn every process's address (index = process). Connections may open lazily."""
+
+    @abc.abstractmethod
+    def send(self, proc: int, header: bytes, payload: Any = None, copy: bool = True) -> None:
+        """Queue one message for process ``proc`` and return without waiting for it.
+
+        ``payload`` (optional, bytes-like) travels as its own frame. With ``copy=False`` the
+        conduit may keep a reference to ``payload`` until the bytes are on the wire: the
+        caller must not change it until the message is known to be delivered.
+        """
+
+    @abc.abstractmethod
+    def recv(self) -> tuple[bytes, Any] | None:
+        """The next message as ``(header, payload or None)``, or None if none is ready.
+
+        ``payload`` is a buffer valid until the next ``recv``. Malformed input is dropped and
+        counted, never returned.
+        """
+
+    @abc.abstractmethod
+    def wait_readable(self, timeout: float | None) -> bool:
+        """Block up to ``timeout`` seconds (None: forever) until a message may be ready."""
+
+    @abc.abstractmethod
+    def fileno(self) -> int:
+        """A file descriptor that becomes readable when messages may have arrived."""
+
+    def count_dropped(self) -> None:
+        """Count a message the core refused (a malformed or out-of-range header)."""
+        self.dropped = getattr(self, "dropped", 0) + 1
+
+    @abc.abstractmethod
+    def statistics(self) -> ConduitStatistics:
+        """A snapshot of the counters."""
+
+    @abc.abstractmethod
+    def close(self, linger: float = 0.5) -> None:
+        """Flush for at most ``linger`` seconds, then release everything. Idempotent."""
+
+
+#: Every registered conduit class by name.
+CONDUITS: dict[str, type[Conduit]] = {}
+
+
+def register_conduit(name: str) -> Callable[[type[Conduit]], type[Conduit]]:
+    """Class decorator: register a :class:`Conduit` subclass as ``name``."""
+
+    def deco(cls: type[Conduit]) -> type[Conduit]:
+        if name in CONDUITS and CONDUITS[name] is not cls:
+            raise ValueError(f"a conduit named {name!r} is already registered")
+        cls.name = name
+        CONDUITS[name] = cls
+        return cls
+
+    return deco
+
+
+def get_conduit(name: str) -> type[Conduit]:
+    """The conduit class registered as ``name``.
+
+    Raises:
+        ConfigError: no conduit has that name (the message lists those that exist).
+    """
+    try:
+        return CONDUITS[name]
+    except KeyError:
+        from .._errors import ConfigError
+
+        raise ConfigError(f"unknown conduit {name!r}; registered conduits: "
+                          f"{', '.join(sorted(CONDUITS))}") from None
+
+
+# The conduits register themselves on import; all of them are listed here, in one place.
+from . import _zmqconduit as _zmqconduit  # noqa: E402
+
+__all__ = ["CONDUITS", "MAX_HEADER", "Conduit", "ConduitStatistics", "get_conduit",
+           "register_conduit"]
