@@ -9,16 +9,23 @@ def test_public_surface():
     public = {n for n in dir(amnet)
               if not n.startswith("_") and not isinstance(getattr(amnet, n), types.ModuleType)}
     assert public == {
-        "AMNetError", "BarrierMismatch", "CollectiveMismatch", "Config", "ConfigError",
-        "Endpoint", "InitError", "JobAborted", "JobFailed", "RankError", "RemoteTraceback",
-        "Topology", "TopologyError", "abort", "config", "finalize", "init", "run",
+        "MAX_ARGS", "AMArgumentError", "AMContextError", "AMNetError", "AccessRegion",
+        "AtomicError", "BarrierMismatch", "BarrierStateError", "CollectiveMismatch", "Config",
+        "ConfigError", "Endpoint", "Handle", "HandlerCategoryError", "HandlerMismatch",
+        "HandlerNotRegistered", "InitError", "JobAborted", "JobFailed", "PayloadTooLarge",
+        "RPCError", "RankError", "RemoteTraceback", "SegmentBoundsError", "Token", "Topology",
+        "TopologyError", "abort", "config", "finalize", "handler", "init", "run", "wait_all",
+        "wait_any",
     }
     assert set(amnet.__all__) == public
 
 
 def test_errors_are_one_family():
-    for name in ("BarrierMismatch", "CollectiveMismatch", "ConfigError", "InitError",
-                 "JobAborted", "JobFailed", "RankError", "TopologyError"):
+    for name in ("AMArgumentError", "AMContextError", "AtomicError", "BarrierMismatch",
+                 "BarrierStateError", "CollectiveMismatch", "ConfigError", "HandlerCategoryError",
+                 "HandlerMismatch", "HandlerNotRegistered", "InitError", "JobAborted",
+                 "JobFailed", "PayloadTooLarge", "RPCError", "RankError", "SegmentBoundsError",
+                 "TopologyError"):
         assert issubclass(getattr(amnet, name), amnet.AMNetError), name
     assert issubclass(amnet.BarrierMismatch, amnet.CollectiveMismatch)
     assert issubclass(amnet.TopologyError, amnet.ConfigError)

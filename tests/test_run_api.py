@@ -101,7 +101,7 @@ def test_other_failures_raise_job_failed(marked, fn, code, text):
 
 
 def test_barrier_name_mismatch_fails_every_rank(marked):
-    with pytest.raises(amnet.BarrierMismatch, match="rank 0 passed 'left' but rank 1 passed"):
+    with pytest.raises(amnet.BarrierMismatch, match="rank 0 and rank 1 passed different names"):
         amnet.run(jobfns.mismatched_barrier, n=3)
 
 
@@ -121,7 +121,8 @@ def test_init_from_a_thread_that_is_not_a_rank(marked):
 
 def test_endpoint_after_finalize(marked):
     assert amnet.run(jobfns.finalize_then_barrier, n=2) == \
-        [f"rank {r} already called amnet.finalize()" for r in range(2)]
+        [f"rank {r} already called amnet.finalize(); the endpoint may not be used after it"
+         for r in range(2)]
 
 
 def test_bad_ranks_are_rank_errors(marked):

@@ -108,9 +108,10 @@ class Barrier:
             name = self.name
         if has and lo != hi:
             mine = "no name" if name is None else repr(name)
+            r1, r2 = sorted((lo_rank, hi_rank))
             raise BarrierMismatch(
-                f"named barrier mismatch in barrier #{self.epoch}: rank {lo_rank} and rank "
-                f"{hi_rank} passed different names (rank {self.rank} passed {mine})")
+                f"named barrier mismatch in barrier #{self.epoch}: rank {r1} and rank {r2} "
+                f"passed different names (rank {self.rank} passed {mine})")
 
 
 def merge(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
@@ -118,8 +119,8 @@ def merge(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
         return a
     if not a[0]:
         return b
-    lo = a[1:3] if a[1] <= b[1] else b[1:3]
-    hi = a[3:5] if a[3] >= b[3] else b[3:5]
+    lo = min(a[1:3], b[1:3])  # ties go to the lower rank, so every rank names the same two
+    hi = max(a[3:5], b[3:5], key=lambda x: (x[0], -x[1]))
     return (1, *lo, *hi)
 
 
