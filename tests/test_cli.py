@@ -204,7 +204,8 @@ except FileExistsError:
 
 
 def test_timeout_ends_a_hung_job(runner):
-    s = runner.script("hang.py", WAIT_SCRIPT)
+    # the launcher can say who waits in a *bootstrap* barrier (AM barriers are peer to peer)
+    s = runner.script("hang.py", WAIT_SCRIPT.replace("ep.barrier()", "ep.bootstrap.barrier()"))
     t0 = time.monotonic()
     out = runner("-n", "4", "--threads-per-proc", "2", "--timeout", "1.5", s, "2")
     assert out.returncode == 124
