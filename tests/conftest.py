@@ -1,8 +1,10 @@
-"""Shared helpers: run amnet-run as a user would, and look for anything a job left behind."""
+"""Shared helpers: run amnet-run as a user would, look for anything a job left behind, make a
+second 'host' (a network namespace), and play a stranger that connects to a job's socket."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import uuid
@@ -83,3 +85,104 @@ def runner(tmp_path):
     yield r
     r.assert_clean()
     assert shm_objects() <= before
+
+
+# -- two hosts in network namespaces ---------------------------------------------------------
+@pytest.fixture
+def netns():
+    """A second 'host': a network namespace joined to this one by a veth pair.
+
+    Yields ``(ns, host_ip, ns_ip)``: the namespace's name, this side's address and the
+    namespace's. Skips the test without root or iproute2.
+    """
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("needs root and iproute2 to make a network namespace")
+    tag = uuid.uuid4().hex[:6]
+    ns, a, b = f"amtest-{tag}", f"amv{tag}a", f"amv{tag}b"
+    octet = int(tag[:2], 16) % 200 + 20
+    host_ip, ns_ip = f"10.213.{octet}.1", f"10.213.{octet}.2"
+
+    def ip(*args: str) -> None:
+        subprocess.run(["ip", *args], check=True, capture_output=True)
+
+    try:
+        ip("netns", "add", ns)
+    except subprocess.CalledProcessError as e:
+        pytest.skip(f"cannot make a network namespace here: {e.stderr.decode().strip()}")
+    try:
+        ip("link", "add", a, "type", "veth", "peer", "name", b)
+        ip("link", "set", b, "netns", ns)
+        ip("addr", "add", f"{host_ip}/24", "dev", a)
+        ip("link", "set", a, "up")
+        ip("-n", ns, "addr", "add", f"{ns_ip}/24", "dev", b)
+        ip("-n", ns, "link", "set", b, "up")
+        ip("-n", ns, "link", "set", "lo", "up")
+        yield ns, host_ip, ns_ip
+    finally:
+        subprocess.run(["ip", "link", "del", a], capture_output=True)
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+# A zmq peer that knows nothing of the job (or the wrong keys): does zmq let it in?
+_STRANGER = r"""
+import json, sys, time
+import msgpack, zmq
+from zmq.utils.monitor import recv_monitor_message
+
+address, kind, timeout = sys.argv[1], sys.argv[2], float(sys.argv[3])
+keys = json.loads(sys.stdin.read() or "null")
+ctx = zmq.Context()
+s = ctx.socket(getattr(zmq, kind))
+s.linger = 0
+if keys:
+    s.curve_serverkey = keys["server_public"].encode()
+    s.curve_publickey = keys["client_public"].encode()
+    s.curve_secretkey = keys["client_secret"].encode()
+mon = s.get_monitor_socket()
+s.connect(address)
+# what a stranger would say first; zmq delivers it only after a handshake that succeeded
+s.send(msgpack.packb({"t": "hello", "kind": "agent", "token": "0" * 32, "node": 0}))
+seen = []
+deadline = time.monotonic() + timeout
+while time.monotonic() < deadline:
+    if not mon.poll(20):
+        continue
+    ev = zmq.Event(recv_monitor_message(mon)["event"])
+    seen.append(ev.name)
+    if ev == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+        break
+    if ev.name.startswith("HANDSHAKE_FAILED") and "CONNECTED" in seen:
+        break
+s.disable_monitor()
+mon.close()
+s.close()
+ctx.term()
+print(json.dumps(seen))
+"""
+
+
+def stranger_connects(ns: str | None, address: str, *, keys: dict[str, str] | None = None,
+                      socket_type: str = "DEALER", timeout: float = 5.0) -> bool:
+    """Whether a stranger process gets through zmq's handshake with the socket at ``address``.
+
+    The stranger runs in network namespace ``ns`` (``None``: this one), opens a ``socket_type``
+    socket (``"DEALER"`` for a ROUTER or DEALER peer, ``"PUSH"`` for a PULL one) with the NULL
+    mechanism, or as a CURVE client with ``keys`` (a dict like ``make_job_keys()``'s, e.g. the
+    wrong job's), connects and sends a bootstrap ``hello`` with a made-up token.
+
+    Returns True when the handshake succeeded (its message can reach the application), False
+    when the stranger reached the socket (TCP connected) and zmq refused the handshake. Fails
+    the test when it never connected at all: a False must mean "refused", not "not found".
+    """
+    import json
+
+    cmd = [sys.executable, "-c", _STRANGER, address, socket_type, str(timeout)]
+    if ns is not None:
+        cmd = ["ip", "netns", "exec", ns, *cmd]
+    # the keys go on stdin, never on a command line
+    out = subprocess.run(cmd, input=json.dumps(keys), capture_output=True, text=True,
+                         timeout=timeout + 30)
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout.splitlines()[-1])
+    assert "CONNECTED" in seen, f"the stranger never reached {address}: events {seen}"
+    return "HANDSHAKE_SUCCEEDED" in seen

@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-import subprocess
-import uuid
 from pathlib import Path
 
 import pytest
@@ -204,38 +202,7 @@ def test_mpirun_spawner_failure_is_diagnosed(runner):
     assert "rank 1 (node 1, proc 1, host" in out.stderr and "raised KeyError" in out.stderr
 
 
-# -- two hosts in network namespaces ---------------------------------------------------------
-@pytest.fixture
-def netns():
-    """A second 'host': a network namespace joined to this one by a veth pair."""
-    if os.geteuid() != 0 or shutil.which("ip") is None:
-        pytest.skip("needs root and iproute2 to make a network namespace")
-    tag = uuid.uuid4().hex[:6]
-    ns, a, b = f"amtest-{tag}", f"amv{tag}a", f"amv{tag}b"
-    octet = int(tag[:2], 16) % 200 + 20
-    host_ip, ns_ip = f"10.213.{octet}.1", f"10.213.{octet}.2"
-
-    def ip(*args: str) -> None:
-        subprocess.run(["ip", *args], check=True, capture_output=True)
-
-    try:
-        ip("netns", "add", ns)
-    except subprocess.CalledProcessError as e:
-        pytest.skip(f"cannot make a network namespace here: {e.stderr.decode().strip()}")
-    try:
-        ip("link", "add", a, "type", "veth", "peer", "name", b)
-        ip("link", "set", b, "netns", ns)
-        ip("addr", "add", f"{host_ip}/24", "dev", a)
-        ip("link", "set", a, "up")
-        ip("-n", ns, "addr", "add", f"{ns_ip}/24", "dev", b)
-        ip("-n", ns, "link", "set", b, "up")
-        ip("-n", ns, "link", "set", "lo", "up")
-        yield ns, host_ip, ns_ip
-    finally:
-        subprocess.run(["ip", "link", "del", a], capture_output=True)
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-
-
+# -- two hosts in network namespaces (the netns fixture is in conftest.py) -------------------------
 def test_agents_on_another_host_connect_back_over_its_interface(runner, netns):
     ns, host_ip, ns_ip = netns
     s = runner.script("where.py", WHERE)

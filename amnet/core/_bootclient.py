@@ -3,6 +3,9 @@
 A daemon I/O thread owns the zmq DEALER socket (zmq sockets are not thread-safe); rank-threads
 queue messages for it and wait on a condition for replies. An ``abort`` from the launcher wakes
 every waiter with :class:`amnet.JobAborted`.
+
+For jobs across hosts the connection uses CurveZMQ with the job's keys (``spec["curve"]``,
+see :mod:`amnet._security`).
 """
 
 from __future__ import annotations
@@ -10,22 +13,38 @@ from __future__ import annotations
 import collections
 import os
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 import zmq
 
 from .. import _protocol as proto
 from .._errors import BarrierMismatch, CollectiveMismatch, JobAborted
+from .._security import apply_client, mechanism
 
 _ERRORS = {"BarrierMismatch": BarrierMismatch, "CollectiveMismatch": CollectiveMismatch}
+_FROM_SPEC: Any = object()
+
+
+def _process_keys() -> Mapping[str, str] | None:
+    """The CURVE keys in the job spec of this rank process (None: curve off, or no job)."""
+    from . import _runtime
+
+    p = _runtime._process
+    return None if p is None else p.spec.get("curve")
 
 
 class BootClient:
-    """Bootstrap connection of one process. Thread-safe; every method may block."""
+    """Bootstrap connection of one process. Thread-safe; every method may block.
+
+    ``curve``: the job's CURVE keys, or None for a plain connection; by default those of the
+    job spec of this process. ``mechanism`` says what the connection uses (``"CURVE"`` or
+    ``"NULL"``).
+    """
 
     def __init__(
         self, address: str, token: str, proc: int, host: str, threads_per_proc: int,
-        finished: list[list[int]],
+        finished: list[list[int]], curve: Mapping[str, str] | None = _FROM_SPEC,
     ) -> None:
         self.address = address
         self._t = threads_per_proc
@@ -34,6 +53,8 @@ class BootClient:
         sock.setsockopt(zmq.ROUTING_ID, proto.client_id(token, "p", proc))
         sock.setsockopt(zmq.LINGER, 2000)
         sock.setsockopt(zmq.RECONNECT_IVL, 10)
+        apply_client(sock, _process_keys() if curve is _FROM_SPEC else curve)
+        self.mechanism = mechanism(sock)
         sock.connect(address)
         self._sock = sock
         self._out: collections.deque[bytes] = collections.deque()

@@ -10,6 +10,7 @@ import uvloop
 import zmq
 
 from .. import _protocol as proto
+from .._security import apply_client
 from ._output import FdOut
 from ._zsock import LoopSocket
 from .agent import GRACE_S, KILL_S, LAUNCHER_SILENCE_S, stop_children
@@ -99,6 +100,7 @@ class AgentLoop:
         sock = ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.ROUTING_ID, proto.client_id(self.spec["token"], "a", self.node))
         sock.setsockopt(zmq.RECONNECT_IVL, 10)
+        apply_client(sock, self.spec.get("curve"))
         sock.connect(self.spec["bootstrap"])
         self.sock = LoopSocket(loop, sock, self._on_frames)
         self._send({

@@ -151,6 +151,14 @@ def run_agent(spec: dict, node: int, watch_stdin: bool) -> int:
     if not 0 <= node < topo.nodes:
         print(f"amnet agent: node {node} is not in 0..{topo.nodes - 1}", file=sys.stderr)
         return 2
+    if spec.get("curve") is not None:  # before any rank starts: say it once, clearly
+        from .._security import CurveUnavailable, require_curve
+
+        try:
+            require_curve(f"the job spec asks for CurveZMQ on {socket.gethostname()}")
+        except CurveUnavailable as e:
+            print(f"amnet agent: {e}", file=sys.stderr)
+            return 2
     if spec.get("pdeathsig"):  # SIGTERM: the agent stops its ranks' process groups first
         set_pdeathsig(signal.SIGTERM)
         if spec.get("parent_pid") and os.getppid() != spec["parent_pid"]:

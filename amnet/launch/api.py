@@ -45,6 +45,7 @@ def run(
     hostfile: str | None = None,
     spawn_cmd: str | None = None,
     bootstrap_addr: str | None = None,
+    insecure: bool = False,
     **options: Any,
 ) -> list[Any]:
     """Run ``fn(ep)`` on every rank of a new job and return the results, indexed by rank.
@@ -54,10 +55,13 @@ def run(
     so it must be importable (a module-level function, or one in the running script guarded
     by ``if __name__ == "__main__":``); return values travel by pickle. Output of the ranks goes
     to this process's ``sys.stdout``/``sys.stderr``. ``options`` are configuration options
-    (``segment_size=...``), overriding ``AMNET_*`` variables.
+    (``segment_size=...``), overriding ``AMNET_*`` variables. A job with agents on other hosts
+    (``spawner``/``hosts``) uses CurveZMQ with fresh keys on every socket; ``insecure=True``
+    turns that off, with a warning on ``sys.stderr``, like ``amnet-run --insecure``.
 
     Raises:
-        TopologyError / ConfigError / SpawnerError: bad shape or options, before anything runs.
+        TopologyError / ConfigError / SpawnerError: bad shape or options, before anything runs
+            (a job that needs CurveZMQ where libzmq lacks it included).
         TypeError: ``fn`` cannot be sent to the ranks.
         Exception: the first exception raised by ``fn`` on any rank, re-raised here with the
             rank named in a note and the remote traceback chained as its cause.
@@ -66,7 +70,7 @@ def run(
         InitError: called from inside a rank of a job.
     """
     from ..core import _runtime
-    from ._spec import build_spec
+    from ._spec import build_spec, curve_for
     from .job import run_job
     from .spawners import make_spawner
 
@@ -80,7 +84,9 @@ def run(
     if timeout is not None and not timeout > 0:
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
     sp = make_spawner(spawner, topo, hosts=hosts, hostfile=hostfile, spawn_cmd=spawn_cmd)
-    spec = build_spec(topo, config, label=label, fn=payload, main_path=main_path)
+    curve = curve_for(sp, bootstrap_addr, insecure=insecure,
+                      warn=lambda msg: print(f"amnet.run: {msg}", file=sys.stderr, flush=True))
+    spec = build_spec(topo, config, label=label, fn=payload, main_path=main_path, curve=curve)
     out = run_job(spec, sp, timeout=timeout, bootstrap_addr=bootstrap_addr)
     if main_path is not None:  # the ranks ran this script as __mp_main__: same objects here
         sys.modules.setdefault("__mp_main__", sys.modules["__main__"])

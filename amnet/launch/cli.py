@@ -88,6 +88,10 @@ def amnet_run(
         "--bootstrap-addr", metavar="IP[:PORT]",
         help="Address agents connect back to [default: the interface facing the hosts].")]
         = None,
+    insecure: Annotated[bool, typer.Option(
+        "--insecure",
+        help="No CurveZMQ for jobs across hosts: traffic unauthenticated and unencrypted "
+             "(trusted networks only; warns).")] = False,
 ) -> None:
     """Run SCRIPT as an SPMD job of N ranks: threads in processes in (simulated) nodes."""
     from .._config import Config
@@ -110,14 +114,17 @@ def amnet_run(
         _fail(f"app script {script!r} is not readable")
     if timeout is not None and not timeout > 0:
         _fail(f"--timeout must be a positive number of seconds, got {timeout:g}")
-    from ._spec import build_spec
+    from ._spec import build_spec, curve_for
     from .agent import set_child_subreaper, stop_children
     from .spawners import LocalSpawner, make_spawner
 
     try:
         sp = make_spawner(spawner.value, topo, hosts=hosts, hostfile=hostfile,
                           spawn_cmd=spawn_cmd)
-        spec = build_spec(topo, config, label=label, script=script, argv=args or [])
+        curve = curve_for(sp, bootstrap_addr, insecure=insecure,
+                          warn=lambda msg: print(f"amnet-run: {msg}", file=sys.stderr))
+        spec = build_spec(topo, config, label=label, script=script, argv=args or [],
+                          curve=curve)
         # Orphans of this job (a killed agent's ranks' children) come to us, not to init.
         set_child_subreaper()
         if isinstance(sp, LocalSpawner) and not bootstrap_addr:

@@ -17,6 +17,7 @@ from typing import Any
 import zmq
 
 from .. import _protocol as proto
+from .._security import apply_server
 from .._topology import Topology
 from ._output import ThreadWriter
 from ._zsock import LoopSocket
@@ -121,6 +122,9 @@ class Job:
         sock.setsockopt(zmq.ROUTER_MANDATORY, 0)
         sock.setsockopt(zmq.MAXMSGSIZE, proto.MAX_MESSAGE)  # a stranger cannot exhaust memory
         try:
+            # jobs across hosts: a peer without the job's CURVE keys fails zmq's handshake and
+            # never reaches _on_frames (the token check below still stands behind it)
+            apply_server(sock, self.spec.get("curve"))
             self.spec["bootstrap"] = self.spawner.bind(sock, self.bootstrap_addr,
                                                        self.spec["token"])
         except BaseException:

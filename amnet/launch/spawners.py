@@ -28,11 +28,11 @@ import zmq
 
 from .. import _protocol as proto
 from .._errors import ConfigError
+from .._security import is_local_host
 from .._topology import Topology
 
 _LIMIT = 1 << 20
 MAX_ENV_SPEC = 120 << 10  # Linux refuses an environment string over 128 KiB (MAX_ARG_STRLEN)
-_LOCAL_NAMES = {"localhost", "127.0.0.1", "::1", "ip6-localhost"}
 #: Variables of the launcher's environment not carried to remote agents.
 _NO_FORWARD = re.compile(r"^(SSH_.*|HOSTNAME|HOST|PWD|OLDPWD|SHLVL|_|TERM|DISPLAY|TMUX.*|"
                          r"XDG_.*|DBUS_.*|MAIL|LOGNAME|USER|HOME|SHELL|LS_COLORS)$")
@@ -141,15 +141,6 @@ def assign_hosts(hosts: list[tuple[str, int | None]], nodes: int) -> list[str]:
     return out
 
 
-def is_local_host(host: str) -> bool:
-    if host in _LOCAL_NAMES or host == socket.gethostname():
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def route_ip(host: str | None) -> str:
     """The address of this machine's interface that faces ``host`` (no packet is sent)."""
     if host is not None:
@@ -196,6 +187,12 @@ class Spawner:
     def check(self) -> None:
         """Raise :class:`SpawnerError` if this spawner cannot start the job."""
 
+    def agent_hosts(self) -> list[str | None]:
+        """The hosts this spawner's agents run on, one per node; ``None`` for a host not known
+        before the job starts (a node of a Slurm or MPI allocation). Curve is on when any of
+        them is not this host (:func:`amnet._security.needs_curve`)."""
+        return [None] * self.topo.nodes
+
     def peer_host(self) -> str | None:
         if self.hosts:
             return next((h for h, _ in self.hosts if not is_local_host(h)), self.hosts[0][0])
@@ -221,6 +218,16 @@ class Spawner:
     async def _start(self, cmd: list[str], spec: dict[str, Any], nodes: list[int], where: str,
                      what: str, *, env: dict[str, str] | None = None,
                      stdin_spec: bool = True) -> Launched:
+        """Start ``cmd``; the spec goes to its standard input (``stdin_spec``) or is in ``env``.
+
+        The spec carries the job's secrets (its token and, for jobs across hosts, its CURVE
+        keys), so it never goes on a command line, which any user of a host can read with
+        ``ps``: ssh and ``--spawn-cmd`` carry the agent's standard input to it (over ssh's
+        encrypted channel), so the spec is written there; srun and mpirun start every agent
+        with one command and forward standard input to one task at most, so for them it is
+        in ``AMNET_JOB_SPEC``, in the environment, which only the same user (and root) can
+        read and which Open MPI's ``-x`` forwards by name.
+        """
         import asyncio
 
         proc = await asyncio.create_subprocess_exec(
@@ -286,6 +293,9 @@ class LocalSpawner(Spawner):
     #: caller may have threads)
     fork = False
 
+    def agent_hosts(self) -> list[str | None]:
+        return ["localhost"] * self.topo.nodes
+
     def bind(self, sock, bootstrap_addr: str | None, token: str) -> str:
         if bootstrap_addr:
             return super().bind(sock, bootstrap_addr, token)
@@ -336,6 +346,9 @@ class SshSpawner(Spawner):
             raise SpawnerError("the ssh spawner needs the 'ssh' command on PATH")
         self.placement = assign_hosts(self.hosts, self.topo.nodes)
 
+    def agent_hosts(self) -> list[str | None]:
+        return list(self.placement)
+
     async def spawn(self, spec: dict[str, Any]) -> list[Launched]:
         spec = dict(spec, pdeathsig=True, env=_forwarded_env())
         out = []
@@ -362,6 +375,9 @@ class CustomSpawner(Spawner):
                                    "use %H, %N, %C or %% for a literal %")
         self.placement = assign_hosts(self.hosts or [("localhost", None)], self.topo.nodes)
         self.remote = not all(is_local_host(h) for h in self.placement)
+
+    def agent_hosts(self) -> list[str | None]:
+        return list(self.placement)
 
     def command(self, node: int) -> str:
         subst = {"%H": self.placement[node], "%N": str(node),
