@@ -39,7 +39,6 @@ from ._handlers import HandlerTable
 from ._ops import Bucket
 from .conduit import get_conduit
 
-SPIN_BEFORE_BLOCK_S = 20e-6  # block mode: how long to spin before sleeping on the socket
 BLOCK_SLICE_S = 0.05  # a sleeping rank re-checks aborts this often
 DRAIN_BUDGET = 256  # messages run per drain before the caller re-checks its condition
 
@@ -185,13 +184,16 @@ class Engine:
         addrs = [table[p * self.T]["conduit"] for p in range(self.topo.procs)]
         self.conduit.set_peers(addrs)
         if self.config.wait_mode == "auto":
+            # Block when the threads that must run outnumber the cores: every rank, plus one
+            # I/O thread per process (the zmq conduit's), on this host.
             host = table[self.first]["host"]
             on_host = sum(1 for e in table if e["host"] == host)
+            procs_on_host = on_host // self.T
             try:
                 cores = len(os.sched_getaffinity(0))
             except (AttributeError, OSError):
                 cores = os.cpu_count() or 1
-            self.block = on_host > cores
+            self.block = on_host + procs_on_host > cores
         if self.config.progress_thread and self._progress is None:
             self._progress = threading.Thread(target=self._progress_loop, daemon=True,
                                               name=f"amnet-progress-{self.proc}")
@@ -291,11 +293,13 @@ class Engine:
         self.conduit.send(dest // self.T, header, payload, copy)
 
     # -- receiving ------------------------------------------------------------------------
-    def drain(self) -> int:
+    def drain(self, pred: Callable[[], Any] | None = None, wait: float | None = None) -> int:
         """Run what has arrived (the caller holds ``drain_lock``); return how many ran.
 
-        With ``AMNET_NET_LATENCY_US`` set, messages from other nodes wait in ``delayed``
-        until their time has come (all get the same delay, so FIFO per pair holds).
+        Stops early once ``pred()`` holds. ``wait`` (seconds) lets the first receive block
+        that long. With ``AMNET_NET_LATENCY_US`` set, messages from other nodes wait in
+        ``delayed`` until their time has come (all get the same delay, so FIFO per pair
+        holds).
         """
         n = 0
         delayed = self.delayed
@@ -305,11 +309,17 @@ class Engine:
                 _, header, payload = delayed.popleft()
                 self.dispatch(header, payload)
                 n += 1
-        recv = self.conduit.recv
+            if n:
+                wait = None
+        conduit = self.conduit
         latency = self.latency
         seen = 0
         while seen < DRAIN_BUDGET:
-            m = recv()
+            if wait is not None:
+                m = conduit.recv_wait(wait)
+                wait = None
+            else:
+                m = conduit.recv()
             if m is None:
                 break
             seen += 1
@@ -318,6 +328,8 @@ class Engine:
                 continue
             self.dispatch(m[0], m[1])
             n += 1
+            if pred is not None and pred():
+                break
         return n
 
     def _remote(self, header: bytes) -> bool:
@@ -439,26 +451,23 @@ class Engine:
         boot = self.boot
         now = time.monotonic()
         deadline = None if timeout is None else now + timeout
-        idle_since = None
         lock = self.drain_lock
+        block = self.block
         while True:
             if lock.acquire(False):
                 try:
-                    n = self.drain()
-                    if n:
-                        idle_since = None
-                    elif self.block and not pred():
-                        now = time.monotonic()
-                        if idle_since is None:
-                            idle_since = now
-                        elif now - idle_since > SPIN_BEFORE_BLOCK_S:
-                            t = max_block
-                            due = self.next_due()
+                    if block:  # one blocking receive: returns at once if something is there
+                        t = max_block
+                        due = self.next_due()
+                        if due is not None or deadline is not None:
+                            now = time.monotonic()
                             if due is not None:
                                 t = min(t, max(0.0, due - now))
                             if deadline is not None:
                                 t = min(t, max(0.0, deadline - now))
-                            self.conduit.wait_readable(t)
+                        self.drain(pred, t)
+                    else:
+                        self.drain(pred)
                 finally:
                     lock.release()
                 if self.waiters:
@@ -485,13 +494,11 @@ class Engine:
             with lock:
                 if self.closed:
                     return
-                n = self.drain()
-                if not n:
-                    t = BLOCK_SLICE_S
-                    due = self.next_due()
-                    if due is not None:
-                        t = min(t, max(0.0, due - time.monotonic()))
-                    self.conduit.wait_readable(t)
+                t = BLOCK_SLICE_S
+                due = self.next_due()
+                if due is not None:
+                    t = min(t, max(0.0, due - time.monotonic()))
+                n = self.drain(None, t)
             if n and self.waiters:
                 self._wake()
 

@@ -84,12 +84,20 @@ class Conduit(abc.ABC):
         """
 
     @abc.abstractmethod
-    def recv(self) -> tuple[bytes, Any] | None:
+    def recv(self, ready: bool = False) -> tuple[bytes, Any] | None:
         """The next message as ``(header, payload or None)``, or None if none is ready.
 
-        ``payload`` is a buffer valid until the next ``recv``. Malformed input is dropped and
-        counted, never returned.
+        ``payload`` is a buffer that stays valid while it is referenced. Malformed input is
+        dropped and counted, never returned. ``ready=True`` says the caller was just told
+        the conduit is readable (a hint that may skip a readiness check; never a promise).
         """
+
+    def recv_wait(self, timeout: float | None) -> tuple[bytes, Any] | None:
+        """Like :meth:`recv`, but block up to ``timeout`` seconds (None: forever) for a
+        message. Conduits may override it with something cheaper than wait + recv."""
+        if self.wait_readable(timeout):
+            return self.recv(True)
+        return None
 
     @abc.abstractmethod
     def wait_readable(self, timeout: float | None) -> bool:
