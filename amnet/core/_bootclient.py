@@ -23,28 +23,19 @@ from .._errors import BarrierMismatch, CollectiveMismatch, JobAborted
 from .._security import apply_client, mechanism
 
 _ERRORS = {"BarrierMismatch": BarrierMismatch, "CollectiveMismatch": CollectiveMismatch}
-_FROM_SPEC: Any = object()
-
-
-def _process_keys() -> Mapping[str, str] | None:
-    """The CURVE keys in the job spec of this rank process (None: curve off, or no job)."""
-    from . import _runtime
-
-    p = _runtime._process
-    return None if p is None else p.spec.get("curve")
 
 
 class BootClient:
     """Bootstrap connection of one process. Thread-safe; every method may block.
 
-    ``curve``: the job's CURVE keys, or None for a plain connection; by default those of the
-    job spec of this process. ``mechanism`` says what the connection uses (``"CURVE"`` or
+    ``curve``: the job's CURVE keys (``spec["curve"]``), or None for a plain connection.
+    ``mechanism`` says what the connection uses (``"CURVE"`` or
     ``"NULL"``).
     """
 
     def __init__(
         self, address: str, token: str, proc: int, host: str, threads_per_proc: int,
-        finished: list[list[int]], curve: Mapping[str, str] | None = _FROM_SPEC,
+        finished: list[list[int]], curve: Mapping[str, str] | None = None,
     ) -> None:
         self.address = address
         self._t = threads_per_proc
@@ -53,7 +44,7 @@ class BootClient:
         sock.setsockopt(zmq.ROUTING_ID, proto.client_id(token, "p", proc))
         sock.setsockopt(zmq.LINGER, 2000)
         sock.setsockopt(zmq.RECONNECT_IVL, 10)
-        apply_client(sock, _process_keys() if curve is _FROM_SPEC else curve)
+        apply_client(sock, curve)
         self.mechanism = mechanism(sock)
         sock.connect(address)
         self._sock = sock
@@ -85,9 +76,15 @@ class BootClient:
             assert not ok
             return None
 
+    def has_reply(self, key: tuple) -> bool:
+        return key in self._replies or self.aborted is not None
+
     def collective(self, rank: int, seq: int, op: str, name: str | None = None,
-                   value: Any = None) -> Any:
+                   value: Any = None, waiter: Any = None) -> Any:
         """Enter the ``seq``-th bootstrap collective of ``rank`` and return its value.
+
+        ``waiter(pred)``, when given, is how to wait (the AM engine's ``wait_until``, so a
+        rank keeps serving AMs while it waits here).
 
         Raises:
             JobAborted: the job is being torn down while waiting.
@@ -98,6 +95,8 @@ class BootClient:
         self.send({"t": "coll", "rank": rank, "seq": seq, "op": op, "name": name,
                    "value": value})
         key = ("coll", seq)
+        if waiter is not None:
+            waiter(lambda: self.has_reply(key))
         reply = self._wait(key)
         with self._cond:
             self._taken[key] += 1

@@ -74,7 +74,8 @@ class ProcessState:
             if self._boot is None:
                 self._boot = BootClient(
                     self.spec["bootstrap"], self.spec["token"], self.proc, self.host,
-                    self.topology.threads_per_proc, list(self.finished))
+                    self.topology.threads_per_proc, list(self.finished),
+                    self.spec.get("curve"))
             return self._boot
 
     def rank_done(self, rank: int, code: int, result: bytes | None = None,
@@ -116,7 +117,15 @@ class RankContext:
         seq, self.seq = self.seq, self.seq + 1
         if self.process is None:  # singleton
             return [value] if op in ("allgather", "init") else None
-        return self.process.boot().collective(self.rank, seq, op, name, value)
+        waiter = None
+        ep = self.endpoint
+        if ep is not None:  # keep serving AMs while waiting for the other ranks
+            eng = ep._eng
+            eng.forbid_in_handler(f"a bootstrap {op}")
+
+            def waiter(pred):
+                eng.wait_until(pred, max_block=0.002)
+        return self.process.boot().collective(self.rank, seq, op, name, value, waiter)
 
 
 _env_config: Config | None = None
