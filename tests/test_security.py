@@ -55,7 +55,8 @@ def leaks(name):
 
 print(f"rank {ep.rank} node {ep.node} mech {_runtime._process.boot().mechanism} "
       f"curve {spec['curve'] is not None} addr {ep.bootstrap.address} "
-      f"cmdline-leaks {leaks('cmdline')} environ-leaks {leaks('environ')}", flush=True)
+      f"cmdline-leaks {leaks('cmdline')} environ-leaks {leaks('environ')} "
+      f"data {ep.statistics().conduit.address}", flush=True)
 if ep.rank == 0 and len(sys.argv) > 1:
     deadline = time.monotonic() + 60
     while not os.path.exists(sys.argv[1]) and time.monotonic() < deadline:
@@ -323,6 +324,12 @@ def test_job_across_namespaces_refuses_a_stranger(runner, netns, insecure):
         assert stranger_connects(ns, address) is insecure
         if not insecure:
             assert not stranger_connects(ns, address, keys=make_job_keys())
+        # the data sockets (the conduit's PULL, one per process) are CURVE servers too; the
+        # job's AM traffic (the barrier below, and finalize's) crosses the namespaces on them
+        data = sorted({f["data"] for f in probe})
+        assert len(data) == 4 and all(a.startswith(f"tcp://{ns_ip}:") for a in data), data
+        for a in (data[0], data[-1]):
+            assert stranger_connects(ns, a, socket_type="PUSH") is insecure, a
         go.touch()
         job.wait(timeout=60)
     finally:
