@@ -44,6 +44,7 @@ class ExtendedMixin:
         """
         op = X.start_put(self._eng, self._live(), dest, offset, data, False, False,
                          "ep.put_nb()")
+        self._eng.poll()
         return Handle(self._eng, op, "put")
 
     def get_nb(self, src: int, offset: int, nbytes: int, out: Any = None) -> Handle:
@@ -53,17 +54,20 @@ class ExtendedMixin:
         """
         op = X.start_get(self._eng, self._live(), src, offset, nbytes, out, False,
                          "ep.get_nb()")
+        self._eng.poll()
         return Handle(self._eng, op, "get")
 
     def put_nbi(self, dest: int, offset: int, data: Any) -> None:
         """Start a put completed by :meth:`wait_nbi` (or the enclosing access region)."""
         X.start_put(self._eng, self._live(), dest, offset, data, True, False, "ep.put_nbi()")
+        self._eng.poll()
 
     def get_nbi(self, src: int, offset: int, nbytes: int, out: Any) -> None:
         """Start a get into ``out``, completed by :meth:`wait_nbi` (or the access region)."""
         if out is None:
             raise TypeError("ep.get_nbi() needs an out buffer")
         X.start_get(self._eng, self._live(), src, offset, nbytes, out, True, "ep.get_nbi()")
+        self._eng.poll()
 
     def wait_nbi(self, puts: bool = True, gets: bool = True) -> None:
         """Wait for the implicit-handle puts and/or gets started outside access regions.
@@ -172,6 +176,7 @@ class ExtendedMixin:
             (from wait) the exception fn raised, with the rank named in a note.
         """
         op = X.start_rpc(self._eng, self._live(), dest, fn, args, kwargs, False)
+        self._eng.poll()
         return Handle(self._eng, op, "rpc")
 
     def rpc_ff(self, dest: int, fn: Any, *args: Any, **kwargs: Any) -> None:
