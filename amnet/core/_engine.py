@@ -360,14 +360,18 @@ class Engine:
                 return self._refuse()
             if flags & W.LONG and payload is None:
                 return self._refuse()
-            self.sys[hidx](self, rs, src, args, payload, offset, flags)
+            try:
+                self.sys[hidx](self, rs, src, args, payload, offset, flags)
+            except (ValueError, TypeError, IndexError, KeyError, OverflowError):
+                self._refuse()  # a forged system message: never let it take the rank down
             return
         table = rs.table
         if hidx >= len(table.fns):
             return self._refuse()
         cat = flags & W.CATEGORY_MASK
         want = table.cats[hidx]
-        if cat > W.LONG or (want is not None and want != cat):
+        if (cat > W.LONG or (want is not None and want != cat)
+                or (table.nargs[hidx] is not None and table.nargs[hidx] != nargs)):
             return self._refuse()
         if cat == W.SHORT:
             if payload is not None:

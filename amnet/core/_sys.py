@@ -41,7 +41,7 @@ def _complete(eng: Any, rs: Any, opid: int, value: Any = None, payload: Any = No
 
 
 def h_put(eng, rs, src, args, payload, offset, flags) -> None:
-    if len(args) != 1 or flags & W.REPLY:
+    if len(args) != 1 or flags & W.REPLY or payload is None:
         return eng._refuse()
     n = payload.nbytes
     if offset + n > eng.seg_size:
@@ -82,6 +82,8 @@ def h_atomic(eng, rs, src, args, payload, offset, flags) -> None:
     size = _atomics.NP_DTYPES[di].itemsize
     if offset % size or offset + size > eng.seg_size:
         return eng._refuse()
+    if size == 4 and not (-(1 << 31) <= b1 < 1 << 31 and -(1 << 31) <= b2 < 1 << 31):
+        return eng._refuse()  # operands of 4-byte words travel as sign-extended int32
     old = _atomics.apply(rs.segment, offset, opi, di, b1, b2)
     eng.send_sys(rs.rank, src, ACK, (opid, old), reply=True)
 
