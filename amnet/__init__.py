@@ -26,7 +26,6 @@ from ._errors import RPCError as RPCError
 from ._errors import SegmentBoundsError as SegmentBoundsError
 from ._errors import TopologyError as TopologyError
 from ._topology import Topology as Topology
-from .core._engine import Token as Token
 from .core._handlers import handler as handler
 from .core._ops import AccessRegion as AccessRegion
 from .core._ops import Handle as Handle
@@ -35,8 +34,8 @@ from .core._ops import wait_any as wait_any
 from .core._runtime import abort as abort
 from .core._runtime import finalize as finalize
 from .core._runtime import init as init
+from .core._token import Token as Token
 from .core._wire import MAX_ARGS as MAX_ARGS
-from .core.endpoint import Endpoint as Endpoint
 from .launch.api import run as run
 
 __version__ = "0.1.0"
@@ -51,6 +50,11 @@ del _cls
 
 
 def __getattr__(name: str):
+    if name == "Endpoint":  # imported on first use: it brings numpy, which amnet-run never needs
+        from .core.endpoint import Endpoint
+
+        globals()["Endpoint"] = Endpoint
+        return Endpoint
     if name == "config":  # the job's resolved configuration, as this process sees it
         from .core._runtime import current_config
 
@@ -59,7 +63,7 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), "config"])
+    return sorted({*globals(), "config", "Endpoint"})
 
 __all__ = [
     "MAX_ARGS", "AMArgumentError", "AMContextError", "AMNetError", "AccessRegion",

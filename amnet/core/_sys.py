@@ -141,7 +141,7 @@ class _Raised(Exception):
 
 
 def _call_capturing(eng, rs, run, name, src):
-    from ._engine import Token
+    from ._token import Token
 
     tok = Token(eng, rs, src, True, name)
     d = eng.tls.__dict__
