@@ -291,6 +291,7 @@ class Engine:
                 return self._refuse()
             if flags & W.LONG and payload is None:
                 return self._refuse()
+            self.handled += 1
             try:
                 self.sys[hidx](self, rs, src, args, payload, offset, flags)
             except (ValueError, TypeError, IndexError, KeyError, OverflowError):

@@ -125,6 +125,7 @@ class ExtendedMixin:
         """
         self._eng.forbid_in_handler("ep.barrier_notify()")
         self._live().barrier.notify(name)
+        self._eng.poll()
 
     def barrier_wait(self) -> None:
         """Wait for the pending barrier to complete.

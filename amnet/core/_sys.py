@@ -111,6 +111,8 @@ def h_rpc(eng, rs, src, args, payload, offset, flags) -> None:
         fargs, fkwargs = call
         fargs = list(fargs)
         fkwargs = dict(fkwargs)
+        if not all(isinstance(k, str) for k in fkwargs):
+            raise TypeError("keyword names must be str")
     except Exception:
         return eng._refuse()
     fn = table.fns[idx]
@@ -177,8 +179,12 @@ def h_rpc_result(eng, rs, src, args, payload, offset, flags) -> None:
 
 def encode_exception(exc: BaseException, name: str, rank: int) -> bytes:
     tb = "".join(traceback.format_exception(exc))
+    try:
+        args = msgpack.packb(list(exc.args), use_bin_type=True)
+    except Exception:
+        args = None  # rebuilt from the message alone
     return msgpack.packb([type(exc).__module__, type(exc).__qualname__, str(exc), tb, name,
-                          rank], use_bin_type=True)
+                          rank, args], use_bin_type=True)
 
 
 def decode_exception(payload: Any, src: int) -> BaseException:
@@ -189,7 +195,10 @@ def decode_exception(payload: Any, src: int) -> BaseException:
     from .. import _errors
     from .._errors import RemoteTraceback, RPCError
 
-    module, tname, text, tb, name, rank = msgpack.unpackb(payload, raw=False)
+    module, tname, text, tb, name, rank, packed_args = msgpack.unpackb(payload, raw=False)
+    args = [text]
+    if packed_args is not None:
+        args = list(msgpack.unpackb(packed_args, raw=False, strict_map_key=False))
     cls = None
     if module == "builtins":
         cls = getattr(builtins, str(tname), None)
@@ -199,7 +208,7 @@ def decode_exception(payload: Any, src: int) -> BaseException:
     try:
         if not (isinstance(cls, type) and issubclass(cls, Exception)):
             raise TypeError
-        exc = cls(text)
+        exc = cls(*args)
     except Exception:
         exc = RPCError(f"rpc {name} on rank {rank} raised {module}.{tname}: {text}")
     exc.add_note(f"(raised by rpc {name} on rank {rank})")

@@ -117,7 +117,8 @@ class ZmqConduit(Conduit):
 
     def recv_wait(self, timeout: float | None) -> tuple[bytes, Any] | None:
         # one blocking recv (with a receive timeout) instead of poll + recv
-        ms = -1 if timeout is None else max(0, int(timeout * 1000 + 0.999))
+        # rounded down: a caller waiting for a delayed message due in 0.7 ms must not sleep 1
+        ms = -1 if timeout is None else max(0, int(timeout * 1000))
         if ms != self._rcvtimeo:
             self._pull.setsockopt(zmq.RCVTIMEO, ms)
             self._rcvtimeo = ms

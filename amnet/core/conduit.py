@@ -19,7 +19,9 @@ Every conduit promises:
 
 Conduits are picked by name from :data:`CONDUITS` (``AMNET_CONDUIT``, default ``zmq``). A new
 conduit subclasses :class:`Conduit` and registers with :func:`register_conduit`; the
-conformance suite ``tests/test_conduit.py`` then runs against it unchanged.
+conformance suite ``tests/test_conduit.py`` then runs against it unchanged. Conduits of
+amnet itself are imported at the end of this module; another package makes its conduit
+known to every job (``amnet-run`` too) with an entry point in the ``amnet.conduits`` group.
 """
 
 from __future__ import annotations
@@ -143,6 +145,8 @@ def get_conduit(name: str) -> type[Conduit]:
     Raises:
         ConfigError: no conduit has that name (the message lists those that exist).
     """
+    if name not in CONDUITS:
+        load_plugins()
     try:
         return CONDUITS[name]
     except KeyError:
@@ -150,6 +154,23 @@ def get_conduit(name: str) -> type[Conduit]:
 
         raise ConfigError(f"unknown conduit {name!r}; registered conduits: "
                           f"{', '.join(sorted(CONDUITS))}") from None
+
+
+ENTRY_POINT_GROUP = "amnet.conduits"
+
+
+def load_plugins() -> None:
+    """Import conduits other packages declare in the ``amnet.conduits`` entry-point group
+    (``name = "package.module"``; importing the module registers the conduit). Only called
+    when a name is not already registered, so ``zmq`` never pays for the scan."""
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name not in CONDUITS:
+            try:
+                ep.load()
+            except Exception:  # a broken plugin must not stop jobs that do not use it
+                continue
 
 
 # The conduits register themselves on import; all of them are listed here, in one place.
