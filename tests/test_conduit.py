@@ -1,0 +1,446 @@
+"""Conduit conformance (DESIGN.md section 7), in the style of dask.distributed's comm tests.
+
+One set of ``check_*`` functions runs against every conduit in
+``amnet.core.conduit.CONDUITS`` (plugins of the ``amnet.conduits`` entry-point group
+included): two instances in this process (proc 0 and proc 1 of a
+two-process job) exchange messages through the public interface only. A new conduit that
+registers itself gets the whole suite unchanged.
+
+Then malformed input: a stranger's zmq socket sends frames the zmq conduit must drop and
+count, and, in a real job, forged AM headers that the engine must refuse without running
+anything or writing a byte.
+"""
+
+from __future__ import annotations
+
+import functools
+import struct
+import sys
+import threading
+import time
+import uuid
+
+import conduitjobs
+import pytest
+import zmq
+from conftest import leftovers
+
+import amnet
+from amnet.core.conduit import CONDUITS, MAX_HEADER, Conduit, load_plugins
+
+MiB = 1 << 20
+load_plugins()  # conduits of other installed packages get the same suite
+
+
+def make(name: str, proc: int) -> Conduit:
+    return CONDUITS[name](proc, 2, "127.0.0.1", None, amnet.Config.resolve(env={}))
+
+
+@pytest.fixture(params=sorted(CONDUITS))
+def pair(request):
+    """Two connected conduits of one registered kind: proc 0 and proc 1 of 2."""
+    a, b = make(request.param, 0), make(request.param, 1)
+    try:
+        for c in (a, b):
+            c.set_peers([a.address, b.address])
+        yield a, b
+    finally:
+        a.close()
+        b.close()
+
+
+def recv_one(c: Conduit, timeout: float = 10.0) -> tuple[bytes, bytes | None]:
+    """The next message, its payload copied into bytes (for easy comparison)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        m = c.recv()
+        if m is not None:
+            header, payload = m
+            return bytes(header), None if payload is None else bytes(memoryview(payload))
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError(f"no message within {timeout} s")
+        c.wait_readable(min(left, 0.5))
+
+
+def recv_n(c: Conduit, n: int, timeout: float = 20.0) -> list[tuple[bytes, bytes | None]]:
+    deadline = time.monotonic() + timeout
+    return [recv_one(c, max(0.1, deadline - time.monotonic())) for _ in range(n)]
+
+
+def assert_idle(c: Conduit, settle: float = 0.2) -> None:
+    """Nothing more arrives (waiting ``settle`` seconds for stragglers)."""
+    c.wait_readable(settle)
+    m = c.recv()
+    assert m is None, f"unexpected message {m!r}"
+
+
+def header(i: int, tag: bytes = b"H") -> bytes:
+    return tag + struct.pack("<q", i)
+
+
+# -- the conformance checks ---------------------------------------------------------------
+def check_identity(a: Conduit, b: Conduit) -> None:
+    assert a.address != b.address and isinstance(a.address, str) and a.address
+    assert a.proc == 0 and b.proc == 1 and a.procs == b.procs == 2
+    assert isinstance(a.fileno(), int) and a.fileno() >= 0
+    st = a.statistics()
+    assert st.name == type(a).name and CONDUITS[st.name] is type(a)
+    assert st.address == a.address
+    assert (st.sent, st.received, st.bytes_sent, st.bytes_received, st.dropped) == (0,) * 5
+
+
+def check_recv_none_when_idle(a: Conduit, b: Conduit) -> None:
+    assert a.recv() is None and b.recv() is None
+    a.send(1, b"one")
+    assert recv_one(b) == (b"one", None)
+    assert b.recv() is None
+
+
+def check_header_only(a: Conduit, b: Conduit) -> None:
+    for h in (b"x", bytes(range(20)), b"\0" * MAX_HEADER, b"\xff" * 148):
+        a.send(1, h)
+        assert recv_one(b) == (h, None)
+    b.send(0, b"back")
+    assert recv_one(a) == (b"back", None)
+
+
+def check_header_and_payload(a: Conduit, b: Conduit, size: int) -> None:
+    payload = bytes((i * 7 + size) % 251 for i in range(size)) if size < MiB else \
+        (bytes(range(251)) * (size // 251 + 1))[:size]
+    a.send(1, b"hdr", payload)
+    h, p = recv_one(b)
+    assert h == b"hdr"
+    # an empty payload is a payload (a 0-byte put is still a put), not "no payload"
+    assert p is not None and len(p) == size and p == payload
+    # payloads of every bytes-like kind
+    for kind in (bytearray(payload), memoryview(payload), memoryview(bytearray(payload))):
+        a.send(1, b"k", kind)
+        assert recv_one(b) == (b"k", payload)
+
+
+def check_payload_buffer_is_bytes_like(a: Conduit, b: Conduit) -> None:
+    a.send(1, b"h", b"abc")
+    m = None
+    while m is None:
+        b.wait_readable(1.0)
+        m = b.recv()
+    h, p = m
+    assert isinstance(h, bytes) and h == b"h"
+    assert memoryview(p).nbytes == 3 and bytes(memoryview(p)) == b"abc"
+
+
+def check_fifo_1000(a: Conduit, b: Conduit) -> None:
+    sent = []
+    for i in range(1000):
+        payload = None if i % 3 == 0 else struct.pack("<q", i) * (i % 17)
+        a.send(1, header(i), payload)
+        sent.append((header(i), payload))
+    assert recv_n(b, 1000) == sent
+    assert_idle(b)
+
+
+def check_send_to_self(a: Conduit, b: Conduit) -> None:
+    for i in range(50):
+        a.send(0, header(i, b"S"), b"self" * i if i % 2 else None)
+    got = recv_n(a, 50)
+    assert got == [(header(i, b"S"), b"self" * i if i % 2 else None) for i in range(50)]
+    assert b.recv() is None
+
+
+def check_both_directions_at_once(a: Conduit, b: Conduit) -> None:
+    for i in range(200):
+        a.send(1, header(i, b"A"))
+        b.send(0, header(i, b"B"), b"b" * i)
+    assert recv_n(b, 200) == [(header(i, b"A"), None) for i in range(200)]
+    assert recv_n(a, 200) == [(header(i, b"B"), b"b" * i) for i in range(200)]
+
+
+def check_wait_readable(a: Conduit, b: Conduit) -> None:
+    t0 = time.monotonic()
+    assert b.wait_readable(0.3) is False
+    took = time.monotonic() - t0
+    assert 0.25 <= took < 2.0, took
+    t0 = time.monotonic()
+    assert b.wait_readable(0) is False
+    assert time.monotonic() - t0 < 0.5
+    a.send(1, b"wake")
+    t0 = time.monotonic()
+    assert b.wait_readable(10.0) is True
+    assert time.monotonic() - t0 < 5.0
+    assert b.wait_readable(0) is True  # still queued: level-triggered
+    assert recv_one(b) == (b"wake", None)
+    # None blocks until a message comes (sent from another thread after a while)
+    timer = threading.Timer(0.2, a.send, (1, b"later"))
+    timer.start()
+    t0 = time.monotonic()
+    try:
+        assert b.wait_readable(None) is True
+    finally:
+        timer.join()
+    assert time.monotonic() - t0 >= 0.1
+    assert recv_one(b) == (b"later", None)
+
+
+def check_recv_wait(a: Conduit, b: Conduit) -> None:
+    t0 = time.monotonic()
+    assert b.recv_wait(0.3) is None
+    assert 0.25 <= time.monotonic() - t0 < 2.0
+    assert b.recv_wait(0) is None
+    a.send(1, b"queued", b"p")
+    m = b.recv_wait(10.0)
+    assert m is not None and bytes(m[0]) == b"queued" and bytes(memoryview(m[1])) == b"p"
+    timer = threading.Timer(0.2, a.send, (1, b"later"))
+    timer.start()
+    try:
+        m = b.recv_wait(None)
+    finally:
+        timer.join()
+    assert m is not None and bytes(m[0]) == b"later" and m[1] is None
+    assert b.recv_wait(0.05) is None
+
+
+def check_recv_ready_hint_is_no_promise(a: Conduit, b: Conduit) -> None:
+    t0 = time.monotonic()
+    assert b.recv(True) is None  # told "readable" when it is not: still no blocking
+    assert b.recv(ready=True) is None
+    assert time.monotonic() - t0 < 1.0
+    a.send(1, b"x")
+    assert b.wait_readable(10.0)
+    assert b.recv(ready=True) == (b"x", None)
+
+
+def check_payloads_stay_valid_while_referenced(a: Conduit, b: Conduit) -> None:
+    sizes = [1, 100, 70000, MiB]
+    for i, n in enumerate(sizes):
+        a.send(1, header(i), bytes([i + 1]) * n)
+    kept = []
+    while len(kept) < len(sizes):
+        m = b.recv_wait(10.0)
+        assert m is not None
+        kept.append(m)  # no copy: later receives must not overwrite earlier payloads
+    for i, (h, p) in enumerate(kept):
+        assert bytes(h) == header(i)
+        assert bytes(memoryview(p)) == bytes([i + 1]) * sizes[i]
+
+
+def check_copy_false_payloads(a: Conduit, b: Conduit) -> None:
+    import numpy as np
+
+    bufs = [np.random.default_rng(i).integers(0, 256, MiB + i, dtype=np.uint8)
+            for i in range(3)]
+    bufs.append(bytearray(b"small" * 10))
+    for i, buf in enumerate(bufs):
+        a.send(1, header(i), buf, copy=False)
+    got = recv_n(b, len(bufs))
+    for i, buf in enumerate(bufs):  # not changed until delivered, as the contract asks
+        assert got[i] == (header(i), bytes(memoryview(buf).cast("B")))
+
+
+def check_copy_true_payload_may_change_at_once(a: Conduit, b: Conduit) -> None:
+    """copy=True (the default): the caller may overwrite the payload once send returns. The
+    payloads are big enough that they are still on their way when that happens."""
+    big = 16 * MiB
+    bufs = [bytearray(bytes([i + 1]) * big) for i in range(3)]
+    small = bytearray(b"tiny")
+    for i, buf in enumerate(bufs):
+        a.send(1, header(i), buf)
+        buf[:] = b"\xee" * big
+    a.send(1, b"small", small)
+    small[:] = b"XXXX"
+    for i in range(3):
+        h, p = recv_one(b)
+        assert h == header(i) and len(p) == big
+        assert p.count(bytes([i + 1])) == big, "the payload changed after send returned"
+    assert recv_one(b) == (b"small", b"tiny")
+
+
+def check_concurrent_senders(a: Conduit, b: Conduit) -> None:
+    """4 threads send at once (2 to proc 1, 2 to self): all arrive, each thread's in order."""
+    per = 2000
+    barrier = threading.Barrier(4)
+    errors = []
+
+    def sender(t: int) -> None:
+        try:
+            barrier.wait()
+            for i in range(per):
+                a.send(1 if t < 2 else 0, struct.pack("<qq", t, i),
+                       bytes([t]) * (i % 5 + 1) if i % 4 else None)
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=sender, args=(t,)) for t in range(4)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible (GIL builds)
+    try:
+        for th in threads:
+            th.start()
+        got_b = recv_n(b, 2 * per, timeout=30)
+        got_a = recv_n(a, 2 * per, timeout=30)
+        for th in threads:
+            th.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert errors == []
+    for got, ts in ((got_b, (0, 1)), (got_a, (2, 3))):
+        for t in ts:
+            mine = [(h, p) for h, p in got if struct.unpack("<qq", h)[0] == t]
+            assert [struct.unpack("<qq", h)[1] for h, _ in mine] == list(range(per))
+            assert [p for _, p in mine] == [bytes([t]) * (i % 5 + 1) if i % 4 else None
+                                            for i in range(per)]
+    st = a.statistics()
+    assert st.sent == 4 * per
+    assert st.received == 2 * per and b.statistics().received == 2 * per
+
+
+def check_statistics(a: Conduit, b: Conduit) -> None:
+    sizes = [None, 0, 5, 1000, MiB]
+    for i, n in enumerate(sizes):
+        a.send(1, header(i), None if n is None else b"p" * n)
+    recv_n(b, len(sizes))
+    b.send(0, b"reply", b"r" * 10)
+    recv_one(a)
+    sa, sb = a.statistics(), b.statistics()
+    payload = sum(n or 0 for n in sizes)
+    assert (sa.sent, sa.received, sb.sent, sb.received) == (len(sizes), 1, 1, len(sizes))
+    assert sa.bytes_sent == sb.bytes_received >= payload
+    assert sb.bytes_sent == sa.bytes_received >= 10
+    assert sa.dropped == sb.dropped == 0
+    assert 1 <= sa.peers <= 2 and 1 <= sb.peers <= 2
+    with pytest.raises((AttributeError, TypeError)):  # a frozen snapshot
+        sa.sent = 99
+    a.send(1, b"more", b"m" * 7)
+    recv_one(b)
+    assert a.statistics().sent == sa.sent + 1 and sa.sent == len(sizes)
+    assert a.statistics().bytes_sent >= sa.bytes_sent + 7
+
+
+def check_close_idempotent(a: Conduit, b: Conduit) -> None:
+    a.send(1, b"before close", b"x" * 100)
+    assert recv_one(b) == (b"before close", b"x" * 100)
+    a.close()
+    a.close()
+    a.close(linger=0)
+    b.close(linger=0)
+    b.close()
+    a.statistics()  # still answers after close
+
+
+CHECKS = [
+    check_identity, check_recv_none_when_idle, check_header_only,
+    *(functools.partial(check_header_and_payload, size=n) for n in (0, 1, MiB)),
+    check_payload_buffer_is_bytes_like, check_fifo_1000, check_send_to_self,
+    check_both_directions_at_once, check_wait_readable, check_recv_wait,
+    check_recv_ready_hint_is_no_promise, check_payloads_stay_valid_while_referenced,
+    check_copy_false_payloads,
+    check_copy_true_payload_may_change_at_once, check_concurrent_senders, check_statistics,
+    check_close_idempotent,
+]
+
+
+def _id(check) -> str:
+    if isinstance(check, functools.partial):
+        return f"{check.func.__name__[6:]}-{check.keywords['size']}"
+    return check.__name__[6:]
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=_id)
+def test_conformance(pair, check):
+    check(*pair)
+
+
+def test_registry():
+    from amnet.core.conduit import get_conduit, register_conduit
+
+    assert "zmq" in CONDUITS and get_conduit("zmq") is CONDUITS["zmq"]
+    with pytest.raises(amnet.ConfigError, match=r"registered conduits: .*zmq"):
+        get_conduit("carrier-pigeon")
+    with pytest.raises(ValueError, match="already registered"):
+        register_conduit("zmq")(type("Other", (CONDUITS["zmq"],), {}))
+    assert amnet.Config.resolve(env={}).conduit in CONDUITS
+
+
+# -- malformed input from a stranger (zmq only) -------------------------------------------
+@pytest.fixture
+def zmq_pair():
+    a, b = make("zmq", 0), make("zmq", 1)
+    for c in (a, b):
+        c.set_peers([a.address, b.address])
+    ctx = zmq.Context()
+    s = ctx.socket(zmq.PUSH)
+    s.linger = 1000
+    s.connect(b.address)
+    try:
+        yield a, b, s
+    finally:
+        s.close()
+        ctx.term()
+        a.close()
+        b.close()
+
+
+def test_zmq_drops_what_a_stranger_sends(zmq_pair):
+    a, b, stranger = zmq_pair
+    stranger.send_multipart([b"h", b"p", b"third frame"])  # 3 frames
+    stranger.send_multipart([b"h", b"p", b"q", b"r"])  # 4 frames
+    stranger.send(b"L" * (MAX_HEADER + 1))  # an over-long header
+    stranger.send_multipart([b"L" * (MAX_HEADER + 1), b"with payload"])
+    stranger.send_multipart([b"good", b"payload"])  # the same connection: after the others
+    assert recv_one(b) == (b"good", b"payload")
+    st = b.statistics()
+    assert st.dropped == 4 and st.received == 1, st
+    assert_idle(b)
+    # the conduit still works for the job
+    a.send(1, b"from a", b"ok")
+    assert recv_one(b) == (b"from a", b"ok")
+    assert b.statistics().dropped == 4
+
+
+def test_zmq_count_dropped_by_the_core(zmq_pair):
+    a, b, _ = zmq_pair
+    b.count_dropped()
+    b.count_dropped()
+    assert b.statistics().dropped == 2 and a.statistics().dropped == 0
+
+
+# -- forged AM headers in a real job --------------------------------------------------------
+@pytest.fixture
+def marked(monkeypatch):
+    mark = uuid.uuid4().hex
+    monkeypatch.setenv("AMTEST_MARK", mark)
+    yield mark
+    assert leftovers(mark) == []
+
+
+TOPOLOGIES = [
+    pytest.param(dict(n=4, nodes=2), id="N4-2nodes"),
+    pytest.param(dict(n=4, nodes=2, threads_per_proc=2), id="N4-2nodes-T2"),
+]
+
+
+@pytest.mark.parametrize("topo", TOPOLOGIES)
+def test_forged_headers_are_refused(marked, topo):
+    """Rank 0 sends garbage to the last rank's conduit socket from a raw zmq PUSH; the
+    target refuses each (counted once), runs nothing, writes nothing, and goes on."""
+    res = amnet.run(functools.partial(conduitjobs.forged, cases=conduitjobs.REFUSED),
+                    **topo, segment_size="1M", timeout=60)
+    target = res[-1]
+    assert target["messages"] > len(conduitjobs.REFUSED)
+    assert target["refused"] == target["messages"], target
+    assert target["dropped"] == target["refused"]
+    assert target["ran"] == [["note", 42]], target
+    assert target["segment_zero"] is True
+    assert res[0]["pong"] == [res[0]["target"], 7]
+
+
+@pytest.mark.parametrize("case", conduitjobs.MUST_NOT_CRASH)
+def test_forged_headers_do_not_crash_the_target(marked, case):
+    """Wire fields that the engine must check before use, each in a job of its own (each
+    once failed the target rank: see the module docstring of conduitjobs)."""
+    res = amnet.run(functools.partial(conduitjobs.forged, cases=[case]), n=2, nodes=2,
+                    segment_size="1M", timeout=60)
+    target = res[-1]
+    assert target["refused"] == 1, target
+    assert target["ran"] == [["note", 42]], target
+    assert target["segment_zero"] is True

@@ -1,0 +1,103 @@
+"""The extended API in real jobs: put/get (blocking, NB, NBI), access regions, fence, atomics,
+rpc, and bad input (DESIGN.md section 5).
+
+Each test runs one job per topology (4 ranks over 2 simulated nodes, one rank per process or
+two rank-threads per process); the checks live in ``tests/data/rmajobs.py`` and raise
+AssertionError on the rank that saw the problem. The jobs return what they exercised, so a
+check skipped by mistake fails here too.
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+
+import pytest
+import rmajobs
+from conftest import leftovers
+
+import amnet
+
+TOPOLOGIES = [
+    pytest.param(dict(n=4, nodes=2), id="N4-2nodes"),
+    pytest.param(dict(n=4, nodes=2, threads_per_proc=2), id="N4-2nodes-T2"),
+]
+SEGMENT = 4 << 20
+
+
+@pytest.fixture
+def marked(monkeypatch):
+    """Mark this test's jobs so that anything they leave behind can be found."""
+    mark = uuid.uuid4().hex
+    monkeypatch.setenv("AMTEST_MARK", mark)
+    yield mark
+    assert leftovers(mark) == []
+
+
+def job(fn, topo):
+    return amnet.run(fn, **topo, segment_size=SEGMENT, timeout=120)
+
+
+@pytest.mark.parametrize("topo", TOPOLOGIES)
+def test_put_get_sizes_offsets_variants(marked, topo):
+    got = job(rmajobs.put_get, topo)
+    for rank_seen in got:
+        seen = {tuple(x) for x in rank_seen}
+        # every put and every get variant ran with every size, on every rank
+        for size in rmajobs.SIZES:
+            assert {p for p, _, s in seen if s == size} == {f.__name__ for f in rmajobs.PUTS}
+            assert {g for _, g, s in seen if s == size} == {f.__name__ for f in rmajobs.GETS}
+
+
+@pytest.mark.parametrize("topo", TOPOLOGIES)
+def test_handles_nbi_regions_and_fence(marked, topo, tmp_path):
+    got = job(functools.partial(rmajobs.completion, park_dir=str(tmp_path)), topo)
+    assert got[0] == [
+        "region pending, not counted by wait_nbi",
+        "nbi get pending, puts=True/gets=False done",
+        "nbi put pending",
+        "wait_any picked the only completable handle",
+        "fence completed region, nbi and nb operations",
+    ]
+    assert got[1:] == [[]] * 3
+
+
+@pytest.mark.parametrize("topo", TOPOLOGIES)
+def test_atomics_contention_and_every_op(marked, topo):
+    got = job(rmajobs.atomics, topo)
+    ops = set(rmajobs.steps("i8")[i][0] for i in range(len(rmajobs.steps("i8"))))
+    assert ops == {"get", "set", "swap", "cas", "fadd", "fsub", "fand", "for", "fxor",
+                   "fmin", "fmax"}
+    want = {(d, op) for d in ("i4", "i8", "u4", "u8") for op in ops}
+    want |= {(d, op) for d in ("f4", "f8") for op in ops - {"fand", "for", "fxor"}}
+    for rank_done in got:
+        assert {tuple(x) for x in rank_done} == want
+
+
+def test_atomic_reference_wraps_like_numpy():
+    """The reference the atomics are checked against is itself numpy's arithmetic."""
+    import numpy as np
+
+    with np.errstate(over="ignore"):
+        for dtype in ("i4", "i8", "u4", "u8"):
+            info = np.iinfo(dtype)
+            for a, b in ((int(info.max), 1), (int(info.min), -1 if dtype[0] == "i" else 0),
+                         (int(info.max), int(info.max))):
+                x = np.array([a], dtype=dtype)
+                assert rmajobs.reference("fadd", dtype, a, b, None) == \
+                    int((x + np.array([b], dtype=dtype))[0])
+                assert rmajobs.reference("fsub", dtype, a, b, None) == \
+                    int((x - np.array([b], dtype=dtype))[0])
+    assert rmajobs.reference("fadd", "f4", 16777216.0, 1.0, None) == 16777216.0
+    assert rmajobs.reference("fadd", "f8", 16777216.0, 1.0, None) == 16777217.0
+
+
+@pytest.mark.parametrize("topo", TOPOLOGIES)
+def test_rpc(marked, topo):
+    assert job(rmajobs.rpc, topo) == [[0, 1, 2, 3]] * 4
+
+
+@pytest.mark.parametrize("topo", TOPOLOGIES)
+def test_bad_input_raises_before_sending(marked, topo):
+    counts = job(rmajobs.bad_input, topo)
+    assert len(set(counts)) == 1 and counts[0] > 4 * 100, counts
