@@ -337,10 +337,11 @@ MISMATCH = {  # variant: (first differing rank, position, rank 0's name, its nam
 }
 
 
-def mismatch_text(what: str, variant: str) -> str:
+def mismatch_text(what: str, variant: str, before: int = 0) -> str:
+    """``before``: handlers already in the table (positions count from the table's start)."""
     rank, pos, a, b = MISMATCH[variant]
     return (f"{what}: rank {rank} registered a different handler table than rank 0: at "
-            f"position {pos} rank 0 has {a} and rank {rank} has {b}")
+            f"position {before + pos} rank 0 has {a} and rank {rank} has {b}")
 
 
 @pytest.mark.parametrize("variant", list(MISMATCH))
@@ -348,7 +349,7 @@ def mismatch_text(what: str, variant: str) -> str:
 def test_register_handlers_mismatch_fails_every_rank(mark, topo, variant):
     got = amnet.run(functools.partial(amjobs.register_mismatch, variant=variant),
                     **TOPOS[topo], timeout=60)
-    text = mismatch_text("ep.register_handlers()", variant)
+    text = mismatch_text("ep.register_handlers()", variant, before=2)  # h_ping, h_pong
     for err, pongs in got:
         assert err is not None and err.startswith(text)
         assert pongs == 4  # the job goes on with the handlers every rank agrees on
@@ -357,7 +358,8 @@ def test_register_handlers_mismatch_fails_every_rank(mark, topo, variant):
 def test_tables_stay_consistent_after_a_caught_mismatch(mark):
     """Rank 2 registered one handler more than the others (HandlerMismatch, caught). A later
     registration that every rank makes alike must not leave rank 2's indices shifted: either
-    it is refused, or every AM runs the handler its sender named."""
+    it is refused, or every AM runs the handler its sender named (the failed registration
+    is rolled back on every rank)."""
     got = amnet.run(functools.partial(amjobs.register_after_mismatch, variant="longer2"),
                     **N4, timeout=60)
     if got[0][0] == "refused":

@@ -86,9 +86,14 @@ class AMMixin:
         for n in names:
             if n in rs.table.by_name:
                 raise ValueError(f"handler {n!r} is already registered")
+        before = len(rs.table.fns)
         rs.table.add(fns, names)  # before the collective: peers may use them as soon as it ends
-        tables = self._ctx.collective("allgather", value=names)
-        verify_tables(tables, "ep.register_handlers()")
+        try:
+            tables = self._ctx.collective("allgather", value=rs.table.names)
+            verify_tables(tables, "ep.register_handlers()")
+        except BaseException:
+            rs.table.truncate(before)  # every rank raises, so every table rolls back alike
+            raise
 
     @property
     def handlers(self) -> tuple[str, ...]:

@@ -162,8 +162,9 @@ class Engine:
 
     def check_dest(self, dest: Any) -> int:
         if type(dest) is not int or not 0 <= dest < self.size:
-            if isinstance(dest, bool) or not isinstance(dest, int):
+            if isinstance(dest, bool) or not isinstance(dest, int | np.integer):
                 raise RankError(f"a rank must be an int, got {type(dest).__name__}")
+            dest = int(dest)
             if not 0 <= dest < self.size:
                 raise RankError(f"rank {dest} is out of range: this job has ranks "
                                 f"0..{self.size - 1}")
@@ -210,6 +211,8 @@ class Engine:
                         f"{self.max_medium} bytes (AMNET_MAX_MEDIUM); use a Long AM or put")
             else:
                 offset = self.check_range("Long AM", dest, offset, length)
+        if nargs and bool in map(type, args):
+            raise AMArgumentError(bad_args_message(args))
         try:
             header = W.HEADERS[nargs].pack(flags, nargs, idx, rs.rank, dest, offset, *args)
         except struct.error:

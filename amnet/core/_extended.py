@@ -27,8 +27,9 @@ def bucket_of(rs: Any, nbi: bool) -> Bucket | None:
 
 def start_put(eng: Any, rs: Any, dest: int, offset: Any, data: Any, nbi: bool,
               blocking: bool, what: str) -> Op:
-    """Send a put. Blocking puts send the caller's buffer without a copy (the call returns
-    only after the target acknowledged, so the buffer is free again); others copy it."""
+    """Send a put. A blocking put of ``bytes`` (immutable) goes out without a copy; anything
+    else is copied, so the caller may reuse or resize its buffer as soon as the call returns
+    (zero-copy sends keep the buffer exported until zmq releases it, which may be later)."""
     eng.forbid_send_in_handler(what)
     dest = eng.check_dest(dest)
     payload, n = as_bytes(data, "put data")
@@ -36,7 +37,7 @@ def start_put(eng: Any, rs: Any, dest: int, offset: Any, data: Any, nbi: bool,
     op = Op(rs, False, None, bucket_of(rs, nbi))
     opid = rs.new_op(op)
     eng.send_sys(rs.rank, dest, S.PUT, (opid,), payload=payload, offset=offset,
-                 copy=not blocking)
+                 copy=not (blocking and isinstance(data, bytes)))
     return op
 
 

@@ -99,6 +99,13 @@ class HandlerTable:
                 pass
             self.by_name[name] = idx
 
+    def truncate(self, n: int) -> None:
+        """Forget every handler from index ``n`` on (a failed registration)."""
+        for name in self.names[n:]:
+            del self.by_name[name]
+        self.by_fn = {f: i for f, i in self.by_fn.items() if i < n}
+        del self.fns[n:], self.names[n:], self.cats[n:], self.nargs[n:]
+
     def index(self, fn: Any) -> int:
         """The index of ``fn`` (a registered function or its name).
 

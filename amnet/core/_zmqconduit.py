@@ -57,7 +57,9 @@ class ZmqConduit(Conduit):
         self._open_lock = threading.Lock()
         self._closed = False
         self._rcvtimeo = -1
-        self.sent = self.received = self.bytes_sent = self.bytes_received = self.dropped = 0
+        self._sent = [0] * procs
+        self._bytes_sent = [0] * procs
+        self.received = self.bytes_received = self.dropped = 0
 
     @property
     def address(self) -> str:
@@ -96,9 +98,9 @@ class ZmqConduit(Conduit):
             else:
                 _bsend(sock, header, _SNDMORE)
                 _bsend(sock, payload, 0, copy)
-                self.bytes_sent += len(payload) if isinstance(payload, bytes) else \
+                self._bytes_sent[proc] += len(payload) if isinstance(payload, bytes) else \
                     memoryview(payload).nbytes
-            self.sent += 1
+            self._sent[proc] += 1  # per destination, under its lock: no update is lost
 
     def recv(self, ready: bool = False) -> tuple[bytes, Any] | None:
         # pyzmq raises zmq.Again on an empty NOBLOCK recv, which costs several times a
@@ -158,7 +160,7 @@ class ZmqConduit(Conduit):
 
     def statistics(self) -> ConduitStatistics:
         return ConduitStatistics(
-            self.name, self._address, self.sent, self.received, self.bytes_sent,
+            self.name, self._address, sum(self._sent), self.received, sum(self._bytes_sent),
             self.bytes_received, self.dropped, sum(s is not None for s in self._push))
 
     def close(self, linger: float = 0.5) -> None:

@@ -43,7 +43,7 @@ class ConduitStatistics:
     address: str
     sent: int
     received: int
-    bytes_sent: int
+    bytes_sent: int  # payload bytes only (headers are not counted)
     bytes_received: int
     dropped: int  # malformed messages refused (never delivered)
     peers: int  # processes this conduit has opened a connection to
