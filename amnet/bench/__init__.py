@@ -46,6 +46,8 @@ def suite(name: str) -> Callable[[Suite], Suite]:
 
 
 # The suites register themselves on import; keep this list in the order `--list` shows.
+from . import am as am  # noqa: E402
+from . import rma as rma  # noqa: E402
 from . import startup as startup  # noqa: E402
 
 __all__ = ["SUITES", "BenchError", "suite"]

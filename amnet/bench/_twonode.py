@@ -1,0 +1,120 @@
+"""What the ``am`` and ``rma`` suites share: a 2-node amnet job, the raw-zmq peer, statistics.
+
+Both suites time amnet across two simulated nodes (``amnet.run(fn, n=2, nodes=2)``: one rank
+per node, all traffic over the zmq conduit on TCP loopback) beside the raw-zmq peer
+(:mod:`amnet.bench._rawzmq`) in its two wait strategies, interleaved in one run:
+amnet, raw-zmq block, raw-zmq spin, amnet, ... Every repetition starts fresh processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import BenchError
+from ._report import median
+
+RAW_MODES = ("block", "spin")  # the raw-zmq peer's wait strategies
+JOB_TIMEOUT_S = 300.0
+
+
+def parse_sizes(text: str | int | Iterable[Any]) -> list[int]:
+    """``"8,1K,64K"`` (or ints) as a list of positive byte counts."""
+    from .._config import parse_size
+
+    if isinstance(text, int):
+        items: list[Any] = [text]
+    elif isinstance(text, str):
+        items = [t for t in text.replace(" ", "").split(",") if t]
+    else:
+        items = list(text)
+    try:
+        sizes = [parse_size(t) for t in items]
+    except (ValueError, TypeError):
+        raise argparse.ArgumentTypeError(f"expected a comma list of sizes such as 8,1K,64K, "
+                                         f"got {text!r}")
+    if not sizes or any(s < 1 for s in sizes):
+        raise argparse.ArgumentTypeError(f"sizes must be positive, got {text!r}")
+    return sizes
+
+
+def parse_modes(text: str | Iterable[str]) -> list[str]:
+    """``"auto,block"``: amnet wait modes to run (each is its own amnet row)."""
+    items = [t for t in text.replace(" ", "").split(",") if t] if isinstance(text, str) \
+        else list(text)
+    bad = [m for m in items if m not in ("auto", "spin", "block")]
+    if not items or bad:
+        raise argparse.ArgumentTypeError(f"wait modes are auto, spin, block; got {text!r}")
+    return list(dict.fromkeys(items))
+
+
+def size_label(n: int) -> str:
+    for unit, name in ((1 << 20, "MiB"), (1 << 10, "KiB")):
+        if n >= unit and n % unit == 0:
+            return f"{n // unit} {name}"
+    return f"{n} B"
+
+
+def run_amnet(fn: Callable, plan: dict[str, Any], **options: Any) -> dict[str, Any]:
+    """Run ``fn(ep, plan)`` as a 2-rank, 2-node amnet job; return rank 0's result."""
+    import amnet
+
+    try:
+        res = amnet.run(functools.partial(fn, plan=plan), n=2, nodes=2,
+                        timeout=JOB_TIMEOUT_S, **options)
+    except Exception as e:
+        raise BenchError(f"the amnet job {fn.__name__} (n=2, nodes=2, {options}) failed: "
+                         f"{type(e).__name__}: {e}") from e
+    return res[0]
+
+
+def run_raw(plan: dict[str, Any], mode: str, latency_us: float = 0.0,
+            buf_size: int = 1 << 20) -> dict[str, Any]:
+    """Run the raw-zmq peer (two processes) through ``plan`` in wait ``mode``."""
+    from ._rawzmq import run_pair
+
+    try:
+        return run_pair(plan, mode, latency_us, buf_size)
+    except Exception as e:
+        raise BenchError(f"the raw-zmq peer ({mode}) failed: {type(e).__name__}: {e}") from e
+
+
+def cpu_count() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def dist(samples: Sequence[float]) -> dict[str, float]:
+    """Median, p10, p90, min, mean of one repetition's samples (seconds)."""
+    a = np.asarray(samples, dtype=float)
+    p10, p50, p90 = np.percentile(a, [10, 50, 90])
+    return {"median": float(p50), "p10": float(p10), "p90": float(p90),
+            "min": float(a.min()), "mean": float(a.mean()), "n": int(a.size)}
+
+
+def over_reps(per_rep: list[dict[str, float]]) -> dict[str, Any]:
+    """Combine repetitions: the median over repetitions of each statistic, plus every
+    repetition's statistics (``reps``)."""
+    keys = ("median", "p10", "p90", "min", "mean")
+    out: dict[str, Any] = {k: median([r[k] for r in per_rep]) for k in keys}
+    out["reps"] = per_rep
+    return out
+
+
+def rate_over_reps(values: list[float]) -> dict[str, Any]:
+    """``{"median", "min", "max", "samples"}`` of one figure per repetition."""
+    return {"median": median(values), "min": min(values), "max": max(values),
+            "samples": list(values)}
+
+
+def us(s: dict[str, Any]) -> str:
+    """``median (p10..p90)`` in µs."""
+    return f"{s['median'] * 1e6:.1f} ({s['p10'] * 1e6:.1f}..{s['p90'] * 1e6:.1f})"
