@@ -71,7 +71,8 @@ def test_am_figures(marked):
     cfg = res["config"]
     assert (cfg["iters"], cfg["warmup"], cfg["reps"], cfg["sizes"]) == (20, 2, 2, [8, 1024])
     assert cfg["latency_us"] == 5 and cfg["amnet_options"]["net_latency_us"] == 5
-    assert cfg["wait_modes"] == ["auto", "block"]
+    assert cfg["wait_modes"] == ["auto", "block"] and cfg["pin"] == "none"
+    assert not any(n.startswith("--pin") for n in res["notes"])
     # one row per (shape, amnet wait mode): Short, Medium 8 B, Medium 1 KiB
     got = [(r["am"], r["payload_bytes"], r["wait_mode"]) for r in res["results"]]
     assert got == [(k, s, m) for k, s in (("short", 0), ("medium", 8), ("medium", 1024))
@@ -79,6 +80,8 @@ def test_am_figures(marked):
     for row in res["results"]:
         for who in ("amnet", "raw_block", "raw_spin"):
             _check_dist(row[who], reps=2, n=20)
+        for c in row["cpu_per_round_trip"].values():
+            _check_rate(c, reps=2)
         raw = {m: row[f"raw_{m}"]["median"] for m in ("block", "spin")}
         assert row["raw_faster"] == min(raw, key=raw.get)
         assert row["ratio"] == pytest.approx(row["amnet"]["median"] / min(raw.values()))
@@ -104,9 +107,11 @@ def test_am_figures(marked):
 
 def test_rma_figures(marked):
     res = rma_mod.rma(reps=1, sizes="4K,1M", window=2, nbytes="2M", max_windows=8,
-                      lat_sizes=[8], lat_iters=10, warmup=1, progress=False)
+                      lat_sizes=[8], lat_iters=10, warmup=1, pin="split", progress=False)
     assert res["suite"] == "rma"
     cfg = res["config"]
+    assert cfg["pin"] == "split"
+    assert any(n.startswith("--pin split:") for n in res["notes"])
     # 2 MiB per size, W=2: 4 KiB is capped at 8 windows, 1 MiB needs 1 but gets MIN_WINDOWS
     assert cfg["windows"] == {4096: 8, 1 << 20: rma_mod.MIN_WINDOWS}
     assert cfg["amnet_options"]["segment_size"] >= 2 * (1 << 20)
@@ -118,6 +123,7 @@ def test_rma_figures(marked):
         if row["unit"] == "MB/s":
             for who in ("amnet", "raw_block", "raw_spin"):
                 _check_rate(row[who], reps=1)
+                _check_rate(row["cpu_per_put"][who], reps=1)
             assert row["better"] == "higher"
             assert row["raw_faster"] == max(raw, key=raw.get)
             assert row["ratio"] == pytest.approx(row["amnet"]["median"] / max(raw.values()))
@@ -134,6 +140,22 @@ def test_rma_figures(marked):
     assert any("higher is better" in r[6] for r in res["table"]["rows"])
 
 
+def test_am_pinned_to_one_core_skips_the_spinning_peer(marked):
+    res = am_mod.am(iters=10, warmup=1, reps=1, sizes=[8], pin="same", progress=False)
+    assert res["config"]["pin"] == "same"
+    assert [r["am"] for r in res["results"]] == ["short", "medium"]
+    for row in res["results"]:
+        assert row["raw_spin"] is None and row["cpu_per_round_trip"]["raw_spin"] is None
+        _check_dist(row["raw_block"], reps=1, n=10)
+        assert row["raw_faster"] == "block"
+        assert row["ratio"] == pytest.approx(row["amnet"]["median"]
+                                             / row["raw_block"]["median"])
+    assert all(r[4] == "skipped (--pin same)" for r in res["table"]["rows"])
+    assert all(r[-1].endswith(" / -") for r in res["table"]["rows"])
+    assert any(n.startswith("--pin same:") and "raw-zmq spin is not run" in n
+               for n in res["notes"])
+
+
 @pytest.mark.parametrize("suite,args", [
     ("am", ["--iters", "0"]),
     ("am", ["--sizes", "8,nope"]),
@@ -142,6 +164,7 @@ def test_rma_figures(marked):
     ("rma", ["--window", "0"]),
     ("rma", ["--bytes", "lots"]),
     ("rma", ["--sizes", "0"]),
+    ("rma", ["--pin", "everywhere"]),
 ])
 def test_bad_options_are_refused(suite, args):
     with pytest.raises(SystemExit) as e:

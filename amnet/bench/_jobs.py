@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from ._rawzmq import pin_process
+
 _STATES: dict[int, _State] = {}
 
 
@@ -70,8 +72,10 @@ def _serve(ep: Any, st: _State) -> None:
     ep.wait_until(lambda: st.stop)
 
 
-def _round_trips(ep: Any, st: _State, send: Any, warmup: int, iters: int) -> list[float]:
-    """``send(i)`` then wait for its reply, ``warmup`` untimed then ``iters`` timed."""
+def _round_trips(ep: Any, st: _State, send: Any, warmup: int,
+                 iters: int) -> tuple[list[float], float]:
+    """``send(i)`` then wait for its reply, ``warmup`` untimed then ``iters`` timed; return
+    the round trips and this thread's CPU time per timed round trip (seconds)."""
     pc = time.perf_counter
     wait_until = ep.wait_until
     want = [0]
@@ -84,20 +88,23 @@ def _round_trips(ep: Any, st: _State, send: Any, warmup: int, iters: int) -> lis
         send(i)
         wait_until(arrived)
     out = [0.0] * iters
+    c0 = time.thread_time()
     for i in range(iters):
         want[0] = st.got + 1
         t0 = pc()
         send(i)
         wait_until(arrived)
         out[i] = pc() - t0
-    return out
+    return out, (time.thread_time() - c0) / iters
 
 
 def am_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
     """Short AM round trips, then Medium round trips (echoed payload) per size.
 
-    ``plan``: ``warmup``, ``iters``, ``sizes`` (Medium payload bytes).
+    ``plan``: ``warmup``, ``iters``, ``sizes`` (Medium payload bytes), ``pin`` (see
+    :func:`~amnet.bench._rawzmq.pin_process`; rank r is side r).
     """
+    core = pin_process(plan.get("pin", "none"), ep.rank)
     ep.register_handlers(HANDLERS)
     st = _state(ep.rank)
     ep.barrier()
@@ -105,22 +112,24 @@ def am_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
         _serve(ep, st)
         return None
     warmup, iters = plan["warmup"], plan["iters"]
-    out: dict[str, Any] = {"wait_mode": _wait_mode(ep), "nodes": ep.nodes}
-    out["short"] = _round_trips(ep, st, lambda i: ep.request_short(1, bench_ping, i),
-                                warmup, iters)
+    out: dict[str, Any] = {"wait_mode": _wait_mode(ep), "nodes": ep.nodes, "cpu": {},
+                           "core": core}
+    out["short"], out["cpu"]["short"] = _round_trips(
+        ep, st, lambda i: ep.request_short(1, bench_ping, i), warmup, iters)
     medium = {}
     for size in plan["sizes"]:
         buf = np.full(size, 7, dtype=np.uint8)
-        medium[str(size)] = _round_trips(
+        medium[str(size)], out["cpu"][str(size)] = _round_trips(
             ep, st, lambda i, b=buf: ep.request_medium(1, bench_mping, b, i), warmup, iters)
     out["medium"] = medium
     ep.request_short(1, bench_stop)
     return out
 
 
-def _bandwidth(ep: Any, size: int, window: int, batches: int, warmup: int) -> float:
+def _bandwidth(ep: Any, size: int, window: int, batches: int,
+               warmup: int) -> tuple[float, float]:
     """Seconds for ``batches`` windows of ``window`` put_nbi of ``size`` bytes, each window
-    ended by wait_nbi (after ``warmup`` untimed windows)."""
+    ended by wait_nbi (after ``warmup`` untimed windows), and this thread's CPU seconds."""
     src = np.full(size, 3, dtype=np.uint8)
     put_nbi = ep.put_nbi
     offsets = [k * size for k in range(window)]
@@ -128,12 +137,13 @@ def _bandwidth(ep: Any, size: int, window: int, batches: int, warmup: int) -> fl
         for off in offsets:
             put_nbi(1, off, src)
         ep.wait_nbi()
+    c0 = time.thread_time()
     t0 = time.perf_counter()
     for _ in range(batches):
         for off in offsets:
             put_nbi(1, off, src)
         ep.wait_nbi()
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.thread_time() - c0
 
 
 def _latencies(op: Any, warmup: int, iters: int) -> list[float]:
@@ -151,6 +161,7 @@ def _latencies(op: Any, warmup: int, iters: int) -> list[float]:
 def rma_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
     """put_nbi streaming per size (``plan["bw"]``: ``[[size, batches], ...]``, ``window``),
     then blocking put and get latency per size (``plan["lat_sizes"]``, ``lat_iters``)."""
+    core = pin_process(plan.get("pin", "none"), ep.rank)
     ep.register_handlers(HANDLERS)
     st = _state(ep.rank)
     ep.barrier()
@@ -158,9 +169,11 @@ def rma_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
         _serve(ep, st)
         return None
     window, warmup = plan["window"], plan["warmup"]
-    out: dict[str, Any] = {"wait_mode": _wait_mode(ep), "bw": {}, "put": {}, "get": {}}
+    out: dict[str, Any] = {"wait_mode": _wait_mode(ep), "bw": {}, "bw_cpu": {}, "put": {},
+                           "get": {}, "core": core}
     for size, batches in plan["bw"]:
-        out["bw"][str(size)] = _bandwidth(ep, size, window, batches, warmup)
+        out["bw"][str(size)], out["bw_cpu"][str(size)] = _bandwidth(ep, size, window, batches,
+                                                                    warmup)
     it = plan["lat_iters"]
     for size in plan["lat_sizes"]:
         data = np.full(size, 5, dtype=np.uint8)

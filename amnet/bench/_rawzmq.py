@@ -28,6 +28,8 @@ Wait strategy (``--mode``): ``block`` receives with a blocking ``recv()``; ``spi
 ``recv(zmq.NOBLOCK)``, catching ``zmq.Again`` (the usual pyzmq polling idiom). With
 ``--latency-us L`` every received data message is held L µs before it is acted on
 (``AMNET_NET_LATENCY_US``'s delay, which amnet applies to messages from other nodes).
+Placement (last argument): ``none``, or :func:`pin_process` ``same`` / ``split`` (the client is
+side 0, the server side 1; the amnet jobs pin rank r as side r).
 
 :func:`run_pair` (used by the suites) starts both processes, feeds the plan and returns the
 client's result.
@@ -72,6 +74,31 @@ def _hold(latency: float) -> None:
             pass
 
 
+def pin_process(pin: str, role: int) -> int | None:
+    """Pin every thread of this process (the Python thread and libzmq's) to one core.
+
+    ``pin``: ``none`` (leave it to the scheduler), ``same`` (the first usable core, for both
+    sides of a pair) or ``split`` (side ``role`` on the ``role``-th usable core). Returns the
+    core, or None when not pinned (``none``, or no ``/proc/self/task`` to enumerate threads).
+    """
+    import os
+
+    if pin == "none" or not hasattr(os, "sched_setaffinity"):
+        return None
+    try:
+        cores = sorted(os.sched_getaffinity(0))
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        return None
+    cpu = cores[0] if pin == "same" else cores[role % len(cores)]
+    for tid in tids:
+        try:
+            os.sched_setaffinity(tid, {cpu})
+        except OSError:
+            pass
+    return cpu
+
+
 def _open(zmq: Any) -> tuple[Any, Any, int]:
     ctx = zmq.Context(io_threads=1)
     pull = ctx.socket(zmq.PULL)
@@ -90,11 +117,12 @@ def _push(ctx: Any, zmq: Any, port: int) -> Any:
 
 
 # -- server -------------------------------------------------------------------------------
-def server(mode: str, latency_us: float, buf_size: int) -> None:
+def server(mode: str, latency_us: float, buf_size: int, pin: str = "none") -> None:
     import numpy as np
     import zmq
 
     ctx, pull, port = _open(zmq)
+    pin_process(pin, 1)  # after the socket: libzmq's threads exist
     print(port, flush=True)
     recv = _receiver(pull, mode, zmq)
     hello = recv()
@@ -155,11 +183,13 @@ def server(mode: str, latency_us: float, buf_size: int) -> None:
 
 
 # -- client -------------------------------------------------------------------------------
-def client(port: int, mode: str, latency_us: float, plan: dict[str, Any]) -> dict[str, Any]:
+def client(port: int, mode: str, latency_us: float, plan: dict[str, Any],
+           pin: str = "none") -> dict[str, Any]:
     import numpy as np
     import zmq
 
     ctx, pull, myport = _open(zmq)
+    core = pin_process(pin, 0)
     recv = _receiver(pull, mode, zmq)
     push = _push(ctx, zmq, port)
     push.send(str(myport).encode())
@@ -170,7 +200,7 @@ def client(port: int, mode: str, latency_us: float, plan: dict[str, Any]) -> dic
     more = zmq.SNDMORE
     pack = HEADER.pack
     pc = time.perf_counter
-    out: dict[str, Any] = {"mode": mode}
+    out: dict[str, Any] = {"mode": mode, "core": core}
 
     def wait_reply() -> None:
         recv()
@@ -178,9 +208,12 @@ def client(port: int, mode: str, latency_us: float, plan: dict[str, Any]) -> dic
             pull.recv(copy=False)
         _hold(lat)
 
-    def round_trips(payload: Any, warmup: int, iters: int) -> list[float]:
+    def round_trips(payload: Any, warmup: int, iters: int) -> tuple[list[float], float]:
         samples = [0.0] * iters
+        c0 = 0.0
         for i in range(warmup + iters):
+            if i == warmup:
+                c0 = time.thread_time()
             h = pack(0 if payload is None else 1, 1, 0, 0, 1, 0, i)
             t0 = pc()
             if payload is None:
@@ -191,29 +224,32 @@ def client(port: int, mode: str, latency_us: float, plan: dict[str, Any]) -> dic
             wait_reply()
             if i >= warmup:
                 samples[i - warmup] = pc() - t0
-        return samples
+        return samples, (time.thread_time() - c0) / iters
 
     if "am" in plan:
         am = plan["am"]
         send(b"e")
-        out["short"] = round_trips(None, am["warmup"], am["iters"])
+        out["cpu"] = {}
+        out["short"], out["cpu"]["short"] = round_trips(None, am["warmup"], am["iters"])
         out["medium"] = {}
         for size in am["sizes"]:
             payload = np.full(size, 7, dtype=np.uint8)
-            out["medium"][str(size)] = round_trips(payload, am["warmup"], am["iters"])
+            out["medium"][str(size)], out["cpu"][str(size)] = round_trips(
+                payload, am["warmup"], am["iters"])
 
     if "rma" in plan:
         rma = plan["rma"]
         window = rma["window"]
-        out["bw"], out["put"], out["get"] = {}, {}, {}
+        out["bw"], out["bw_cpu"], out["put"], out["get"] = {}, {}, {}, {}
         send(b"p")
         for size, batches in rma["bw"]:
             src = np.full(size, 3, dtype=np.uint8)
             headers = [pack(9, 1, 0, 0, 1, k * size, k) for k in range(window)]
             warm = rma["warmup"]
-            t0 = 0.0
+            t0 = c0 = 0.0
             for b in range(warm + batches):
                 if b == warm:
+                    c0 = time.thread_time()
                     t0 = pc()
                 for h in headers:  # a window of puts, then every ack
                     send(h, more)
@@ -222,6 +258,7 @@ def client(port: int, mode: str, latency_us: float, plan: dict[str, Any]) -> dic
                     recv()
                     _hold(lat)
             out["bw"][str(size)] = pc() - t0
+            out["bw_cpu"][str(size)] = time.thread_time() - c0
         it, warm = rma["lat_iters"], rma["lat_warmup"]
         for size in rma["lat_sizes"]:
             data = np.full(size, 5, dtype=np.uint8)
@@ -260,11 +297,11 @@ def client(port: int, mode: str, latency_us: float, plan: dict[str, Any]) -> dic
 
 # -- the suites' side ---------------------------------------------------------------------
 def run_pair(plan: dict[str, Any], mode: str, latency_us: float = 0.0,
-             buf_size: int = 1 << 20) -> dict[str, Any]:
+             buf_size: int = 1 << 20, pin: str = "none") -> dict[str, Any]:
     """Run a server and a client (two fresh interpreters) through ``plan``; return the
     client's result. Raises RuntimeError naming the side that failed."""
     me = [sys.executable, __file__]
-    srv = subprocess.Popen([*me, "server", mode, str(latency_us), str(buf_size)],
+    srv = subprocess.Popen([*me, "server", mode, str(latency_us), str(buf_size), pin],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            stdin=subprocess.DEVNULL, text=True)
     try:
@@ -274,7 +311,7 @@ def run_pair(plan: dict[str, Any], mode: str, latency_us: float = 0.0,
             err = srv.communicate(timeout=10)[1]
             raise RuntimeError(f"raw-zmq server did not start: {line!r} {err.strip()}")
         cli = subprocess.run([*me, "client", mode, str(latency_us), line.strip(),
-                              json.dumps(plan)], capture_output=True, text=True,
+                              json.dumps(plan), pin], capture_output=True, text=True,
                              stdin=subprocess.DEVNULL, timeout=TIMEOUT_S)
         if cli.returncode != 0:
             raise RuntimeError(f"raw-zmq client exited with status {cli.returncode}: "
@@ -295,9 +332,10 @@ def main(argv: list[str]) -> None:
     if mode not in ("block", "spin"):
         raise SystemExit(f"raw-zmq: mode must be block or spin, got {mode!r}")
     if role == "server":
-        server(mode, latency, int(argv[3]))
+        server(mode, latency, int(argv[3]), argv[4])
     elif role == "client":
-        print(json.dumps(client(int(argv[3]), mode, latency, json.loads(argv[4]))), flush=True)
+        print(json.dumps(client(int(argv[3]), mode, latency, json.loads(argv[4]), argv[5])),
+              flush=True)
     else:
         raise SystemExit(f"raw-zmq: unknown role {role!r}")
 

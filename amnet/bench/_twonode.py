@@ -20,6 +20,10 @@ from . import BenchError
 from ._report import median
 
 RAW_MODES = ("block", "spin")  # the raw-zmq peer's wait strategies
+PINS = ("none", "same", "split")  # where the two sides' threads run (see _rawzmq.pin_process)
+PIN_HELP = ("none: where the scheduler puts them; same: every thread of both sides (Python and "
+            "libzmq) on one core; split: side 0 (amnet rank 0, the raw client) on one core, "
+            "side 1 on another (default: %(default)s)")
 JOB_TIMEOUT_S = 300.0
 
 
@@ -60,6 +64,31 @@ def size_label(n: int) -> str:
     return f"{n} B"
 
 
+SKIPPED = "skipped (--pin same)"
+
+
+def raw_modes_for(pin: str) -> tuple[str, ...]:
+    """The raw-zmq variants a run measures: both, but no spinning when every thread shares
+    one core (two spinning processes on one core only progress at scheduler ticks, ms)."""
+    return ("block",) if pin == "same" else RAW_MODES
+
+
+def pin_note(pin: str) -> str | None:
+    """The note a pinned run adds under its table."""
+    if pin == "none":
+        return None
+    what = ("every thread of both processes (Python and libzmq I/O) on the first usable core"
+            if pin == "same" else "each process's threads on its own core (rank 0 / the raw "
+            "client on the first, rank 1 / the raw server on the second)")
+    note = (f"--pin {pin}: {what}, for amnet and the raw peer alike, set with "
+            "os.sched_setaffinity per thread once the sockets exist (amnet's auto wait mode "
+            "was resolved before, from the unpinned affinity).")
+    if pin == "same":
+        note += (" raw-zmq spin is not run: two spinning processes on one core only make "
+                 "progress when the scheduler switches them (milliseconds per message).")
+    return note
+
+
 def run_amnet(fn: Callable, plan: dict[str, Any], **options: Any) -> dict[str, Any]:
     """Run ``fn(ep, plan)`` as a 2-rank, 2-node amnet job; return rank 0's result."""
     import amnet
@@ -74,12 +103,12 @@ def run_amnet(fn: Callable, plan: dict[str, Any], **options: Any) -> dict[str, A
 
 
 def run_raw(plan: dict[str, Any], mode: str, latency_us: float = 0.0,
-            buf_size: int = 1 << 20) -> dict[str, Any]:
+            buf_size: int = 1 << 20, pin: str = "none") -> dict[str, Any]:
     """Run the raw-zmq peer (two processes) through ``plan`` in wait ``mode``."""
     from ._rawzmq import run_pair
 
     try:
-        return run_pair(plan, mode, latency_us, buf_size)
+        return run_pair(plan, mode, latency_us, buf_size, pin)
     except Exception as e:
         raise BenchError(f"the raw-zmq peer ({mode}) failed: {type(e).__name__}: {e}") from e
 
@@ -115,6 +144,13 @@ def rate_over_reps(values: list[float]) -> dict[str, Any]:
             "samples": list(values)}
 
 
-def us(s: dict[str, Any]) -> str:
+def cpu_cells(*figures: dict[str, Any] | None) -> str:
+    """``a / b / c``: the medians in µs, ``-`` for a variant not run."""
+    return " / ".join("-" if f is None else f"{f['median'] * 1e6:.1f}" for f in figures)
+
+
+def us(s: dict[str, Any] | None) -> str:
     """``median (p10..p90)`` in µs."""
+    if s is None:
+        return SKIPPED
     return f"{s['median'] * 1e6:.1f} ({s['p10'] * 1e6:.1f}..{s['p90'] * 1e6:.1f})"

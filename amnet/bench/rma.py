@@ -31,13 +31,18 @@ from . import suite
 from ._jobs import rma_job
 from ._report import Progress
 from ._twonode import (
-    RAW_MODES,
+    PIN_HELP,
+    PINS,
+    SKIPPED,
+    cpu_cells,
     cpu_count,
     dist,
     over_reps,
     parse_modes,
     parse_sizes,
+    pin_note,
     rate_over_reps,
+    raw_modes_for,
     run_amnet,
     run_raw,
     size_label,
@@ -64,7 +69,7 @@ def _one_size(text: str | int) -> int:
 
 def _parser(reps: int, sizes: Any, window: int, nbytes: Any, max_windows: int,
             lat_sizes: Any, lat_iters: int, warmup: int,
-            wait_modes: Any) -> argparse.ArgumentParser:
+            wait_modes: Any, pin: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="amnet-bench rma",
         description="put_nbi streaming bandwidth and blocking put/get latency across 2 "
@@ -92,6 +97,7 @@ def _parser(reps: int, sizes: Any, window: int, nbytes: Any, max_windows: int,
     p.add_argument("--warmup", type=int, default=warmup, metavar="W",
                    help="untimed windows before each size's bandwidth, and 10x as many "
                         "untimed puts/gets before latencies (default: %(default)s)")
+    p.add_argument("--pin", choices=PINS, default=pin, help=PIN_HELP)
     p.add_argument("--wait-mode", type=parse_modes, default=parse_modes(wait_modes),
                    metavar="M,M", dest="wait_modes",
                    help="amnet wait modes to run, each its own row: auto, spin, block "
@@ -99,7 +105,9 @@ def _parser(reps: int, sizes: Any, window: int, nbytes: Any, max_windows: int,
     return p
 
 
-def _mbs(s: dict[str, Any]) -> str:
+def _mbs(s: dict[str, Any] | None) -> str:
+    if s is None:
+        return SKIPPED
     return f"{s['median']:.0f} ({s['min']:.0f}..{s['max']:.0f})"
 
 
@@ -108,10 +116,11 @@ def rma(args: Sequence[str] | None = None, *, reps: int = 7,
         sizes: str | Iterable[int] = "4K,64K,1M,4M", window: int = 8,
         nbytes: str | int = "128M", max_windows: int = 128,
         lat_sizes: str | Iterable[int] = "8,1K", lat_iters: int = 1000, warmup: int = 2,
-        wait_modes: str | Iterable[str] = "auto", progress: bool = True) -> dict[str, Any]:
+        wait_modes: str | Iterable[str] = "auto", pin: str = "none",
+        progress: bool = True) -> dict[str, Any]:
     """put_nbi bandwidth and put/get latency across 2 nodes vs raw pyzmq streaming."""
     parser = _parser(reps, sizes, window, nbytes, max_windows, lat_sizes, lat_iters, warmup,
-                     wait_modes)
+                     wait_modes, pin)
     opts = parser.parse_args(list(args or []))
     for name in ("reps", "window", "max_windows", "iters"):
         if getattr(opts, name) < 1:
@@ -129,18 +138,22 @@ def rma(args: Sequence[str] | None = None, *, reps: int = 7,
     windows = {s: max(MIN_WINDOWS, min(opts.max_windows, -(-total // (s * opts.window))))
                for s in opts.sizes}
     seg = max(DEFAULT_SEGMENT, span, max(opts.lat_sizes))
-    plan = {"window": opts.window, "warmup": opts.warmup,
+    plan = {"window": opts.window, "warmup": opts.warmup, "pin": opts.pin,
             "bw": [[s, windows[s]] for s in opts.sizes],
             "lat_sizes": opts.lat_sizes, "lat_iters": opts.iters,
             "lat_warmup": 10 * opts.warmup}
     amnet_opts: dict[str, Any] = {"segment_size": seg}
-    variants = [("amnet", m) for m in opts.wait_modes] + [("raw", m) for m in RAW_MODES]
+    raw_modes = raw_modes_for(opts.pin)
+    variants = [("amnet", m) for m in opts.wait_modes] + [("raw", m) for m in raw_modes]
 
     bw: dict[tuple[str, str], dict[int, list[float]]] = {
+        v: {s: [] for s in opts.sizes} for v in variants}
+    bw_cpu: dict[tuple[str, str], dict[int, list[float]]] = {
         v: {s: [] for s in opts.sizes} for v in variants}
     lat: dict[tuple[str, str], dict[tuple[str, int], list[dict[str, float]]]] = {
         v: {(op, s): [] for op in ("put", "get") for s in opts.lat_sizes} for v in variants}
     resolved: dict[str, set[str]] = {m: set() for m in opts.wait_modes}
+    unpinned: set[str] = set()  # runs that could not pin (or were not asked to)
     bar = Progress("rma", len(variants) * opts.reps, enabled=progress)
     try:
         for rep in range(opts.reps):  # interleaved: amnet (each mode), raw block, raw spin
@@ -149,13 +162,17 @@ def rma(args: Sequence[str] | None = None, *, reps: int = 7,
                     r = run_amnet(rma_job, plan, wait_mode=mode, **amnet_opts)
                     resolved[mode].add(r["wait_mode"])
                 else:
-                    r = run_raw({"rma": plan}, mode, 0.0, seg)
+                    r = run_raw({"rma": plan}, mode, 0.0, seg, pin=opts.pin)
                 for s in opts.sizes:
                     moved = s * opts.window * windows[s]
                     bw[(who, mode)][s].append(moved / r["bw"][str(s)] / 1e6)
+                    bw_cpu[(who, mode)][s].append(
+                        r["bw_cpu"][str(s)] / (opts.window * windows[s]))
                 for op in ("put", "get"):
                     for s in opts.lat_sizes:
                         lat[(who, mode)][(op, s)].append(dist(r[op][str(s)]))
+                if r.get("core") is None:
+                    unpinned.add(f"{who} {mode}")
                 bar.step(f"{who} {mode} rep {rep + 1}/{opts.reps}")
     finally:
         bar.close()
@@ -168,10 +185,12 @@ def rma(args: Sequence[str] | None = None, *, reps: int = 7,
         return mode if modes == [mode] else f"{mode} ({'/'.join(modes)})"
 
     for s in opts.sizes:
-        raw = {m: rate_over_reps(bw[("raw", m)][s]) for m in RAW_MODES}
-        fastest = max(RAW_MODES, key=lambda m: raw[m]["median"])
+        raw = {m: rate_over_reps(bw[("raw", m)][s]) for m in raw_modes}
+        fastest = max(raw_modes, key=lambda m: raw[m]["median"])
+        raw_cpu = {m: rate_over_reps(bw_cpu[("raw", m)][s]) for m in raw_modes}
         for mode in opts.wait_modes:
             a = rate_over_reps(bw[("amnet", mode)][s])
+            a_cpu = rate_over_reps(bw_cpu[("amnet", mode)][s])
             ratio = a["median"] / raw[fastest]["median"]
             target = None
             if s == TARGET_SIZE:
@@ -179,34 +198,37 @@ def rma(args: Sequence[str] | None = None, *, reps: int = 7,
             results.append({"op": "put_nbi bandwidth", "unit": "MB/s", "bytes": s,
                             "window": opts.window, "windows": windows[s],
                             "wait_mode": mode, "wait_mode_resolved": sorted(resolved[mode]),
-                            "amnet": a, "raw_block": raw["block"], "raw_spin": raw["spin"],
+                            "amnet": a, "raw_block": raw["block"], "raw_spin": raw.get("spin"),
                             "raw_faster": fastest, "ratio": ratio,
-                            "ratio_vs": {m: a["median"] / raw[m]["median"] for m in RAW_MODES},
-                            "better": "higher", "target": target})
+                            "ratio_vs": {m: a["median"] / raw[m]["median"] for m in raw_modes},
+                            "better": "higher", "target": target,
+                            "cpu_per_put": {"amnet": a_cpu, "raw_block": raw_cpu["block"],
+                                            "raw_spin": raw_cpu.get("spin")}})
             verdict = ""
             if target:
                 verdict = f">= {TARGET_BW:g}: " + ("met" if target["met"] else "missed")
             rows.append([f"put_nbi stream MB/s, W={opts.window}", size_label(s),
-                         wm_label(mode), _mbs(a), _mbs(raw["block"]), _mbs(raw["spin"]),
-                         f"{ratio:.2f} (vs {fastest}; higher is better)", verdict])
+                         wm_label(mode), _mbs(a), _mbs(raw["block"]), _mbs(raw.get("spin")),
+                         f"{ratio:.2f} (vs {fastest}; higher is better)", verdict,
+                         cpu_cells(a_cpu, raw_cpu["block"], raw_cpu.get("spin"))])
     for op in ("put", "get"):
         for s in opts.lat_sizes:
-            raw = {m: over_reps(lat[("raw", m)][(op, s)]) for m in RAW_MODES}
-            fastest = min(RAW_MODES, key=lambda m: raw[m]["median"])
+            raw = {m: over_reps(lat[("raw", m)][(op, s)]) for m in raw_modes}
+            fastest = min(raw_modes, key=lambda m: raw[m]["median"])
             for mode in opts.wait_modes:
                 a = over_reps(lat[("amnet", mode)][(op, s)])
                 ratio = a["median"] / raw[fastest]["median"]
                 results.append({"op": f"blocking {op} latency", "unit": "s", "bytes": s,
                                 "wait_mode": mode,
                                 "wait_mode_resolved": sorted(resolved[mode]), "amnet": a,
-                                "raw_block": raw["block"], "raw_spin": raw["spin"],
+                                "raw_block": raw["block"], "raw_spin": raw.get("spin"),
                                 "raw_faster": fastest, "ratio": ratio,
                                 "ratio_vs": {m: a["median"] / raw[m]["median"]
-                                             for m in RAW_MODES},
+                                             for m in raw_modes},
                                 "better": "lower", "target": None})
                 rows.append([f"blocking {op} µs", size_label(s), wm_label(mode), us(a),
-                             us(raw["block"]), us(raw["spin"]),
-                             f"{ratio:.2f} (vs {fastest}; lower is better)", ""])
+                             us(raw["block"]), us(raw.get("spin")),
+                             f"{ratio:.2f} (vs {fastest}; lower is better)", "", ""])
 
     notes = [
         f"Bandwidth: MB/s (10^6 bytes/s), median (min..max) over {opts.reps} repetitions; each "
@@ -227,6 +249,10 @@ def rma(args: Sequence[str] | None = None, *, reps: int = 7,
         "offset and sends a 28-byte ack per message. Put: the same, one at a time. Get: "
         "28-byte request, the receiver answers header + n bytes of its buffer, the sender "
         "copies them into a numpy array. block: blocking recv(); spin: recv(NOBLOCK) loop.",
+        "sender thread CPU: time.thread_time() of the sending thread (amnet rank 0 / the raw "
+        "sender) over the timed windows, per put, median over repetitions (puts, acks and "
+        "waiting included; the libzmq I/O thread not; a spinning thread's CPU time is its "
+        "wall time).",
         "ratio = amnet / the better raw variant (higher bandwidth, lower latency): "
         f"for bandwidth higher is better (target at 1 MiB: >= {TARGET_BW:g}); for latency "
         "lower is better.",
@@ -235,7 +261,12 @@ def rma(args: Sequence[str] | None = None, *, reps: int = 7,
         notes.append(f"amnet's auto wait mode resolved to "
                      f"{'/'.join(sorted(resolved['auto'])) or '-'} on this machine "
                      f"(2 ranks, one process each, {cpu_count()} usable cores).")
-    config = {"reps": opts.reps, "sizes": opts.sizes, "window": opts.window,
+    if pin_note(opts.pin):
+        notes.append(pin_note(opts.pin))
+        if unpinned:
+            notes.append(f"could not pin: {', '.join(sorted(unpinned))} (no "
+                         "os.sched_setaffinity or /proc/self/task here); those ran unpinned.")
+    config = {"reps": opts.reps, "sizes": opts.sizes, "window": opts.window, "pin": opts.pin,
               "bytes": total, "max_windows": opts.max_windows, "windows": windows,
               "lat_sizes": opts.lat_sizes, "iters": opts.iters, "warmup": opts.warmup,
               "wait_modes": opts.wait_modes, "amnet_options": amnet_opts,
@@ -244,6 +275,7 @@ def rma(args: Sequence[str] | None = None, *, reps: int = 7,
               "order": [f"{w} {m}" for w, m in variants],
               "timer": "time.perf_counter in rank 0 / the raw client"}
     table = {"columns": ["operation", "size", "amnet wait mode", "amnet", "raw-zmq block",
-                         "raw-zmq spin", "ratio amnet/raw", "target"], "rows": rows}
+                         "raw-zmq spin", "ratio amnet/raw", "target",
+                         "sender thread CPU µs/put: amnet / block / spin"], "rows": rows}
     return {"suite": "rma", "config": config, "results": results, "table": table,
             "notes": notes}
