@@ -25,7 +25,8 @@ for it until the next control frame):
   them into its ``out`` array.
 
 Wait strategy (``--mode``): ``block`` receives with a blocking ``recv()``; ``spin`` loops on
-``recv(zmq.NOBLOCK)``, catching ``zmq.Again`` (the usual pyzmq polling idiom). With
+``recv(zmq.NOBLOCK)``, catching ``zmq.Again`` (the usual pyzmq polling idiom) and yielding the
+core (``os.sched_yield``) after each miss, as amnet's spin mode does. With
 ``--latency-us L`` every received data message is held L µs before it is acted on
 (``AMNET_NET_LATENCY_US``'s delay, which amnet applies to messages from other nodes).
 Placement (last argument): ``none``, or :func:`pin_process` ``same`` / ``split`` (the client is
@@ -38,6 +39,7 @@ client's result.
 from __future__ import annotations
 
 import json
+import os
 import struct
 import subprocess
 import sys
@@ -56,13 +58,14 @@ def _receiver(sock: Any, mode: str, zmq: Any) -> Any:
     again = zmq.Again
     flag = zmq.NOBLOCK
     recv = sock.recv
+    yield_ = os.sched_yield
 
     def spin() -> bytes:
         while True:
             try:
                 return recv(flag)
             except again:
-                pass
+                yield_()  # as amnet's spin mode: let the zmq I/O thread have the core
 
     return spin
 

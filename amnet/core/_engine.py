@@ -42,6 +42,7 @@ from .conduit import get_conduit
 
 BLOCK_SLICE_S = 0.05  # a sleeping rank re-checks aborts this often
 DRAIN_BUDGET = 256  # messages run per drain before the caller re-checks its condition
+_yield = getattr(os, "sched_yield", lambda: time.sleep(0))
 
 
 class RankState:
@@ -115,16 +116,16 @@ class Engine:
         addrs = [table[p * self.T]["conduit"] for p in range(self.topo.procs)]
         self.conduit.set_peers(addrs)
         if self.config.wait_mode == "auto":
-            # Block when the threads that must run outnumber the cores: every rank, plus one
-            # I/O thread per process (the zmq conduit's), on this host.
+            # Block when the ranks on this host outnumber its cores; otherwise spin (a
+            # spinning rank yields the core after every empty poll, so the conduit's I/O
+            # threads still run: measured faster than blocking, see docs/benchmarks.md).
             host = table[self.first]["host"]
             on_host = sum(1 for e in table if e["host"] == host)
-            procs_on_host = on_host // self.T
             try:
                 cores = len(os.sched_getaffinity(0))
             except (AttributeError, OSError):
                 cores = os.cpu_count() or 1
-            self.block = on_host + procs_on_host > cores
+            self.block = on_host > cores
         if self.config.progress_thread and self._progress is None:
             self._progress = threading.Thread(target=self._progress_loop, daemon=True,
                                               name=f"amnet-progress-{self.proc}")
@@ -405,8 +406,8 @@ class Engine:
                             if deadline is not None:
                                 t = min(t, max(0.0, deadline - now))
                         self.drain(pred, t)
-                    else:
-                        self.drain(pred)
+                    elif not self.drain(pred):
+                        _yield()  # let the conduit's I/O thread (and peers) have the core
                 finally:
                     lock.release()
                 if self.waiters:
