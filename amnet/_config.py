@@ -109,8 +109,9 @@ OPTIONS: dict[str, Option] = {
             _parse_choice("spin", "block", "auto"),
             "auto",
             "spin, block or auto",
-            "How a waiting rank waits: spin polling, or block on the conduit socket after a "
-            "short spin; auto blocks when the ranks on a host outnumber its cores.",
+            "How a waiting rank waits: spin polling (yielding the core after each empty "
+            "poll), or block on the conduit socket; auto blocks when the ranks on a host "
+            "outnumber its cores.",
         ),
         Option(
             "progress_thread",
