@@ -18,6 +18,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import time
 import uuid
 
 import amjobs
@@ -497,3 +498,36 @@ def test_oversubscribed_ring_completes_quickly(mark):
         # 1.5x its wall time of CPU on 2 cores (blocking: well under 1%)
         waiting = sum(g["wait_cpu"] for g in got[1:])
         assert waiting < 0.25 * got[0]["work"], (waiting, got[0]["work"])
+
+
+KILLED_PEER = """
+import os, signal, amnet
+got = []
+def pong(tok): got.append(1)
+def ping(tok): os.kill(os.getpid(), signal.SIGKILL)   # the target dies inside the handler
+ep = amnet.init(handlers=[ping, pong])
+if ep.rank == 0:
+    ep.request_short(ep.size - 1, ping)
+    try:
+        ep.wait_until(lambda: got)
+    except amnet.JobAborted as e:
+        print("rank 0 got JobAborted:", e, flush=True)
+        raise
+else:
+    ep.barrier()
+"""
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_kill_9_of_a_peer_ends_ranks_waiting_for_its_reply(runner, threads):
+    """A rank waiting in ep.wait_until for a reply from a rank that was SIGKILLed gets
+    JobAborted; the job ends at once with the diagnosis and leaves nothing behind (the runner
+    checks the process table)."""
+    script = runner.script("killed.py", KILLED_PEER)
+    t0 = time.monotonic()
+    out = runner("-n", "4", "--nodes", "2", "--threads-per-proc", threads, script)
+    assert time.monotonic() - t0 < 10
+    assert out.returncode == 137, out
+    assert "killed by signal 9 (SIGKILL)" in out.stderr
+    who = "rank 3 (node 1, proc 3" if threads == "1" else "ranks 2-3 (node 1, proc 1"
+    assert f"rank 0 got JobAborted: {who}" in out.stdout
