@@ -61,6 +61,7 @@ class RankState:
         self.nbi = Bucket()  # implicit-handle operations outside access regions
         self.regions: list[Bucket] = []
         self.barrier = Barrier(eng, rank)
+        self.finalized = False
 
     def new_op(self, op: Any) -> int:
         opid = self._next_op
@@ -138,8 +139,12 @@ class Engine:
         self._stop = True
         if self._progress is not None:
             self._progress.join(1.0)
+        # Once every rank of the process finalized, everything it sent was received (the
+        # finalize barrier, then the bootstrap's, which every rank entered after its AM
+        # barrier completed): nothing is left worth lingering for.
+        done = all(rs is not None and rs.finalized for rs in self.ranks)
         with self.drain_lock:
-            self.conduit.close()
+            self.conduit.close(0.0 if done else 0.5)
 
     # -- context checks -------------------------------------------------------------------
     def in_handler(self) -> Token | None:

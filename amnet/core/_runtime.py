@@ -247,6 +247,7 @@ def finalize() -> None:
     ep.barrier()  # polls: peers still talking to this rank get their replies
     ctx.collective("finalize")
     ctx.finalized = True
+    ep._rs.finalized = True
 
 
 def finalize_if_needed(ctx: RankContext) -> None:

@@ -171,7 +171,10 @@ def run_agent(spec: dict, node: int, watch_stdin: bool) -> int:
         print(f"amnet agent: cannot enter {spec['cwd']!r} on {socket.gethostname()}: {e}; "
               f"staying in {os.getcwd()}", file=sys.stderr)
     host = socket.gethostname()
-    import amnet.core._procmain  # noqa: F401  (imported once here, inherited by every fork)
+    import amnet.core._procmain
+
+    if _will_init(spec):  # the AM engine (numpy, the conduit) too, once per node, not per rank
+        import amnet.core._engine  # noqa: F401
 
     set_child_subreaper()
     sys.stdout.flush()
@@ -181,6 +184,18 @@ def run_agent(spec: dict, node: int, watch_stdin: bool) -> int:
     from ._agentloop import AgentLoop
 
     return AgentLoop(spec, node, host, children, watch_stdin).run()
+
+
+def _will_init(spec: dict) -> bool:
+    """Whether the ranks will likely join (call ``amnet.init``): always for ``amnet.run``;
+    for a script, when its text mentions amnet. Only decides what to import before forking."""
+    if spec.get("mode") == "fn":
+        return True
+    try:
+        with open(spec["script"], "rb") as f:
+            return b"amnet" in f.read(1 << 20)
+    except OSError:
+        return False
 
 
 def fork_agent(spec: dict, node: int) -> tuple[int, int, int, int]:
