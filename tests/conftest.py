@@ -186,3 +186,13 @@ def stranger_connects(ns: str | None, address: str, *, keys: dict[str, str] | No
     seen = json.loads(out.stdout.splitlines()[-1])
     assert "CONNECTED" in seen, f"the stranger never reached {address}: events {seen}"
     return "HANDSHAKE_SUCCEEDED" in seen
+
+
+@pytest.fixture
+def marked(monkeypatch):
+    """Mark this test's jobs (``amnet.run`` inherits the environment) so that anything they
+    leave behind can be found; fail the test if something is."""
+    mark = uuid.uuid4().hex
+    monkeypatch.setenv("AMTEST_MARK", mark)
+    yield mark
+    assert leftovers(mark) == []

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import uuid
 
 import pytest
-from conftest import leftovers
 
 from amnet.bench import SUITES, BenchError
 from amnet.bench import am as am_mod
@@ -21,15 +19,6 @@ from amnet.bench._report import markdown, median
 from amnet.bench._twonode import run_raw
 
 BENCH = [sys.executable, "-m", "amnet.bench"]
-
-
-@pytest.fixture
-def marked(monkeypatch):
-    """Mark this test's jobs and raw peers so that anything they leave behind can be found."""
-    mark = uuid.uuid4().hex
-    monkeypatch.setenv("AMTEST_MARK", mark)
-    yield mark
-    assert leftovers(mark) == []
 
 
 def _check_dist(s: dict, reps: int, n: int) -> None:

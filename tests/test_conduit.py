@@ -18,12 +18,10 @@ import struct
 import sys
 import threading
 import time
-import uuid
 
 import conduitjobs
 import pytest
 import zmq
-from conftest import leftovers
 
 import amnet
 from amnet.core.conduit import CONDUITS, MAX_HEADER, Conduit, load_plugins
@@ -405,14 +403,6 @@ def test_zmq_count_dropped_by_the_core(zmq_pair):
 
 
 # -- forged AM headers in a real job --------------------------------------------------------
-@pytest.fixture
-def marked(monkeypatch):
-    mark = uuid.uuid4().hex
-    monkeypatch.setenv("AMTEST_MARK", mark)
-    yield mark
-    assert leftovers(mark) == []
-
-
 TOPOLOGIES = [
     pytest.param(dict(n=4, nodes=2), id="N4-2nodes"),
     pytest.param(dict(n=4, nodes=2, threads_per_proc=2), id="N4-2nodes-T2"),

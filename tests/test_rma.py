@@ -10,11 +10,9 @@ check skipped by mistake fails here too.
 from __future__ import annotations
 
 import functools
-import uuid
 
 import pytest
 import rmajobs
-from conftest import leftovers
 
 import amnet
 
@@ -23,15 +21,6 @@ TOPOLOGIES = [
     pytest.param(dict(n=4, nodes=2, threads_per_proc=2), id="N4-2nodes-T2"),
 ]
 SEGMENT = 4 << 20
-
-
-@pytest.fixture
-def marked(monkeypatch):
-    """Mark this test's jobs so that anything they leave behind can be found."""
-    mark = uuid.uuid4().hex
-    monkeypatch.setenv("AMTEST_MARK", mark)
-    yield mark
-    assert leftovers(mark) == []
 
 
 def job(fn, topo):

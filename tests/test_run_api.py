@@ -5,11 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import uuid
 
 import jobfns
 import pytest
-from conftest import leftovers
 
 import amnet
 
@@ -21,15 +19,6 @@ SHAPES = [  # n, procs_per_node, threads_per_proc, nodes
     (6, 2, 1, None),
     (8, 2, 2, None),
 ]
-
-
-@pytest.fixture
-def marked(monkeypatch):
-    """Mark this test's jobs so that anything they leave behind can be found."""
-    mark = uuid.uuid4().hex
-    monkeypatch.setenv("AMTEST_MARK", mark)
-    yield mark
-    assert leftovers(mark) == []
 
 
 @pytest.mark.parametrize("n,p,t,k", SHAPES)
