@@ -39,7 +39,7 @@ class AMMixin:
                 input (nothing is sent).
             AMContextError: called inside a handler (reply with the token instead).
         """
-        rs = self._rs
+        rs = self._live()
         self._eng.forbid_send_in_handler("ep.request_short()")
         self._eng.send_user(rs, W.SHORT, dest, handler, None, 0, args)
         self._eng.poll()
@@ -52,7 +52,7 @@ class AMMixin:
 
         Raises: as :meth:`request_short`, plus PayloadTooLarge.
         """
-        rs = self._rs
+        rs = self._live()
         self._eng.forbid_send_in_handler("ep.request_medium()")
         self._eng.send_user(rs, W.MEDIUM, dest, handler, payload, 0, args)
         self._eng.poll()
@@ -66,7 +66,7 @@ class AMMixin:
 
         Raises: as :meth:`request_short`, plus SegmentBoundsError.
         """
-        rs = self._rs
+        rs = self._live()
         self._eng.forbid_send_in_handler("ep.request_long()")
         self._eng.send_user(rs, W.LONG, dest, handler, payload, dest_offset, args)
         self._eng.poll()
@@ -119,6 +119,7 @@ class AMMixin:
         Raises:
             AMContextError: called inside a handler.
         """
+        self._live()
         self._eng.forbid_in_handler("ep.poll()")
         return self._eng.poll()
 
@@ -130,6 +131,7 @@ class AMMixin:
             AMContextError: called inside a handler.
             JobAborted: the job is being torn down.
         """
+        self._live()
         self._eng.forbid_in_handler("ep.wait_until()")
         if not callable(pred):
             raise TypeError("wait_until needs a callable predicate")

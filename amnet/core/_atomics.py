@@ -6,6 +6,7 @@ a time per process), so concurrent atomics on a word from every rank are seriali
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -28,9 +29,9 @@ def check(op: Any, dtype: Any, value: Any, value2: Any, offset: int) -> tuple[in
         AtomicError: unknown op or dtype, a bitwise op on floats, a missing or extra
             ``value2``, a value of the wrong kind or out of range, a misaligned offset.
     """
-    if op not in OP_INDEX:
+    if not isinstance(op, str) or op not in OP_INDEX:
         raise AtomicError(f"unknown atomic op {op!r}; ops are: {', '.join(OPS)}")
-    if dtype not in DTYPE_INDEX:
+    if not isinstance(dtype, str) or dtype not in DTYPE_INDEX:
         raise AtomicError(f"unknown atomic dtype {dtype!r}; dtypes are: {', '.join(DTYPES)}")
     di = DTYPE_INDEX[dtype]
     dt = NP_DTYPES[di]
@@ -62,6 +63,16 @@ def encode(value: Any, di: int) -> int:
         if not info.min <= int(value) <= info.max:
             raise AtomicError(f"atomic value {value} does not fit dtype {DTYPES[di]} "
                               f"({info.min}..{info.max})")
+    else:
+        try:
+            f = float(value)
+        except OverflowError:  # an int too large for any float
+            raise AtomicError(f"atomic value {value} does not fit dtype {DTYPES[di]}") from None
+        with np.errstate(all="ignore"):
+            conv = np.array([f], dtype=dt)
+        if np.isinf(conv[0]) and not math.isinf(f):
+            raise AtomicError(f"atomic value {value} does not fit dtype {DTYPES[di]}")
+        return int(conv.view(BITS[di])[0])
     return int(np.array([value], dtype=dt).view(BITS[di])[0])
 
 
@@ -75,9 +86,14 @@ def apply(segment: np.ndarray, offset: int, opi: int, di: int, b1: int, b2: int)
     dt = NP_DTYPES[di]
     word = segment[offset:offset + dt.itemsize].view(dt)
     old_bits = int(segment[offset:offset + dt.itemsize].view(BITS[di])[0])
-    op = OPS[opi]
-    if op == "get":
+    if OPS[opi] == "get":
         return old_bits
+    with np.errstate(all="ignore"):  # float overflow/NaN: IEEE results, never an exception
+        return _apply(word, old_bits, dt, di, OPS[opi], b1, b2)
+
+
+def _apply(word: np.ndarray, old_bits: int, dt: np.dtype, di: int, op: str, b1: int,
+           b2: int) -> int:
     v = np.array([b1], dtype=BITS[di]).view(dt)
     if op in ("set", "swap"):
         word[0] = v[0]

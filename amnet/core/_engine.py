@@ -300,11 +300,12 @@ class Engine:
                 return self._refuse()
             if flags & W.LONG and payload is None:
                 return self._refuse()
-            self.handled += 1
             try:
                 self.sys[hidx](self, rs, src, args, payload, offset, flags)
-            except (ValueError, TypeError, IndexError, KeyError, OverflowError):
-                self._refuse()  # a forged system message: never let it take the rank down
+            except Exception:  # a forged system message: never let it take the rank down
+                self._refuse()
+                return
+            self.handled += 1
             return
         table = rs.table
         if hidx >= len(table.fns):
@@ -321,6 +322,8 @@ class Engine:
         elif cat == W.MEDIUM:
             if payload is None:
                 payload = memoryview(b"")
+            elif payload.nbytes > self.max_medium:
+                return self._refuse()
             call_args = (payload, *args)
         else:
             n = 0 if payload is None else payload.nbytes
@@ -410,19 +413,24 @@ class Engine:
                                 t = min(t, max(0.0, due - now))
                             if deadline is not None:
                                 t = min(t, max(0.0, deadline - now))
-                        self.drain(pred, t)
-                    elif not self.drain(pred):
-                        _yield()  # let the conduit's I/O thread (and peers) have the core
+                        n = self.drain(pred, t)
+                    else:
+                        n = self.drain(pred)
                 finally:
                     lock.release()
                 if self.waiters:
                     self._wake()
-            elif self.block or self._progress is not None:
+                if not n and not block:
+                    _yield()  # after releasing: the conduit's I/O thread and peers get the core
+            else:
+                # Another thread of this process drains: sleep until it made progress. It
+                # wakes us after every drain that ran something and whenever it lets go of
+                # the lock, and we only sleep while it still holds it, so no wake-up is lost.
                 with self.cond:
                     self.waiters += 1
                     try:
                         gen = self.gen
-                        if not pred():
+                        if not pred() and lock.locked():
                             self.cond.wait_for(lambda g=gen: self.gen != g, max_block)
                     finally:
                         self.waiters -= 1

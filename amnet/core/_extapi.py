@@ -76,19 +76,20 @@ class ExtendedMixin:
             AMContextError: inside a handler.
         """
         self._eng.forbid_in_handler("ep.wait_nbi()")
-        b = self._rs.nbi
+        b = self._live().nbi
         self._eng.wait_until(lambda: (not puts or b.puts == 0) and (not gets or b.gets == 0))
 
     def test_nbi(self, puts: bool = True, gets: bool = True) -> bool:
         """Poll once and say whether those implicit-handle operations all completed."""
         self._eng.forbid_in_handler("ep.test_nbi()")
+        b = self._live().nbi
         self._eng.poll()
-        b = self._rs.nbi
         return (not puts or b.puts == 0) and (not gets or b.gets == 0)
 
     def access_region(self) -> AccessRegion:
         """``with ep.access_region() as region:`` NBI operations inside become one handle,
         ``region.handle``, available after the block."""
+        self._eng.forbid_in_handler("ep.access_region()")
         return AccessRegion(self._eng, self._live())
 
     # -- atomics / fence ------------------------------------------------------------------
@@ -112,7 +113,7 @@ class ExtendedMixin:
     def fence(self) -> None:
         """Wait until every operation this rank started (any completion kind) completed."""
         self._eng.forbid_in_handler("ep.fence()")
-        rs = self._rs
+        rs = self._live()
         self._eng.wait_until(lambda: rs.inflight == 0)
 
     # -- barriers -------------------------------------------------------------------------
@@ -136,7 +137,7 @@ class ExtendedMixin:
             JobAborted: the job is being torn down.
         """
         self._eng.forbid_in_handler("ep.barrier_wait()")
-        bar = self._rs.barrier
+        bar = self._live().barrier
         bar.check_pending("barrier_wait")
         self._eng.wait_until(lambda: bar.done)
         bar.finish()
@@ -147,7 +148,7 @@ class ExtendedMixin:
         Raises: as :meth:`barrier_wait`.
         """
         self._eng.forbid_in_handler("ep.barrier_try()")
-        bar = self._rs.barrier
+        bar = self._live().barrier
         bar.check_pending("barrier_try")
         if not bar.done:
             self._eng.poll()

@@ -34,10 +34,10 @@ def start_put(eng: Any, rs: Any, dest: int, offset: Any, data: Any, nbi: bool,
     dest = eng.check_dest(dest)
     payload, n = as_bytes(data, "put data")
     offset = eng.check_range(what, dest, offset, n)
-    op = Op(rs, False, None, bucket_of(rs, nbi))
+    op = Op(rs, dest, False, None, bucket_of(rs, nbi))
     opid = rs.new_op(op)
-    eng.send_sys(rs.rank, dest, S.PUT, (opid,), payload=payload, offset=offset,
-                 copy=not (blocking and isinstance(data, bytes)))
+    _send(eng, rs, op, opid, dest, S.PUT, (opid,), payload=payload, offset=offset,
+          copy=not (blocking and isinstance(data, bytes)))
     return op
 
 
@@ -69,10 +69,10 @@ def start_get(eng: Any, rs: Any, src: int, offset: Any, nbytes: Any, out: Any, n
         if view.nbytes < nbytes:
             raise ValueError(f"{what}: out holds {view.nbytes} bytes, {nbytes} requested")
         view = view[:nbytes]
-    op = Op(rs, True, view, bucket_of(rs, nbi))
+    op = Op(rs, src, True, view, bucket_of(rs, nbi))
     op.value = out
     opid = rs.new_op(op)
-    eng.send_sys(rs.rank, src, S.GET, (opid, nbytes), offset=offset)
+    _send(eng, rs, op, opid, src, S.GET, (opid, nbytes), offset=offset)
     return op
 
 
@@ -84,9 +84,9 @@ def start_atomic(eng: Any, rs: Any, dest: int, offset: Any, op: Any, value: Any,
         if dtype in _atomics.DTYPE_INDEX else 1
     offset = eng.check_range("ep.atomic()", dest, offset, size)
     opi, di, b1, b2 = _atomics.check(op, dtype, value, value2, offset)
-    o = Op(rs)
+    o = Op(rs, dest)
     opid = rs.new_op(o)
-    eng.send_sys(rs.rank, dest, S.ATOMIC, (opid, opi, di, b1, b2), offset=offset)
+    _send(eng, rs, o, opid, dest, S.ATOMIC, (opid, opi, di, b1, b2), offset=offset)
     return o, di
 
 
@@ -111,7 +111,19 @@ def start_rpc(eng: Any, rs: Any, dest: int, fn: Any, args: tuple, kwargs: dict,
     if ff:
         eng.send_sys(rs.rank, dest, S.RPC, (0, idx), payload=payload)
         return None
-    o = Op(rs)
+    o = Op(rs, dest)
     opid = rs.new_op(o)
-    eng.send_sys(rs.rank, dest, S.RPC, (opid, idx), payload=payload)
+    _send(eng, rs, o, opid, dest, S.RPC, (opid, idx), payload=payload)
     return o
+
+
+def _send(eng: Any, rs: Any, op: Op, opid: int, dest: int, hidx: int, args: tuple,
+          **kw: Any) -> None:
+    """Send an operation's request; if sending fails, the operation is taken back (so no
+    counter that fence or wait_nbi waits on is left raised) and the error propagates."""
+    try:
+        eng.send_sys(rs.rank, dest, hidx, args, **kw)
+    except BaseException as e:
+        rs.ops.pop(opid, None)
+        op.complete(error=e)
+        raise

@@ -27,11 +27,12 @@ class Bucket:
 class Op:
     """One operation in flight, completed by the reply that names its op id."""
 
-    __slots__ = ("bucket", "done", "error", "is_get", "out", "rs", "value")
+    __slots__ = ("bucket", "done", "error", "is_get", "out", "peer", "rs", "value")
 
-    def __init__(self, rs: Any, is_get: bool = False, out: Any = None,
+    def __init__(self, rs: Any, peer: int, is_get: bool = False, out: Any = None,
                  bucket: Bucket | None = None) -> None:
         self.rs = rs
+        self.peer = peer  # the rank whose reply completes it
         self.is_get = is_get
         self.out = out
         self.bucket = bucket

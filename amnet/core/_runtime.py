@@ -54,11 +54,12 @@ class ProcessState:
         return eng
 
     def start_engine(self, table: list[dict[str, Any]]) -> None:
+        """Start the engine once the address table is known; every rank-thread of the
+        process returns from here only after it has started (peers known, mode chosen)."""
         with self._lock:
-            if self._engine_started:
-                return
-            self._engine_started = True
-        self._engine.start(table)
+            if not self._engine_started:
+                self._engine.start(table)
+                self._engine_started = True
 
     def close_engine(self) -> None:
         eng = self._engine
@@ -114,14 +115,15 @@ class RankContext:
 
     def collective(self, op: str, name: Any = None, value: Any = None) -> Any:
         """Run the next bootstrap collective of this rank (see :class:`BootClient`)."""
+        ep = self.endpoint
+        if ep is not None:  # checked before the step is taken: a caught error changes nothing
+            ep._eng.forbid_in_handler(f"a bootstrap {op}")
         seq, self.seq = self.seq, self.seq + 1
         if self.process is None:  # singleton
             return [value] if op in ("allgather", "init") else None
         waiter = None
-        ep = self.endpoint
         if ep is not None:  # keep serving AMs while waiting for the other ranks
             eng = ep._eng
-            eng.forbid_in_handler(f"a bootstrap {op}")
 
             def waiter(pred):
                 eng.wait_until(pred, max_block=0.002)

@@ -14,6 +14,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
+from .._errors import PayloadTooLarge as PayloadTooLarge_
 from . import _atomics
 from . import _wire as W
 from ._barrier import SYS_BARRIER
@@ -22,11 +23,13 @@ PUT, ACK, GET, GET_DATA, ATOMIC, BARRIER, RPC, RPC_RESULT = range(8)
 assert BARRIER == SYS_BARRIER
 
 
-def _complete(eng: Any, rs: Any, opid: int, value: Any = None, payload: Any = None) -> None:
-    op = rs.ops.pop(opid, None)
-    if op is None:
+def _complete(eng: Any, rs: Any, src: int, opid: int, value: Any = None,
+              payload: Any = None) -> None:
+    op = rs.ops.get(opid)
+    if op is None or op.peer != src:  # unknown, or not from the rank the op went to
         eng._refuse()
         return
+    del rs.ops[opid]
     if op.is_get:
         n = 0 if payload is None else payload.nbytes
         out = op.out
@@ -54,7 +57,7 @@ def h_put(eng, rs, src, args, payload, offset, flags) -> None:
 def h_ack(eng, rs, src, args, payload, offset, flags) -> None:
     if not 1 <= len(args) <= 2 or not flags & W.REPLY:
         return eng._refuse()
-    _complete(eng, rs, args[0], args[1] if len(args) == 2 else None)
+    _complete(eng, rs, src, args[0], args[1] if len(args) == 2 else None)
 
 
 def h_get(eng, rs, src, args, payload, offset, flags) -> None:
@@ -70,7 +73,7 @@ def h_get(eng, rs, src, args, payload, offset, flags) -> None:
 def h_get_data(eng, rs, src, args, payload, offset, flags) -> None:
     if len(args) != 1 or not flags & W.REPLY:
         return eng._refuse()
-    _complete(eng, rs, args[0], payload=payload)
+    _complete(eng, rs, src, args[0], payload=payload)
 
 
 def h_atomic(eng, rs, src, args, payload, offset, flags) -> None:
@@ -128,8 +131,14 @@ def h_rpc(eng, rs, src, args, payload, offset, flags) -> None:
     try:
         result = _call_capturing(eng, rs, run, name, src)
         out = msgpack.packb(result, use_bin_type=True)
+        if len(out) > eng.max_message:
+            raise PayloadTooLarge_(f"the result of rpc {name} on rank {rs.rank} encodes to "
+                                  f"{len(out)} bytes; at most {eng.max_message} bytes travel "
+                                  "in one message")
     except _Raised as r:
         status, out = 1, encode_exception(r.exc, name, rs.rank)
+    except PayloadTooLarge_ as e:
+        status, out = 1, encode_exception(e, name, rs.rank)
     except Exception as e:  # the result could not be encoded
         err = TypeError(f"the result of rpc {name} on rank {rs.rank} is not msgpack-"
                         f"serialisable: {e}")
@@ -151,7 +160,7 @@ def _call_capturing(eng, rs, run, name, src):
     d["token"] = tok
     try:
         return run(tok)
-    except Exception as e:
+    except BaseException as e:  # SystemExit too: it belongs to the caller, not to this poll
         raise _Raised(e) from None
     finally:
         tok._live = False
@@ -164,7 +173,7 @@ def h_rpc_result(eng, rs, src, args, payload, offset, flags) -> None:
         return eng._refuse()
     opid, status = args
     op = rs.ops.get(opid)
-    if op is None:
+    if op is None or op.peer != src:
         return eng._refuse()
     try:
         if status == 0:
