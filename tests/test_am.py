@@ -531,3 +531,22 @@ def test_kill_9_of_a_peer_ends_ranks_waiting_for_its_reply(runner, threads):
     assert "killed by signal 9 (SIGKILL)" in out.stderr
     who = "rank 3 (node 1, proc 3" if threads == "1" else "ranks 2-3 (node 1, proc 1"
     assert f"rank 0 got JobAborted: {who}" in out.stdout
+
+
+# -- regressions from the review of the core ---------------------------------------------------
+def test_bootstrap_refused_in_handler_takes_no_step(mark):
+    assert amnet.run(amjobs.bootstrap_in_handler_changes_nothing, **N4, timeout=60) == \
+        [[], ["AMContextError"], [], []]
+
+
+def test_rpc_system_exit_and_oversized_result_come_back_as_errors(mark):
+    got = amnet.run(amjobs.rpc_edge_cases, **N4, segment_size=4 << 20, timeout=60)
+    # SystemExit is not re-raised as itself in the caller (it would end the caller's
+    # script): it comes back as an RPCError naming it
+    assert got[0] == {"exit": "RPCError", "big": "PayloadTooLarge", "after": 5}
+
+
+def test_endpoint_refuses_communication_after_finalize(mark):
+    got = amnet.run(amjobs.use_after_finalize, n=2, timeout=60)
+    assert got == [{k: "InitError" for k in
+                    ("request_short", "poll", "fence", "wait_until", "put")}] * 2

@@ -925,3 +925,68 @@ def register_after_mismatch(ep, variant: str):
     ep.wait_until(lambda: len(s.reps) >= ep.size, timeout=3.0)
     ep.barrier()
     return "ran", sorted(r[1] for r in s.reps), sorted((r[0], r[1]) for r in s.reqs)
+
+
+# -- review regressions ------------------------------------------------------------------------
+_REG: dict = {}
+
+
+def h_boot_in_handler(tok):
+    _REG[tok.rank].bootstrap.barrier()  # AMContextError, caught by on_handler_error
+
+
+def bootstrap_in_handler_changes_nothing(ep):
+    """A bootstrap collective refused inside a handler must not take a bootstrap step: the
+    collectives after it still line up (they would hang otherwise)."""
+    _REG[ep.rank] = ep
+    ep.register_handlers([h_boot_in_handler])
+    errs = []
+    ep.on_handler_error = lambda e, name, src: errs.append(type(e).__name__)
+    if ep.rank == 0:
+        ep.request_short(1, h_boot_in_handler)
+    ep.barrier()
+    ep.barrier()
+    ep.bootstrap.barrier()
+    return errs
+
+
+def rpc_exits():
+    raise SystemExit(3)
+
+
+def rpc_big(n):
+    return b"x" * n
+
+
+def rpc_edge_cases(ep):
+    """rpc whose fn raises SystemExit, and one whose result is over the message limit: both
+    come back to the caller as errors; the target keeps going."""
+    ep.register_handlers([rpc_exits, rpc_big])
+    out = {}
+    if ep.rank == 0:
+        try:
+            ep.rpc(1, rpc_exits).wait()
+        except BaseException as e:
+            out["exit"] = type(e).__name__
+        try:
+            ep.rpc(1, rpc_big, (16 << 20) + 1).wait()  # segment 4 MiB: the limit is 16 MiB
+        except amnet.AMNetError as e:
+            out["big"] = type(e).__name__
+        out["after"] = len(ep.rpc(1, rpc_big, 5).wait())
+    ep.barrier()
+    return out
+
+
+def use_after_finalize(ep):
+    amnet.finalize()
+    errs = {}
+    for name, call in [("request_short", lambda: ep.request_short(0, "amjobs.h_ping", 1)),
+                       ("poll", ep.poll), ("fence", ep.fence),
+                       ("wait_until", lambda: ep.wait_until(lambda: True)),
+                       ("put", lambda: ep.put(0, 0, b"x"))]:
+        try:
+            call()
+            errs[name] = None
+        except amnet.InitError:
+            errs[name] = "InitError"
+    return errs
