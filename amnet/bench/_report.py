@@ -182,3 +182,13 @@ class Progress:
         elapsed = time.perf_counter() - self._t0
         self.stream.write(f"[{self.label}] done in {elapsed:.1f} s\n")
         self.stream.flush()
+
+
+def comma_items(text: Any) -> list[Any]:
+    """The items of a command-line list: ``"1,4,8"`` -> ``["1", "4", "8"]``; an int or an
+    iterable of items is taken as it is."""
+    if isinstance(text, int):
+        return [text]
+    if isinstance(text, str):
+        return [t for t in text.replace(" ", "").split(",") if t]
+    return list(text)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from . import BenchError
-from ._report import median
+from ._report import comma_items, median
 
 RAW_MODES = ("block", "spin")  # the raw-zmq peer's wait strategies
 PINS = ("none", "same", "split")  # where the two sides' threads run (see _rawzmq.pin_process)
@@ -31,14 +31,8 @@ def parse_sizes(text: str | int | Iterable[Any]) -> list[int]:
     """``"8,1K,64K"`` (or ints) as a list of positive byte counts."""
     from .._config import parse_size
 
-    if isinstance(text, int):
-        items: list[Any] = [text]
-    elif isinstance(text, str):
-        items = [t for t in text.replace(" ", "").split(",") if t]
-    else:
-        items = list(text)
     try:
-        sizes = [parse_size(t) for t in items]
+        sizes = [parse_size(t) for t in comma_items(text)]
     except (ValueError, TypeError):
         raise argparse.ArgumentTypeError(f"expected a comma list of sizes such as 8,1K,64K, "
                                          f"got {text!r}")

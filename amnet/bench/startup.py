@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from . import BenchError, suite
-from ._report import Progress, find_mpiexec, summary
+from ._report import Progress, comma_items, find_mpiexec, summary
 
 PEER_MISSING = "not installed (pip install -e '.[peers]')"
 THREADS_ROW = 2  # --threads-per-proc of the second amnet row
@@ -50,14 +50,8 @@ def amnet_run_command() -> list[str]:
 
 def parse_ranks(text: str | int | Iterable[int]) -> list[int]:
     """``"1,4,8"`` (or an int, or ints) as a list of positive rank counts."""
-    if isinstance(text, int):
-        items: list[Any] = [text]
-    elif isinstance(text, str):
-        items = [t for t in text.replace(" ", "").split(",") if t]
-    else:
-        items = list(text)
     try:
-        ranks = [int(t) for t in items]
+        ranks = [int(t) for t in comma_items(text)]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a comma list of rank counts, got {text!r}")
     if not ranks or any(n < 1 for n in ranks):
