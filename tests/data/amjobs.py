@@ -939,9 +939,10 @@ def bootstrap_in_handler_changes_nothing(ep):
     """A bootstrap collective refused inside a handler must not take a bootstrap step: the
     collectives after it still line up (they would hang otherwise)."""
     _REG[ep.rank] = ep
-    ep.register_handlers([h_boot_in_handler])
     errs = []
+    # set before registering: the AM may arrive while register_handlers waits (it polls)
     ep.on_handler_error = lambda e, name, src: errs.append(type(e).__name__)
+    ep.register_handlers([h_boot_in_handler])
     if ep.rank == 0:
         ep.request_short(1, h_boot_in_handler)
     ep.barrier()
