@@ -550,3 +550,13 @@ def test_endpoint_refuses_communication_after_finalize(mark):
     got = amnet.run(amjobs.use_after_finalize, n=2, timeout=60)
     assert got == [{k: "InitError" for k in
                     ("request_short", "poll", "fence", "wait_until", "put")}] * 2
+
+
+def test_wait_mode_says_what_auto_resolved_to(mark):
+    assert amnet.run(amjobs.wait_mode_of, n=2, wait_mode="spin", timeout=60) == ["spin"] * 2
+    assert amnet.run(amjobs.wait_mode_of, n=2, wait_mode="block", timeout=60) == ["block"] * 2
+    cores = len(os.sched_getaffinity(0))
+    got = amnet.run(amjobs.wait_mode_of, n=cores + 1, timeout=60)  # more ranks than cores
+    assert got == ["block"] * (cores + 1)
+    if cores >= 2:
+        assert amnet.run(amjobs.wait_mode_of, n=2, timeout=60) == ["spin-then-block"] * 2

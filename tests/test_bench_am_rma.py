@@ -80,7 +80,7 @@ def test_am_figures(marked):
         if row["wait_mode"] == "block":
             assert row["wait_mode_resolved"] == ["block"]
         else:
-            assert set(row["wait_mode_resolved"]) <= {"spin", "block"}
+            assert set(row["wait_mode_resolved"]) <= {"spin", "block", "spin-then-block"}
         if row["am"] == "short":
             assert row["target"] == {"max_ratio": 1.2, "met": row["ratio"] <= 1.2}
         else:

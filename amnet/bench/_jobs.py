@@ -59,12 +59,8 @@ HANDLERS = [bench_ping, bench_pong, bench_mping, bench_mpong, bench_stop]
 
 
 def _wait_mode(ep: Any) -> str:
-    """How this rank waits: the engine's resolved mode (``auto`` resolves at start)."""
-    eng = getattr(ep, "_eng", None)
-    block = getattr(eng, "block", None)
-    if block is None:
-        return str(ep.config.wait_mode)
-    return "block" if block else "spin"
+    """How this rank waits: the mode ``auto`` resolved to at start (``ep.wait_mode``)."""
+    return str(ep.wait_mode)
 
 
 def _serve(ep: Any, st: _State) -> None:

@@ -137,6 +137,14 @@ class AMMixin:
             raise TypeError("wait_until needs a callable predicate")
         return self._eng.wait_until(pred, timeout)
 
+    @property
+    def wait_mode(self) -> str:
+        """How this rank waits, as ``auto`` resolved it: ``"spin"``, ``"block"``, or
+        ``"spin-then-block"`` (spin up to 100 µs after the last message, then block)."""
+        spin_s = self._eng.spin_s
+        return "block" if spin_s == 0.0 else "spin" if spin_s == float("inf") else \
+            "spin-then-block"
+
     # -- segment --------------------------------------------------------------------------
     @property
     def segment(self) -> np.ndarray:

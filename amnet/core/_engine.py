@@ -43,6 +43,7 @@ from .conduit import get_conduit
 BLOCK_SLICE_S = 0.05  # a sleeping rank re-checks aborts this often
 DRAIN_BUDGET = 256  # messages run per drain before the caller re-checks its condition
 _yield = getattr(os, "sched_yield", lambda: time.sleep(0))
+SPIN_THEN_BLOCK_S = 100e-6  # auto on an uncrowded host: spin this long, then block
 
 
 class RankState:
@@ -96,7 +97,9 @@ class Engine:
         self.gen = 0
         self.latency = config.net_latency_us * 1e-6
         self.delayed: collections.deque = collections.deque()
-        self.block = config.wait_mode == "block"
+        # how long a waiting rank spins before it blocks: 0 (block), inf (spin); auto decides
+        # in start() once it knows how many ranks share this host
+        self.spin_s = {"block": 0.0, "spin": float("inf")}.get(config.wait_mode, 0.0)
         self.handled = 0
         self.refused = 0
         self._progress: threading.Thread | None = None
@@ -117,16 +120,17 @@ class Engine:
         addrs = [table[p * self.T]["conduit"] for p in range(self.topo.procs)]
         self.conduit.set_peers(addrs)
         if self.config.wait_mode == "auto":
-            # Block when the ranks on this host outnumber its cores; otherwise spin (a
-            # spinning rank yields the core after every empty poll, so the conduit's I/O
-            # threads still run: measured faster than blocking, see docs/benchmarks.md).
+            # Block when the ranks on this host outnumber its cores. Otherwise spin for a
+            # while, then block: a round trip completes within the spin (on the 2-core VM
+            # spinning halves it against blocking, see docs/benchmarks.md), while a long
+            # wait (a stream of large puts) leaves the cores to the conduit's I/O threads.
             host = table[self.first]["host"]
             on_host = sum(1 for e in table if e["host"] == host)
             try:
                 cores = len(os.sched_getaffinity(0))
             except (AttributeError, OSError):
                 cores = os.cpu_count() or 1
-            self.block = on_host > cores
+            self.spin_s = 0.0 if on_host > cores else SPIN_THEN_BLOCK_S
         if self.config.progress_thread and self._progress is None:
             self._progress = threading.Thread(target=self._progress_loop, daemon=True,
                                               name=f"amnet-progress-{self.proc}")
@@ -400,11 +404,14 @@ class Engine:
         now = time.monotonic()
         deadline = None if timeout is None else now + timeout
         lock = self.drain_lock
-        block = self.block
+        spin_s = self.spin_s
+        idle = None  # when polling last found nothing (None: it just did find something)
         while True:
             if lock.acquire(False):
                 try:
-                    if block:  # one blocking receive: returns at once if something is there
+                    if spin_s == 0.0 or (idle is not None
+                                         and time.monotonic() - idle > spin_s):
+                        # one blocking receive: returns at once if something is there
                         t = max_block
                         due = self.next_due()
                         if due is not None or deadline is not None:
@@ -416,11 +423,15 @@ class Engine:
                         n = self.drain(pred, t)
                     else:
                         n = self.drain(pred)
+                        if not n and idle is None:
+                            idle = time.monotonic()
                 finally:
                     lock.release()
                 if self.waiters:
                     self._wake()
-                if not n and not block:
+                if n:
+                    idle = None
+                elif spin_s:
                     _yield()  # after releasing: the conduit's I/O thread and peers get the core
             else:
                 # Another thread of this process drains: sleep until it made progress. It

@@ -991,3 +991,7 @@ def use_after_finalize(ep):
         except amnet.InitError:
             errs[name] = "InitError"
     return errs
+
+
+def wait_mode_of(ep):
+    return ep.wait_mode
