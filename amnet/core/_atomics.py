@@ -19,6 +19,9 @@ BITWISE = frozenset({"fand", "for", "fxor"})
 DTYPES = ("i4", "i8", "u4", "u8", "f4", "f8")
 DTYPE_INDEX = {d: i for i, d in enumerate(DTYPES)}
 NP_DTYPES = [np.dtype("<" + d) for d in DTYPES]
+#: the fetch-and-op ops, as the numpy ufunc each applies in place (ints wrap, as numpy's do)
+UFUNCS = {"fadd": np.add, "fsub": np.subtract, "fand": np.bitwise_and, "for": np.bitwise_or,
+          "fxor": np.bitwise_xor, "fmin": np.minimum, "fmax": np.maximum}
 BITS = [np.dtype("<i4"), np.dtype("<i8")] * 3  # the signed int of the same size
 
 
@@ -100,18 +103,6 @@ def _apply(word: np.ndarray, old_bits: int, dt: np.dtype, di: int, op: str, b1: 
     elif op == "cas":
         if old_bits == b1 or (dt.kind == "f" and word[0] == v[0]):
             word[:] = np.array([b2], dtype=BITS[di]).view(dt)
-    elif op == "fadd":
-        np.add(word, v, out=word)
-    elif op == "fsub":
-        np.subtract(word, v, out=word)
-    elif op == "fand":
-        np.bitwise_and(word, v, out=word)
-    elif op == "for":
-        np.bitwise_or(word, v, out=word)
-    elif op == "fxor":
-        np.bitwise_xor(word, v, out=word)
-    elif op == "fmin":
-        np.minimum(word, v, out=word)
-    elif op == "fmax":
-        np.maximum(word, v, out=word)
+    else:
+        UFUNCS[op](word, v, out=word)
     return old_bits
