@@ -129,6 +129,39 @@ OPTIONS: dict[str, Option] = {
             lambda v: 0.0 <= v <= 1e6,
         ),
         Option(
+            "pshm",
+            _parse_bool,
+            True,
+            "0 or 1",
+            "Carry AMs, puts and gets between the processes of a node over shared memory "
+            "(`--no-pshm` or 0: through the conduit's loopback).",
+        ),
+        Option(
+            "pshm_network_depth",
+            int,
+            8,
+            "an int from 2 to 1024",
+            "Entries per shared-memory AM queue (one request and one reply queue per pair of "
+            "processes of a node); each entry has a payload slot of max_medium bytes.",
+            lambda v: 2 <= v <= 1024,
+        ),
+        Option(
+            "pshm_backing",
+            _parse_choice("posix", "sysv", "file"),
+            "posix",
+            "posix, sysv or file",
+            "What backs the shared objects: POSIX shm (/dev/shm), SysV shm, or a file in the "
+            "temporary directory.",
+        ),
+        Option(
+            "thread_safe",
+            _parse_choice("auto", "1", "0"),
+            "auto",
+            "auto, 1 or 0",
+            "Locks around shared AM state: auto takes them only when a process runs more "
+            "than one rank-thread; 1 always (the paper's 'thread-safety' rows).",
+        ),
+        Option(
             "conduit",
             str,
             "zmq",

@@ -22,6 +22,7 @@ class AMStatistics:
     delayed: int  # messages waiting for AMNET_NET_LATENCY_US to pass
     inflight: int  # this rank's operations not yet complete
     conduit: Any  # the conduit's ConduitStatistics
+    pshm: Any  # the shared-memory network's PshmStatistics, or None (PSHM off, one process)
 
 
 class AMMixin:
@@ -152,9 +153,10 @@ class AMMixin:
         return self._rs.segment
 
     def segment_view(self, rank: int) -> np.ndarray | None:
-        """Rank ``rank``'s segment when I can address it directly, else None.
-
-        In this version segments are private memory: the ranks of my own process qualify.
+        """Rank ``rank``'s segment as a writable numpy uint8 array when I can address it
+        directly, else None: the ranks of my process, and with PSHM on (the default) every
+        rank of my node (``ep.is_local(r)``). Writes through it are plain stores: order
+        them against other ranks with a barrier, an AM or ``ep.fence()``.
 
         Raises:
             RankError: ``rank`` is not a rank of this job.
@@ -162,13 +164,11 @@ class AMMixin:
         rank = self._eng.check_dest(rank)
         if rank == self.rank:
             return self._rs.segment
-        if self.same_process(rank):
-            other = self._eng.ranks[rank - self._eng.first]
-            return None if other is None else other.segment
-        return None
+        return self._eng.local_segment(rank)
 
     def statistics(self) -> AMStatistics:
         """A snapshot of this process's AM counters and its conduit's."""
         eng = self._eng
         return AMStatistics(eng.handled, eng.refused, len(eng.delayed), self._rs.inflight,
-                            eng.conduit.statistics())
+                            eng.conduit.statistics(),
+                            None if eng.pshm is None else eng.pshm.statistics())

@@ -90,9 +90,16 @@ class Barrier:
         self.done = True
 
     def arrived(self, epoch: int, rnd: int, state: tuple[int, ...]) -> None:
+        """A round's message arrived (in a handler): record it; the next round is sent from
+        the next poll outside handler context (handlers never send requests)."""
         with self.lock:
             self.arrivals[(epoch, rnd)] = state
             if self.pending and not self.done and epoch == self.epoch and rnd == self.round:
+                self.eng.defer(self.advance)
+
+    def advance(self) -> None:
+        with self.lock:
+            if self.pending and not self.done:
                 self._advance()
 
     def check_pending(self, what: str) -> None:

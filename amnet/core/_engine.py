@@ -33,6 +33,8 @@ from .._errors import (
     RankError,
     SegmentBoundsError,
 )
+from ..pshm._layout import F_DEPOSITED, F_MORE, REP, REQ, pshm_prefix
+from ..pshm._native import Words
 from . import _wire as W
 from ._barrier import Barrier
 from ._handlers import HandlerTable
@@ -44,16 +46,23 @@ BLOCK_SLICE_S = 0.05  # a sleeping rank re-checks aborts this often
 DRAIN_BUDGET = 256  # messages run per drain before the caller re-checks its condition
 _yield = getattr(os, "sched_yield", lambda: time.sleep(0))
 SPIN_THEN_BLOCK_S = 100e-6  # auto on an uncrowded host: spin this long, then block
+INLINE, PSHM, NET = 0, 1, 2  # how a destination process is reached (Engine.route)
+CONDUIT_POLL_S = 5e-6  # with PSHM on, an idle conduit is looked at this often
+YIELD_EVERY = 32  # with PSHM on, a spinning rank yields its core after this many empty polls
+
 
 
 class RankState:
     """Per-rank AM state: handler table, segment, outstanding operations, barrier."""
 
-    def __init__(self, eng: Engine, rank: int, segment_size: int) -> None:
+    def __init__(self, eng: Engine, rank: int, segment_size: int,
+                 memory: Any = None) -> None:
         self.eng = eng
         self.rank = rank
         self.table = HandlerTable()
-        self.segment = np.zeros(segment_size, dtype=np.uint8)
+        # in the process's shared object when PSHM is on, else private memory
+        self.segment = (np.zeros(segment_size, dtype=np.uint8) if memory is None else
+                        np.frombuffer(memory, dtype=np.uint8))
         self.ops: dict[int, Any] = {}  # op id -> pending operation (completed by replies)
         self._next_op = 1
         self.on_handler_error: Callable[[BaseException, str, int], Any] | None = None
@@ -75,7 +84,7 @@ class Engine:
     """The AM machinery of one process (see the module docstring)."""
 
     def __init__(self, topo: Any, config: Any, proc: int, boot: Any, curve: Any,
-                 bind_host: str) -> None:
+                 bind_host: str, job: dict[str, Any] | None = None) -> None:
         self.topo = topo
         self.config = config
         self.proc = proc
@@ -102,16 +111,37 @@ class Engine:
         self.spin_s = {"block": 0.0, "spin": float("inf")}.get(config.wait_mode, 0.0)
         self.handled = 0
         self.refused = 0
+        self.deferred: collections.deque = collections.deque()
+        self.conduit_at = 0.0  # when drain last looked at the conduit (with PSHM on)
+        self.empty_polls = 0
+        self.seg_views: dict[int, np.ndarray] = {}
+        self.seg_words: dict[int, Any] = {}
         self._progress: threading.Thread | None = None
         self._stop = False
         self.closed = False
         from ._sys import SYSTEM_HANDLERS  # put/get/atomic/barrier/rpc, by index
 
         self.sys = SYSTEM_HANDLERS
+        # how each destination process is reached: INLINE (this process), PSHM (the node's
+        # shared memory) or NET (the conduit; also node-local with PSHM off)
+        node_procs = topo.procs_of_node(topo.node_of_proc(proc))
+        self.route = [NET] * topo.procs
+        self.route[proc] = INLINE
+        self.pshm = None
+        if config.pshm and len(node_procs) > 1 and job is not None:
+            from ..pshm._network import PshmNetwork
+
+            self.pshm = PshmNetwork(node_procs, proc, self.T, config,
+                                    pshm_prefix(job["token"]), job.get("doorbells"))
+            for p in node_procs:
+                if p != proc:
+                    self.route[p] = PSHM
+        self.local_node_procs = node_procs
 
     # -- setup ----------------------------------------------------------------------------
     def add_rank(self, rank: int) -> RankState:
-        rs = RankState(self, rank, self.seg_size)
+        mem = None if self.pshm is None else self.pshm.segment_buffer(rank - self.first)
+        rs = RankState(self, rank, self.seg_size, mem)
         self.ranks[rank - self.first] = rs
         return rs
 
@@ -119,6 +149,8 @@ class Engine:
         """Called once the job's address table is known (after the first init collective)."""
         addrs = [table[p * self.T]["conduit"] for p in range(self.topo.procs)]
         self.conduit.set_peers(addrs)
+        if self.pshm is not None:
+            self.pshm.attach({p: table[p * self.T]["pshm"] for p in self.local_node_procs})
         if self.config.wait_mode == "auto":
             # Block when the ranks on this host outnumber its cores. Otherwise spin for a
             # while, then block: a round trip completes within the spin (on the 2-core VM
@@ -149,6 +181,8 @@ class Engine:
         done = all(rs is not None and rs.finalized for rs in self.ranks)
         with self.drain_lock:
             self.conduit.close(0.0 if done else 0.5)
+            if self.pshm is not None:
+                self.pshm.close()
 
     # -- context checks -------------------------------------------------------------------
     def in_handler(self) -> Token | None:
@@ -223,18 +257,179 @@ class Engine:
                 offset = self.check_range("Long AM", dest, offset, length)
         if nargs and bool in map(type, args):
             raise AMArgumentError(bad_args_message(args))
+        dproc = dest // self.T
+        route = self.route[dproc]
+        if route == INLINE:
+            if nargs:
+                try:
+                    W.ARGS[nargs].pack(*args)  # the checks the wire would make
+                except struct.error:
+                    raise AMArgumentError(bad_args_message(args)) from None
+                args = tuple(map(int, args))
+            return self._inline_user(rs, flags, dest, idx, payload, length, offset, args)
         try:
             header = W.HEADERS[nargs].pack(flags, nargs, idx, rs.rank, dest, offset, *args)
         except struct.error:
             raise AMArgumentError(bad_args_message(args)) from None
-        self.conduit.send(dest // self.T, header, payload if length else None)
+        if route == PSHM:
+            if cat == W.LONG:  # straight into the destination segment, then the header
+                if length:
+                    self.local_segment(dest)[offset:offset + length] = np.frombuffer(
+                        payload, dtype=np.uint8)
+                self._pshm_send(dproc, flags & W.REPLY, header, None, length, F_DEPOSITED)
+            else:
+                self._pshm_send(dproc, flags & W.REPLY, header, payload,
+                                length if cat == W.MEDIUM else -1, 0)
+            return
+        self.conduit.send(dproc, header, payload if length else None)
 
     def send_sys(self, src: int, dest: int, hidx: int, args: tuple, payload: Any = None,
                  reply: bool = False, offset: int = 0, copy: bool = True) -> None:
         """Send a system AM (already checked by the caller)."""
         flags = W.SYSTEM | (W.REPLY if reply else 0) | (W.LONG if payload is not None else 0)
+        dproc = dest // self.T
+        route = self.route[dproc]
+        if route == INLINE:
+            mv = None if payload is None else as_bytes(payload, "payload")[0]
+            if mv is not None and not isinstance(mv, memoryview):
+                mv = memoryview(mv)
+            drs = self.ranks[dest - self.first]
+            if drs is None:
+                return self._refuse()
+            self.sys[hidx](self, drs, src, args, mv, offset, flags)
+            self.handled += 1
+            return
         header = W.HEADERS[len(args)].pack(flags, len(args), hidx, src, dest, offset, *args)
-        self.conduit.send(dest // self.T, header, payload, copy)
+        if route == PSHM:
+            if payload is None:
+                self._pshm_send(dproc, reply, header, None, -1, 0)
+            else:
+                mv, n = as_bytes(payload, "payload")
+                self._pshm_send(dproc, reply, header, mv, n, 0)
+            return
+        self.conduit.send(dproc, header, payload, copy)
+
+    # -- in-line (same process) -----------------------------------------------------------
+    def _inline_user(self, rs: RankState, flags: int, dest: int, idx: int, payload: Any,
+                     length: int, offset: int, args: tuple) -> None:
+        """Run the handler of an AM to a rank of this process right here (DESIGN.md 3)."""
+        drs = self.ranks[dest - self.first]
+        table = drs.table if drs is not None else None
+        if table is None or idx >= len(table.fns):
+            return self._refuse()
+        cat = flags & W.CATEGORY_MASK
+        if cat == W.SHORT:
+            call_args: tuple = args
+        elif cat == W.MEDIUM:
+            mv = memoryview(payload) if length else memoryview(b"")
+            call_args = (mv.toreadonly(), *args)
+        else:
+            view = drs.segment[offset:offset + length]
+            if length:
+                view[:] = np.frombuffer(payload, dtype=np.uint8)
+            call_args = (memoryview(view), *args)
+        self.run_handler(drs, table.fns[idx], table.names[idx], rs.rank,
+                         not flags & W.REPLY, call_args)
+
+    # -- node-local memory ----------------------------------------------------------------
+    def local_segment(self, rank: int) -> np.ndarray | None:
+        """Rank ``rank``'s segment as a numpy uint8 array when this process can address it
+        (a rank of this process, or of the node with PSHM on), else None."""
+        v = self.seg_views.get(rank)
+        if v is None:
+            proc = rank // self.T
+            route = self.route[proc]
+            if route == INLINE:
+                rs = self.ranks[rank - self.first]
+                if rs is None:
+                    return None
+                v = rs.segment
+            elif route == PSHM:
+                v = np.frombuffer(self.pshm.peer_segment(proc, rank % self.T), dtype=np.uint8)
+            else:
+                return None
+            self.seg_views[rank] = v
+        return v
+
+    def segment_words(self, rank: int) -> Any:
+        """Native atomic access to rank ``rank``'s (addressable) segment."""
+        w = self.seg_words.get(rank)
+        if w is None:
+            w = Words(self.local_segment(rank))
+            self.seg_words[rank] = w
+        return w
+
+    # -- the shared-memory network --------------------------------------------------------
+    def _pshm_send(self, proc: int, reply: int, header: bytes, payload: Any, plen: int,
+                   flags: int) -> None:
+        """Queue one message to node-local process ``proc``, polling while its queue is
+        full. A payload larger than a slot (rpc arguments or results) goes in fragments."""
+        net = self.pshm
+        o = net.out_queue(REP if reply else REQ, proc)
+        lock = o.lock
+        if lock is not None:
+            lock.acquire()
+        try:
+            slot = o.slot
+            if plen > slot and not flags & F_DEPOSITED:
+                mv = memoryview(payload).cast("B")
+                for at in range(0, plen - slot, slot):
+                    chunk = mv[at:at + slot]
+                    while not net.push(o, b"", chunk, slot, F_MORE):
+                        self._queue_full(reply)
+                payload = mv[(plen - 1) // slot * slot:]
+                plen = payload.nbytes
+            while not net.push(o, header, payload, plen, flags):
+                self._queue_full(reply)
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def _queue_full(self, reply: int) -> None:
+        """A queue to a node-local process is full: make progress so it empties.
+
+        A reply is sent by the thread that drains (from a handler): it runs only incoming
+        replies, whose handlers send nothing, so it cannot recurse into requests. A request
+        (never sent from a handler) polls everything, if no other thread is draining.
+
+        Raises:
+            JobAborted: the job is being torn down.
+        """
+        net = self.pshm
+        net.full_waits += 1
+        if reply:
+            if not net.drain(self.dispatch, net.rep_ins):
+                _yield()
+        elif self.drain_lock.acquire(False):
+            try:
+                n = self.drain()
+            finally:
+                self.drain_lock.release()
+            if n and self.waiters:
+                self._wake()
+            if not n:
+                _yield()
+        else:
+            _yield()
+        boot = self.boot
+        if boot is not None and boot.aborted is not None:
+            raise boot.aborted
+
+    def defer(self, fn: Callable[[], Any]) -> None:
+        """Run ``fn`` at the next poll outside handler context (handlers must not send
+        requests: the barrier sends its next round from here)."""
+        with self.cond:
+            self.deferred.append(fn)
+
+    def run_deferred(self) -> None:
+        if self.tls.__dict__.get("token") is not None:
+            return
+        while self.deferred:
+            with self.cond:
+                if not self.deferred:
+                    return
+                fn = self.deferred.popleft()
+            fn()
 
     # -- receiving ------------------------------------------------------------------------
     def drain(self, pred: Callable[[], Any] | None = None, wait: float | None = None) -> int:
@@ -255,6 +450,29 @@ class Engine:
                 n += 1
             if n:
                 wait = None
+        net = self.pshm
+        if net is not None:
+            k = net.drain(self.dispatch)
+            if k:
+                n += k
+                wait = None
+                if pred is not None and pred():
+                    return n
+            if wait is not None:  # sleep on the doorbell and the conduit together
+                net.sleep(self.conduit.wait_readable_fds, wait)
+                wait = None
+                k = net.drain(self.dispatch)
+                if k:
+                    n += k
+                    if pred is not None and pred():
+                        return n
+            else:
+                # An empty look at the conduit costs more than a look at every queue: while
+                # it brings nothing, look at most every CONDUIT_POLL_S.
+                now = time.perf_counter()
+                if now - self.conduit_at < CONDUIT_POLL_S:
+                    return n
+                self.conduit_at = now
         conduit = self.conduit
         latency = self.latency
         seen = 0
@@ -274,6 +492,8 @@ class Engine:
             n += 1
             if pred is not None and pred():
                 break
+        if seen:
+            self.conduit_at = 0.0  # it brought something: look again next time
         return n
 
     def _remote(self, header: bytes) -> bool:
@@ -285,8 +505,11 @@ class Engine:
     def next_due(self) -> float | None:
         return self.delayed[0][0] if self.delayed else None
 
-    def dispatch(self, header: bytes, payload: Any) -> None:
-        """Check one message and run its handler; drop it if anything is out of range."""
+    def dispatch(self, header: bytes, payload: Any, deposited: int = -1) -> None:
+        """Check one message and run its handler; drop it if anything is out of range.
+
+        ``deposited`` >= 0: a Long payload of that many bytes is already in the segment
+        (the shared-memory network writes it there before queueing the header)."""
         try:
             flags, nargs, hidx, src, dst, offset = W.FIXED.unpack_from(header)
         except struct.error:
@@ -302,7 +525,7 @@ class Engine:
         if flags & W.SYSTEM:
             if hidx >= len(self.sys):
                 return self._refuse()
-            if flags & W.LONG and payload is None:
+            if (flags & W.LONG and payload is None) or deposited >= 0:
                 return self._refuse()
             try:
                 self.sys[hidx](self, rs, src, args, payload, offset, flags)
@@ -319,6 +542,8 @@ class Engine:
         if (cat > W.LONG or (want is not None and want != cat)
                 or (table.nargs[hidx] is not None and table.nargs[hidx] != nargs)):
             return self._refuse()
+        if deposited >= 0 and cat != W.LONG:
+            return self._refuse()
         if cat == W.SHORT:
             if payload is not None:
                 return self._refuse()
@@ -330,11 +555,11 @@ class Engine:
                 return self._refuse()
             call_args = (payload, *args)
         else:
-            n = 0 if payload is None else payload.nbytes
+            n = deposited if deposited >= 0 else 0 if payload is None else payload.nbytes
             if offset + n > self.seg_size:
                 return self._refuse()
             view = rs.segment[offset:offset + n]
-            if n:
+            if n and deposited < 0:
                 view[:] = np.frombuffer(payload, dtype=np.uint8)
             call_args = (memoryview(view), *args)
         self.run_handler(rs, table.fns[hidx], table.names[hidx], src,
@@ -377,6 +602,8 @@ class Engine:
     def poll(self) -> int:
         """Run what has arrived, if no other thread of this process is doing it."""
         if not self.drain_lock.acquire(False):
+            if self.deferred:
+                self.run_deferred()
             return 0
         try:
             n = self.drain()
@@ -384,6 +611,8 @@ class Engine:
             self.drain_lock.release()
         if n and self.waiters:
             self._wake()
+        if self.deferred:
+            self.run_deferred()
         return n
 
     def _wake(self) -> None:
@@ -432,7 +661,11 @@ class Engine:
                 if n:
                     idle = None
                 elif spin_s:
-                    _yield()  # after releasing: the conduit's I/O thread and peers get the core
+                    # after releasing: the conduit's I/O thread and peers get the core (with
+                    # PSHM on, peers on the node need no I/O thread: yield less often)
+                    self.empty_polls += 1
+                    if self.pshm is None or not self.empty_polls % YIELD_EVERY:
+                        _yield()
             else:
                 # Another thread of this process drains: sleep until it made progress. It
                 # wakes us after every drain that ran something and whenever it lets go of
@@ -445,6 +678,8 @@ class Engine:
                             self.cond.wait_for(lambda g=gen: self.gen != g, max_block)
                     finally:
                         self.waiters -= 1
+            if self.deferred:
+                self.run_deferred()
             if pred():
                 return True
             if boot is not None and boot.aborted is not None:

@@ -16,7 +16,7 @@ from .._errors import AMArgumentError, HandlerCategoryError, PayloadTooLarge
 from . import _atomics
 from . import _sys as S
 from ._engine import as_bytes
-from ._ops import Bucket, Op
+from ._ops import DONE, Bucket, Done, Op
 
 
 def bucket_of(rs: Any, nbi: bool) -> Bucket | None:
@@ -26,7 +26,7 @@ def bucket_of(rs: Any, nbi: bool) -> Bucket | None:
 
 
 def start_put(eng: Any, rs: Any, dest: int, offset: Any, data: Any, nbi: bool,
-              blocking: bool, what: str) -> Op:
+              blocking: bool, what: str) -> Op | Done:
     """Send a put. A blocking put of ``bytes`` (immutable) goes out without a copy; anything
     else is copied, so the caller may reuse or resize its buffer as soon as the call returns
     (zero-copy sends keep the buffer exported until zmq releases it, which may be later)."""
@@ -34,6 +34,11 @@ def start_put(eng: Any, rs: Any, dest: int, offset: Any, data: Any, nbi: bool,
     dest = eng.check_dest(dest)
     payload, n = as_bytes(data, "put data")
     offset = eng.check_range(what, dest, offset, n)
+    seg = eng.local_segment(dest)
+    if seg is not None:  # within the node: a direct copy, complete on return
+        if n:
+            seg[offset:offset + n] = np.frombuffer(payload, dtype=np.uint8)
+        return DONE
     op = Op(rs, dest, False, None, bucket_of(rs, nbi))
     opid = rs.new_op(op)
     _send(eng, rs, op, opid, dest, S.PUT, (opid,), payload=payload, offset=offset,
@@ -42,7 +47,7 @@ def start_put(eng: Any, rs: Any, dest: int, offset: Any, data: Any, nbi: bool,
 
 
 def start_get(eng: Any, rs: Any, src: int, offset: Any, nbytes: Any, out: Any, nbi: bool,
-              what: str) -> Op:
+              what: str) -> Op | Done:
     """Send a get; the data lands in ``out`` (or a new bytearray, the op's value)."""
     eng.forbid_send_in_handler(what)
     src = eng.check_dest(src)
@@ -69,6 +74,11 @@ def start_get(eng: Any, rs: Any, src: int, offset: Any, nbytes: Any, out: Any, n
         if view.nbytes < nbytes:
             raise ValueError(f"{what}: out holds {view.nbytes} bytes, {nbytes} requested")
         view = view[:nbytes]
+    seg = eng.local_segment(src)
+    if seg is not None:  # within the node: a direct copy, complete on return
+        if nbytes:
+            view[:] = seg[offset:offset + nbytes]
+        return Done(out)
     op = Op(rs, src, True, view, bucket_of(rs, nbi))
     op.value = out
     opid = rs.new_op(op)
@@ -77,13 +87,15 @@ def start_get(eng: Any, rs: Any, src: int, offset: Any, nbytes: Any, out: Any, n
 
 
 def start_atomic(eng: Any, rs: Any, dest: int, offset: Any, op: Any, value: Any,
-                 value2: Any, dtype: Any) -> tuple[Op, int]:
+                 value2: Any, dtype: Any) -> tuple[Op | Done, int]:
     eng.forbid_send_in_handler("ep.atomic()")
     dest = eng.check_dest(dest)
     size = _atomics.NP_DTYPES[_atomics.DTYPE_INDEX[dtype]].itemsize \
         if dtype in _atomics.DTYPE_INDEX else 1
     offset = eng.check_range("ep.atomic()", dest, offset, size)
     opi, di, b1, b2 = _atomics.check(op, dtype, value, value2, offset)
+    if eng.local_segment(dest) is not None:  # within the node: a hardware atomic
+        return Done(eng.segment_words(dest).atomic(offset, opi, di, b1, b2)), di
     o = Op(rs, dest)
     opid = rs.new_op(o)
     _send(eng, rs, o, opid, dest, S.ATOMIC, (opid, opi, di, b1, b2), offset=offset)

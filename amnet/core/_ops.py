@@ -61,6 +61,20 @@ class Op:
         self.done = True
 
 
+class Done:
+    """An operation that completed when it started (a direct copy within the node)."""
+
+    __slots__ = ("value",)
+    done = True
+    error = None
+
+    def __init__(self, value: Any = None) -> None:
+        self.value = value
+
+
+DONE = Done()
+
+
 class Handle:
     """A nonblocking operation's handle (``put_nb``, ``get_nb``, ``rpc``, a region's).
 

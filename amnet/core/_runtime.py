@@ -47,7 +47,9 @@ class ProcessState:
             if self._engine is None:
                 self._engine = make_engine(self.topology, self.config, self.proc,
                                            None, self.spec.get("curve"),
-                                           bind_host_for(self.spec["bootstrap"]))
+                                           bind_host_for(self.spec["bootstrap"]),
+                                           {"token": self.spec["token"],
+                                            "doorbells": self.spec.get("doorbells")})
             eng = self._engine
         if eng.boot is None:
             eng.boot = self.boot()
@@ -216,7 +218,7 @@ def init(handlers: Iterable[Callable] | None = None):
     rs.table.add(fns, names)  # in place before any peer can send to this rank
     ctx.table = ctx.collective("init", value={
         "host": ctx.host, "pid": os.getpid(), "conduit": eng.conduit.address,
-        "handlers": names})
+        "pshm": None if eng.pshm is None else eng.pshm.ident, "handlers": names})
     if ctx.process is None:
         eng.start(ctx.table)
     else:
@@ -306,10 +308,10 @@ def bind_host_for(bootstrap: str | None) -> str:
 
 
 def make_engine(topology: Topology, config: Config, proc: int, boot: Any, curve: Any,
-                bind_host: str):
+                bind_host: str, job: dict[str, Any] | None = None):
     from ._engine import Engine
 
-    return Engine(topology, config, proc, boot, curve, bind_host)
+    return Engine(topology, config, proc, boot, curve, bind_host, job)
 
 
 def abort(code: int = 1, msg: str = "") -> None:

@@ -87,7 +87,8 @@ def h_atomic(eng, rs, src, args, payload, offset, flags) -> None:
         return eng._refuse()
     if size == 4 and not (-(1 << 31) <= b1 < 1 << 31 and -(1 << 31) <= b2 < 1 << 31):
         return eng._refuse()  # operands of 4-byte words travel as sign-extended int32
-    old = _atomics.apply(rs.segment, offset, opi, di, b1, b2)
+    # a hardware atomic: ranks of this node may run direct ones on the same word
+    old = eng.segment_words(rs.rank).atomic(offset, opi, di, b1, b2)
     eng.send_sys(rs.rank, src, ACK, (opid, old), reply=True)
 
 

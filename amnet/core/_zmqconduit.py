@@ -57,6 +57,8 @@ class ZmqConduit(Conduit):
         self._open_lock = threading.Lock()
         self._closed = False
         self._rcvtimeo = -1
+        self._poller: Any = None
+        self._poller_fds: tuple[int, ...] = ()
         self._sent = [0] * procs
         self._bytes_sent = [0] * procs
         self.received = self.bytes_received = self.dropped = 0
@@ -154,6 +156,19 @@ class ZmqConduit(Conduit):
     def wait_readable(self, timeout: float | None) -> bool:
         ms = None if timeout is None else max(0, int(timeout * 1000 + 0.999))
         return bool(self._pull.poll(ms, zmq.POLLIN))
+
+    def wait_readable_fds(self, fds: Sequence[int], timeout: float | None) -> bool:
+        if not fds:
+            return self.wait_readable(timeout)
+        poller = self._poller
+        if poller is None or self._poller_fds != tuple(fds):
+            poller = zmq.Poller()
+            poller.register(self._pull, zmq.POLLIN)
+            for fd in fds:
+                poller.register(fd, zmq.POLLIN)
+            self._poller, self._poller_fds = poller, tuple(fds)
+        ms = None if timeout is None else max(0, int(timeout * 1000 + 0.999))
+        return bool(poller.poll(ms))
 
     def fileno(self) -> int:
         return self._pull.getsockopt(zmq.FD)

@@ -105,6 +105,18 @@ class Conduit(abc.ABC):
     def wait_readable(self, timeout: float | None) -> bool:
         """Block up to ``timeout`` seconds (None: forever) until a message may be ready."""
 
+    def wait_readable_fds(self, fds: Sequence[int], timeout: float | None) -> bool:
+        """Block up to ``timeout`` seconds until a message may be ready or one of ``fds``
+        (level-triggered descriptors, such as the shared-memory doorbell) is readable.
+        Returns whether anything may be ready. The default polls :meth:`fileno` with
+        ``select``; conduits whose descriptor is edge-triggered override it."""
+        import select
+
+        if not fds:
+            return self.wait_readable(timeout)
+        r, _, _ = select.select([self.fileno(), *fds], [], [], timeout)
+        return bool(r)
+
     @abc.abstractmethod
     def fileno(self) -> int:
         """A file descriptor that becomes readable when messages may have arrived."""

@@ -125,12 +125,27 @@ class AgentLoop:
         if watchdog:
             watchdog.cancel()
         stop_children()  # what the ranks started and left: ours, as a subreaper
+        self._remove_shared_objects()
         for out in outs:
             await out.drained()
         # what we reported still gets out, unless nobody is left to read it
         self.sock.close(linger_ms=0 if self.launcher_gone else 3000)
         ctx.term()
         return 0
+
+    def _remove_shared_objects(self) -> None:
+        """Names of the node's PSHM objects that a rank killed early left behind (the ranks
+        remove them once mapped; this covers a kill -9 before that)."""
+        cfg = self.spec.get("config") or {}
+        if not cfg.get("pshm", True):
+            return
+        try:
+            from ..pshm._backing import cleanup
+            from ..pshm._layout import pshm_prefix
+
+            cleanup(cfg.get("pshm_backing", "posix"), pshm_prefix(self.spec["token"]))
+        except Exception as e:  # never let cleanup hide the job's outcome
+            self.outs[1].write(f"amnet agent: could not remove shared objects: {e}\n".encode())
 
     def _send(self, msg: dict) -> None:
         self.sock.send([proto.pack(msg)])

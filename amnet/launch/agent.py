@@ -75,13 +75,13 @@ def _node_from_env() -> int:
 
 
 def _fork_child(body, stdin_fd: int | None, new_session: bool,
-                death_sig: int) -> tuple[int, int, int]:
+                death_sig: int, keep: tuple[int, ...] = ()) -> tuple[int, int, int]:
     """Fork a child that runs ``body()`` and exits with its return value.
 
     The child's stdout and stderr are new pipes, whose read ends are returned with its pid;
     its stdin is ``stdin_fd`` (``None``: /dev/null). It leads a process group of its own (a
     session with ``new_session``), gets ``death_sig`` when this process dies, and keeps no
-    other descriptor of ours.
+    other descriptor of ours except those in ``keep`` (the node's PSHM doorbells).
     """
     r_out, w_out = os.pipe()
     r_err, w_err = os.pipe()
@@ -101,7 +101,11 @@ def _fork_child(body, stdin_fd: int | None, new_session: bool,
             os.dup2(os.open(os.devnull, os.O_RDONLY) if stdin_fd is None else stdin_fd, 0)
             os.dup2(w_out, 1)
             os.dup2(w_err, 2)
-            os.closerange(3, 1 << 16)
+            lo = 3
+            for fd in sorted(keep):
+                os.closerange(lo, fd)
+                lo = fd + 1
+            os.closerange(lo, 1 << 16)
             code = body()
         except BaseException:
             try:
@@ -121,7 +125,17 @@ def _fork_rank_process(spec: dict, proc: int, host: str) -> tuple[int, int, int]
 
         return run_process(spec, proc, host)
 
-    return _fork_child(body, None, False, signal.SIGKILL)
+    keep = tuple((spec.get("doorbells") or {}).values())
+    return _fork_child(body, None, False, signal.SIGKILL, keep)
+
+
+def _make_doorbells(spec: dict, procs: range) -> dict[int, int]:
+    """One eventfd per rank process of the node when they share memory: each inherits them
+    all, rings a peer's when it queued an AM for a sleeping peer, and sleeps on its own."""
+    cfg = spec.get("config") or {}
+    if not cfg.get("pshm", True) or len(procs) < 2 or not hasattr(os, "eventfd"):
+        return {}
+    return {p: os.eventfd(0, os.EFD_NONBLOCK) for p in procs}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -179,7 +193,12 @@ def run_agent(spec: dict, node: int, watch_stdin: bool) -> int:
     set_child_subreaper()
     sys.stdout.flush()
     sys.stderr.flush()
+    bells = _make_doorbells(spec, topo.procs_of_node(node))
+    if bells:
+        spec = dict(spec, doorbells=bells)
     children = {p: _fork_rank_process(spec, p, host) for p in topo.procs_of_node(node)}
+    for fd in bells.values():
+        os.close(fd)
 
     from ._agentloop import AgentLoop
 

@@ -67,6 +67,10 @@ def amnet_run(
     segment_size: Annotated[str | None, typer.Option(
         "--segment-size", metavar="SIZE",
         help="Bytes per rank segment, e.g. 64M [env AMNET_SEGMENT_SIZE; default 64M].")] = None,
+    no_pshm: Annotated[bool, typer.Option(
+        "--no-pshm",
+        help="Carry node-local traffic through the conduit's loopback instead of shared "
+             "memory [env AMNET_PSHM=0].")] = False,
     label: Annotated[bool, typer.Option(
         "--label", help="Prefix each output line with [rank].")] = False,
     timeout: Annotated[float | None, typer.Option(
@@ -103,7 +107,9 @@ def amnet_run(
         _fail("give the number of ranks with -n N (see amnet-run --help)")
     try:
         topo = Topology.make(n, procs_per_node, threads_per_proc, nodes)
-        config = Config.resolve(overrides={"segment_size": segment_size}, from_flags=True)
+        config = Config.resolve(
+            overrides={"segment_size": segment_size, "pshm": False if no_pshm else None},
+            from_flags=True)
     except ConfigError as e:
         _fail(str(e))
     path = Path(script)

@@ -1,0 +1,90 @@
+"""Where things are in a process's shared object (see docs/pshm.md for the picture).
+
+One object per process of a node, made by that process, mapped by every process of the node::
+
+    +---------------------------+ 0
+    | control block (4 KiB)     |  magic, mapped counter, sleeping flag, pid
+    +---------------------------+ CTRL
+    | queue indices             |  2 x n queues (requests from each node-local process, then
+    |   head @+0, tail @+64     |  replies from each), 128 bytes each: head and tail on
+    |                           |  cache lines of their own
+    +---------------------------+ ent_off
+    | entries, depth per queue  |  256 bytes each: payload length, flags, header length, the
+    |                           |  AM header (the conduit's wire format)
+    +---------------------------+ slot_off
+    | payload slots             |  one per entry, max_medium bytes (rounded to 64)
+    +---------------------------+ seg_off (page aligned)
+    | segments of my T ranks    |  T x segment_size
+    +---------------------------+ size
+
+The *receiver's* object holds its incoming queues: a sender writes entry and payload into
+the receiver's object, then publishes the new head; the receiver writes the tail in its own
+object. Every index is an aligned int64 written with one store.
+"""
+
+from __future__ import annotations
+
+CTRL = 4096
+QHDR = 128  # bytes of indices per queue: head at +0, tail at +64
+ENTRY = 256  # bytes per queue entry
+HDR_AT = 24  # where the AM header starts inside an entry
+PAGE = 4096
+MAGIC = 0x48535054454E4D41  # b"AMNETPSH" little-endian
+
+# words (int64 indices) of the control block
+W_MAGIC = 0
+W_MAPPED = 1  # how many peers mapped this object (the last one unlinks it)
+W_SLEEP = 8  # nonzero while the owner sleeps on its doorbell (own cache line)
+W_PID = 16
+
+REQ, REP = 0, 1  # queue kinds
+
+# entry flags (word 1 of an entry)
+F_MORE = 1  # a fragment: more of this message's payload follows in the next entry
+F_DEPOSITED = 2  # a Long payload already written into the destination segment
+
+
+def pshm_prefix(token: str) -> str:
+    """The name prefix of a job's shared objects (the agent removes leftovers by it)."""
+    return f"amnet-{token[:16]}"
+
+
+def _up(x: int, a: int) -> int:
+    return (x + a - 1) // a * a
+
+
+class Layout:
+    """Offsets of one process's object, from the job's shape (the same in every process)."""
+
+    __slots__ = ("depth", "ent_off", "n", "seg_off", "seg_size", "size", "slot", "slot_off",
+                 "threads")
+
+    def __init__(self, n: int, depth: int, max_medium: int, threads: int, seg_size: int) -> None:
+        self.n = n
+        self.depth = depth
+        self.slot = _up(max_medium, 64)
+        self.threads = threads
+        self.seg_size = seg_size
+        self.ent_off = CTRL + 2 * n * QHDR
+        self.slot_off = self.ent_off + 2 * n * depth * ENTRY
+        self.seg_off = _up(self.slot_off + 2 * n * depth * self.slot, PAGE)
+        self.size = self.seg_off + threads * seg_size
+
+    def queue(self, kind: int, src: int) -> int:
+        """The queue number of ``kind`` (REQ/REP) messages from node-local process ``src``."""
+        return kind * self.n + src
+
+    def head_word(self, q: int) -> int:
+        return (CTRL + q * QHDR) // 8
+
+    def tail_word(self, q: int) -> int:
+        return (CTRL + q * QHDR + 64) // 8
+
+    def entries(self, q: int) -> int:
+        return self.ent_off + q * self.depth * ENTRY
+
+    def slots(self, q: int) -> int:
+        return self.slot_off + q * self.depth * self.slot
+
+    def segment(self, t: int) -> int:
+        return self.seg_off + t * self.seg_size
