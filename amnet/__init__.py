@@ -20,6 +20,8 @@ from ._errors import InitError as InitError
 from ._errors import JobAborted as JobAborted
 from ._errors import JobFailed as JobFailed
 from ._errors import PayloadTooLarge as PayloadTooLarge
+from ._errors import PshmAttachError as PshmAttachError
+from ._errors import PshmSpaceError as PshmSpaceError
 from ._errors import RankError as RankError
 from ._errors import RemoteTraceback as RemoteTraceback
 from ._errors import RPCError as RPCError
@@ -43,8 +45,8 @@ __version__ = "0.1.0"
 for _cls in (AMArgumentError, AMContextError, AMNetError, AtomicError, BarrierMismatch,
              BarrierStateError, CollectiveMismatch, ConfigError, HandlerCategoryError,
              HandlerMismatch, HandlerNotRegistered, InitError, JobAborted, JobFailed,
-             PayloadTooLarge, RankError, RemoteTraceback, RPCError, SegmentBoundsError,
-             TopologyError):
+             PayloadTooLarge, PshmAttachError, PshmSpaceError, RankError, RemoteTraceback,
+             RPCError, SegmentBoundsError, TopologyError):
     _cls.__module__ = __name__  # tracebacks and pickles say amnet.X, the public name
 del _cls
 
@@ -70,7 +72,8 @@ __all__ = [
     "AtomicError", "BarrierMismatch", "BarrierStateError", "CollectiveMismatch", "Config",
     "ConfigError", "Endpoint", "Handle", "HandlerCategoryError", "HandlerMismatch",
     "HandlerNotRegistered", "InitError", "JobAborted", "JobFailed", "PayloadTooLarge",
-    "RPCError", "RankError", "RemoteTraceback", "SegmentBoundsError", "Token", "Topology",
+    "PshmAttachError", "PshmSpaceError", "RPCError", "RankError", "RemoteTraceback",
+    "SegmentBoundsError", "Token", "Topology",
     "TopologyError", "abort", "config", "finalize", "handler", "init", "run", "wait_all",
     "wait_any",
 ]

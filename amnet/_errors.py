@@ -172,3 +172,19 @@ class RPCError(AMNetError):
     The message names the remote rank, the function and the original type and message; the
     remote traceback is chained as ``__cause__``.
     """
+
+
+class PshmSpaceError(AMNetError):
+    """Raised at start (``amnet.init``) when the shared-memory backing cannot hold a process's
+    PSHM object: its queues, payload slots and the segments of its ranks.
+
+    The message names the size asked (bytes and MiB), the space free or the limit that
+    applies, the backing, and the knobs that make the object smaller or avoid it
+    (``--segment-size``, ``AMNET_PSHM_NETWORK_DEPTH``, ``AMNET_MAX_MEDIUM``,
+    ``AMNET_PSHM_BACKING``, ``--no-pshm``). Nothing is left behind.
+    """
+
+
+class PshmAttachError(AMNetError, FileNotFoundError):
+    """Raised at start when a node-local process's PSHM object cannot be mapped: it is gone
+    (its creator died) or smaller than the job's layout says."""

@@ -13,6 +13,7 @@ def test_public_surface():
         "AtomicError", "BarrierMismatch", "BarrierStateError", "CollectiveMismatch", "Config",
         "ConfigError", "Endpoint", "Handle", "HandlerCategoryError", "HandlerMismatch",
         "HandlerNotRegistered", "InitError", "JobAborted", "JobFailed", "PayloadTooLarge",
+        "PshmAttachError", "PshmSpaceError",
         "RPCError", "RankError", "RemoteTraceback", "SegmentBoundsError", "Token", "Topology",
         "TopologyError", "abort", "config", "finalize", "handler", "init", "run", "wait_all",
         "wait_any",
@@ -24,7 +25,8 @@ def test_errors_are_one_family():
     for name in ("AMArgumentError", "AMContextError", "AtomicError", "BarrierMismatch",
                  "BarrierStateError", "CollectiveMismatch", "ConfigError", "HandlerCategoryError",
                  "HandlerMismatch", "HandlerNotRegistered", "InitError", "JobAborted",
-                 "JobFailed", "PayloadTooLarge", "RPCError", "RankError", "SegmentBoundsError",
+                 "JobFailed", "PayloadTooLarge", "PshmAttachError",
+                 "PshmSpaceError", "RPCError", "RankError", "SegmentBoundsError",
                  "TopologyError"):
         assert issubclass(getattr(amnet, name), amnet.AMNetError), name
     assert issubclass(amnet.BarrierMismatch, amnet.CollectiveMismatch)

@@ -19,7 +19,7 @@ import mmap
 import os
 import tempfile
 
-from .._errors import AMNetError
+from .._errors import PshmAttachError, PshmSpaceError
 from . import _native
 
 KINDS = ("posix", "sysv", "file")
@@ -29,19 +29,6 @@ MIB = 1 << 20
 KNOBS = ("lower AMNET_SEGMENT_SIZE (--segment-size), AMNET_PSHM_NETWORK_DEPTH or "
          "AMNET_MAX_MEDIUM, choose another backing with AMNET_PSHM_BACKING=posix|sysv|file, or "
          "send node-local traffic through the conduit with --no-pshm (AMNET_PSHM=0)")
-
-
-class PshmSpaceError(AMNetError):
-    """Raised by :func:`create` when the shared object cannot get the space it asks for.
-
-    The message names the size asked (bytes and MiB), the space free or the limit that
-    applies, the backing, and the knobs that make the object smaller or avoid it.
-    """
-
-
-class PshmAttachError(AMNetError, FileNotFoundError):
-    """Raised by :func:`attach` when the object named by ``kind`` and ``ident`` is gone
-    (never created, already unlinked, or its creator died) or smaller than expected."""
 
 
 class SharedObject:

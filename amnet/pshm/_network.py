@@ -196,9 +196,11 @@ class PshmNetwork:
                 obj.unlink()  # everyone else has mapped it: the name can go
         if self.n == 1:
             self.obj.unlink()
+        self.by_proc = [{p: self.out[k][s] for s, p in enumerate(self.procs) if s != self.li}
+                        for k in (L.REQ, L.REP)]
 
     def out_queue(self, kind: int, proc: int) -> _Out:
-        return self.out[kind][self.procs.index(proc)]
+        return self.by_proc[kind][proc]
 
     # -- sending --------------------------------------------------------------------------
     def push(self, o: _Out, header: bytes, payload: Any, plen: int, flags: int = 0) -> bool:
@@ -267,7 +269,7 @@ class PshmNetwork:
                         plen > iq.slot and not flags & L.F_DEPOSITED):
                     header = b""  # malformed: dispatch refuses it
                 else:
-                    header = bytes(buf[e + L.HDR_AT:e + L.HDR_AT + hl])
+                    header = buf[e + L.HDR_AT:e + L.HDR_AT + hl]  # read in place
                 tail += 1
                 if flags & L.F_DEPOSITED:
                     payload, dep = None, plen
