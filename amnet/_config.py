@@ -252,3 +252,17 @@ def _convert(opt: Option, raw: Any, source: str) -> Any:
         raise ConfigError(
             f"bad value {raw!r} for {opt.name} (from {source}): expected {opt.accepts}")
     return value
+
+
+def check_for_topology(config: Config, threads_per_proc: int) -> None:
+    """Refuse option values that cannot work with the job's shape.
+
+    Raises:
+        ConfigError: ``thread_safe`` is 0 while processes run several rank-threads (their
+            sends would share queues without locks).
+    """
+    if config.thread_safe == "0" and threads_per_proc > 1:
+        raise ConfigError(
+            f"thread_safe=0 (AMNET_THREAD_SAFE) with {threads_per_proc} rank-threads per "
+            "process: threads would share AM queues without locks; use auto or 1, or one "
+            "rank-thread per process")

@@ -54,6 +54,17 @@ CORE_JOBS = {  # the default max_medium once, small ones elsewhere to keep it fa
     "n4-nodes2": dict(N4, segment_size="2M"),
     "n4-nodes2-T2": dict(N4T2, segment_size="2M", max_medium=4096),
     "n1": dict(n=1, segment_size="2M", max_medium=4096),
+    # the shared-memory network (DESIGN.md section 6): each backing, PSHM off, T = 1, 2, 4
+    # with processes sharing a node, the smallest queue depth, forced thread safety
+    "n4-1node-sysv": dict(n=4, nodes=1, segment_size="2M", max_medium=4096,
+                          pshm_backing="sysv"),
+    "n4-nodes2-file": dict(N4, segment_size="2M", max_medium=4096, pshm_backing="file"),
+    "n4-nodes2-nopshm": dict(N4, segment_size="2M", max_medium=4096, pshm=False),
+    "n8-1node-T4": dict(n=8, nodes=1, threads_per_proc=4, segment_size="2M",
+                        max_medium=4096),
+    "n4-1node-T2-depth2": dict(n=4, nodes=1, threads_per_proc=2, segment_size="2M",
+                               max_medium=4096, pshm_network_depth=2),
+    "n2-1node-ts": dict(n=2, nodes=1, segment_size="2M", thread_safe="1"),
 }
 
 

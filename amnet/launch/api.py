@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .._config import Config
+from .._config import Config, check_for_topology
 from .._errors import InitError, JobFailed, RemoteTraceback
 from .._topology import Topology
 
@@ -80,6 +80,7 @@ def run(
                         "if __name__ == '__main__':")
     topo = Topology.make(n, procs_per_node, threads_per_proc, nodes)
     config = Config.resolve(overrides=options)
+    check_for_topology(config, topo.threads_per_proc)
     payload, main_path = _pickle_fn(fn)
     if timeout is not None and not timeout > 0:
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")

@@ -98,7 +98,7 @@ def amnet_run(
              "(trusted networks only; warns).")] = False,
 ) -> None:
     """Run SCRIPT as an SPMD job of N ranks: threads in processes in (simulated) nodes."""
-    from .._config import Config
+    from .._config import Config, check_for_topology
     from .._topology import Topology
 
     if script.startswith("-"):
@@ -110,6 +110,7 @@ def amnet_run(
         config = Config.resolve(
             overrides={"segment_size": segment_size, "pshm": False if no_pshm else None},
             from_flags=True)
+        check_for_topology(config, topo.threads_per_proc)
     except ConfigError as e:
         _fail(str(e))
     path = Path(script)
