@@ -1,18 +1,21 @@
 """amnet-bench `am` and `rma`: the figures each suite returns, from tiny real runs.
 
 Behaviour only: benchmarks are never timed tests, so no assertion here is about speed. Each
-suite runs once with a few iterations (a real 2-node amnet job and both raw-zmq peers) and the
-returned dict is checked for its shape, positive figures, and ratios computed from them.
+section runs once with a few iterations (the network section: a real 2-node amnet job and
+both raw-zmq peers; the node section: real one-node amnet jobs in each configuration, raw-shm
+or memcpy, and mpi4py where it is installed) and the returned dict is checked for its shape,
+positive figures, ratios computed from them, and targets judged from those ratios.
 """
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 
 import pytest
 
-from amnet.bench import SUITES, BenchError
+from amnet.bench import SUITES, BenchError, _node
 from amnet.bench import am as am_mod
 from amnet.bench import rma as rma_mod
 from amnet.bench._report import markdown, median
@@ -40,11 +43,20 @@ def _check_rate(s: dict, reps: int) -> None:
 
 
 def _check_table(res: dict) -> None:
-    table = res["table"]
-    assert len(table["rows"]) == len(res["results"])
-    assert all(len(r) == len(table["columns"]) for r in table["rows"])
+    """Every section's table: one row per result of that section, every cell filled; the
+    main ``table`` is the first; the Markdown report prints every table and note."""
+    tables = res["tables"]
+    assert [t["section"] for t in tables] == res["config"]["sections"]
+    assert res["table"] == {"columns": tables[0]["columns"], "rows": tables[0]["rows"]}
+    assert res["notes"] == [n for t in tables for n in t["notes"]]
+    for table in tables:
+        rows = [r for r in res["results"] if r["section"] == table["section"]]
+        assert len(table["rows"]) == len(rows) > 0
+        assert all(len(r) == len(table["columns"]) for r in table["rows"])
+    assert len(res["results"]) == sum(len(t["rows"]) for t in tables)
     text = markdown(res)
     assert text.startswith(f"## amnet-bench {res['suite']}")
+    assert all(f"### {t['title']}" in text for t in tables)
     assert all(f"- {n}" in text for n in res["notes"])
 
 
@@ -55,7 +67,8 @@ def test_registry_has_am_and_rma():
 
 def test_am_figures(marked):
     res = am_mod.am(["--iters", "20", "--warmup", "2", "--reps", "2", "--sizes", "8,1K",
-                     "--latency-us", "5", "--wait-mode", "auto,block"], progress=False)
+                     "--latency-us", "5", "--wait-mode", "auto,block", "--no-node"],
+                    progress=False)
     assert res["suite"] == "am"
     cfg = res["config"]
     assert (cfg["iters"], cfg["warmup"], cfg["reps"], cfg["sizes"]) == (20, 2, 2, [8, 1024])
@@ -96,7 +109,8 @@ def test_am_figures(marked):
 
 def test_rma_figures(marked):
     res = rma_mod.rma(reps=1, sizes="4K,1M", window=2, nbytes="2M", max_windows=8,
-                      lat_sizes=[8], lat_iters=10, warmup=1, pin="split", progress=False)
+                      lat_sizes=[8], lat_iters=10, warmup=1, pin="split", node=False,
+                      progress=False)
     assert res["suite"] == "rma"
     cfg = res["config"]
     assert cfg["pin"] == "split"
@@ -130,7 +144,8 @@ def test_rma_figures(marked):
 
 
 def test_am_pinned_to_one_core_skips_the_spinning_peer(marked):
-    res = am_mod.am(iters=10, warmup=1, reps=1, sizes=[8], pin="same", progress=False)
+    res = am_mod.am(iters=10, warmup=1, reps=1, sizes=[8], pin="same", node=False,
+                    progress=False)
     assert res["config"]["pin"] == "same"
     assert [r["am"] for r in res["results"]] == ["short", "medium"]
     for row in res["results"]:
@@ -154,6 +169,12 @@ def test_am_pinned_to_one_core_skips_the_spinning_peer(marked):
     ("rma", ["--bytes", "lots"]),
     ("rma", ["--sizes", "0"]),
     ("rma", ["--pin", "everywhere"]),
+    ("am", ["--no-node", "--no-network"]),
+    ("am", ["--node-batch", "0"]),
+    ("am", ["--node-warmup", "-1"]),
+    ("rma", ["--no-node", "--no-network"]),
+    ("rma", ["--node-samples", "0"]),
+    ("rma", ["--node-bw-sizes", "1M,big"]),
 ])
 def test_bad_options_are_refused(suite, args):
     with pytest.raises(SystemExit) as e:
@@ -167,10 +188,185 @@ def test_raw_peer_failure_is_a_bench_error(marked):
 
 
 def test_cli_help_lists_suite_options():
-    for suite, opt in (("am", "--latency-us"), ("rma", "--window")):
+    for suite, opt in (("am", "--latency-us"), ("rma", "--window"), ("am", "--node-iters"),
+                       ("am", "--no-network"), ("rma", "--node-bw-sizes"),
+                       ("rma", "--no-node-threads")):
         p = subprocess.run([*BENCH, suite, "--help"], capture_output=True, text=True,
                            timeout=60)
         assert p.returncode == 0 and opt in p.stdout
     p = subprocess.run([*BENCH, "--list"], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0
     assert [line.split()[0] for line in p.stdout.splitlines()][:2] == ["am", "rma"]
+
+
+# -- node sections ------------------------------------------------------------------------
+def _check_batches(s: dict, reps: int, batches: int) -> None:
+    """A node figure: per repetition, statistics over ``batches`` positive batch samples
+    (every sample kept); over repetitions, the median of each statistic."""
+    assert len(s["reps"]) == reps
+    for r in s["reps"]:
+        assert r["n"] == batches == len(r["samples"])
+        assert all(x > 0 for x in r["samples"])
+        assert 0 < r["min"] <= r["p10"] <= r["median"] <= r["p90"] <= r["max"]
+    for k in ("median", "p10", "p90", "min", "mean"):
+        assert s[k] == median([r[k] for r in s["reps"]])
+
+
+def _verdicts(cell: str) -> list[str]:
+    return [part.rsplit(": ", 1)[1] for part in cell.split("; ") if part]
+
+
+def _check_targets(row: dict, cell: str) -> None:
+    """Each target is judged from its ratio, and the table's cell says the same."""
+    for t in row["targets"]:
+        if t["ratio"] is None:
+            assert t["met"] is None
+        elif t["what"].startswith(">="):
+            assert t["met"] == (t["ratio"] >= t["limit"])
+        elif t["what"].startswith("<="):
+            assert t["met"] == (t["ratio"] <= t["limit"])
+    assert _verdicts(cell) == [_node.verdict(t["met"]) for t in row["targets"]]
+
+
+NODE_LABELS = [label for label, _, _ in _node.CONFIGS]
+
+
+def test_am_both_sections_print_both_tables(marked):
+    res = am_mod.am(["--iters", "5", "--warmup", "1", "--reps", "1", "--sizes", "8",
+                     "--node-iters", "20", "--node-warmup", "2", "--node-batch", "10"],
+                    progress=False)
+    assert res["config"]["sections"] == ["network", "node"]
+    assert [t["section"] for t in res["tables"]] == ["network", "node"]
+    assert res["table"]["columns"][0] == "AM"  # the main table is still the network one
+    _check_table(res)
+    text = markdown(res)
+    assert text.index("### Across nodes") < text.index("### On one node")
+
+
+def test_am_node_figures(marked):
+    res = am_mod.am(["--no-network", "--reps", "1", "--node-iters", "40", "--node-warmup",
+                     "5", "--node-batch", "20"], progress=False)
+    assert res["config"]["sections"] == ["node"]
+    cfg = res["config"]["node"]
+    assert (cfg["iters"], cfg["warmup"], cfg["batch"], cfg["reps"]) == (40, 5, 20, 1)
+    assert list(cfg["configs"]) == NODE_LABELS
+    assert cfg["configs"]["2 threads"]["threads_per_proc"] == 2
+    assert cfg["configs"]["2 procs + loopback"]["pshm"] is False
+    assert cfg["configs"]["2 procs + thread-safety"]["thread_safe"] == "1"
+    mpi_why = _node.mpi_missing()
+    assert cfg["mpi4py_missing"] == mpi_why
+    rows = res["results"]
+    amnet_rows = [r for r in rows if "config" in r]
+    peer_rows = [r for r in rows if "peer" in r]
+    assert [r["config"] for r in amnet_rows] == NODE_LABELS
+    assert [r["peer"] for r in peer_rows] == ["raw-shm", "mpi4py AM emulation",
+                                              "mpi4py Send/Recv"]
+    raw_shm = peer_rows[0]["figure"]
+    _check_batches(raw_shm, reps=1, batches=2)
+    mpi_am = peer_rows[1]["figure"]
+    if mpi_why is None:
+        _check_batches(mpi_am, reps=1, batches=2)
+        _check_batches(peer_rows[2]["figure"], reps=1, batches=2)
+    else:
+        assert mpi_am is None and peer_rows[1]["missing"] == mpi_why
+    table_rows = res["table"]["rows"]
+    by_key = {r["key"]: r for r in amnet_rows}
+    for row, cells in zip(amnet_rows, table_rows, strict=False):
+        assert cells[0] == row["config"]
+        _check_batches(row["amnet"], reps=1, batches=2)
+        assert row["cpu_per_round_trip"]["median"] > 0
+        assert row["ratio_raw_shm"] == pytest.approx(row["amnet"]["median"]
+                                                     / raw_shm["median"])
+        assert cells[5] == f"{row['ratio_raw_shm']:.2f}"
+        if mpi_why is None:
+            assert row["ratio_mpi4py_am"] == pytest.approx(row["amnet"]["median"]
+                                                           / mpi_am["median"])
+            assert cells[4] == f"{row['ratio_mpi4py_am']:.2f}"
+        else:
+            assert row["ratio_mpi4py_am"] is None and cells[4] == "missing"
+        assert set(row["wait_mode_resolved"]) <= {"spin", "block", "spin-then-block"}
+        _check_targets(row, cells[6])
+    # which targets each row carries
+    what = {r["config"]: [t["what"] for t in r["targets"]] for r in amnet_rows}
+    assert what["2 threads"] == ["<= 0.25x 2 procs"]
+    assert what["2 procs"] == ["<= 0.5x mpi4py AM emulation", "<= 3x raw-shm",
+                               "ordering: slower than 2 threads"]
+    for prev, label in itertools.pairwise(NODE_LABELS):
+        assert what[label][-1] == f"ordering: slower than {prev}"
+    t_threads = by_key["threads"]["targets"][0]
+    assert t_threads["ratio"] == pytest.approx(by_key["threads"]["amnet"]["median"]
+                                               / by_key["procs"]["amnet"]["median"])
+    for prev, cur in itertools.pairwise(amnet_rows):
+        order = cur["targets"][-1]
+        assert order["met"] == (cur["amnet"]["median"] > prev["amnet"]["median"])
+        held = "held" if order["met"] else "did not hold"
+        assert any(f"{prev['config']} < {cur['config']}: {held}" in n for n in res["notes"])
+    if mpi_why is None:
+        assert any("default thread level" in n for n in res["notes"])
+    _check_table(res)
+
+
+def test_am_node_without_mpi4py_says_missing(marked, monkeypatch):
+    monkeypatch.setattr(_node, "mpi_missing", lambda: "mpi4py is not installed (test)")
+    res = am_mod.am(["--no-network", "--reps", "1", "--node-iters", "10", "--node-warmup",
+                     "1", "--node-batch", "10"], progress=False)
+    rows = {r.get("config") or r["peer"]: r for r in res["results"]}
+    procs = rows["2 procs"]
+    assert procs["ratio_mpi4py_am"] is None
+    assert procs["targets"][0]["met"] is None and procs["targets"][1]["met"] is not None
+    table = {r[0]: r for r in res["table"]["rows"]}
+    assert table["2 procs"][4] == "missing"
+    assert table["2 procs"][6].startswith("<= 0.5x mpi4py AM emulation: n/a (peer missing)")
+    for peer in ("mpi4py AM emulation", "mpi4py Send/Recv"):
+        assert rows[peer]["figure"] is None
+        assert rows[peer]["missing"] == "mpi4py is not installed (test)"
+        assert table[peer][2] == "missing: mpi4py is not installed (test)"
+    assert table["raw-shm"][2] != "missing"
+    assert any("mpi4py peer missing: mpi4py is not installed (test)" in n
+               for n in res["notes"])
+    _check_table(res)
+
+
+@pytest.mark.parametrize("threads", [True, False])
+def test_rma_node_figures(marked, threads):
+    res = rma_mod.rma(network=False, node_threads=threads, reps=1, node_lat_sizes=[8, 1024],
+                      node_bw_sizes="1M", node_iters=20, node_warmup=2, node_batch=10,
+                      node_bytes="2M", node_samples=2, progress=False)
+    cfg = res["config"]["node"]
+    assert res["config"]["sections"] == ["node"]
+    assert cfg["ops_per_sample"] == {1 << 20: 2}
+    assert cfg["segment_size"] >= 1 << 20
+    mpi_why = _node.mpi_missing()
+    labels = (["2 threads"] if threads else []) + ["2 procs"]
+    got = [(r["op"], r["bytes"], r["config"]) for r in res["results"]]
+    assert got == [(f"blocking {op} {what}", s, label)
+                   for what, sizes in (("latency", [8, 1024]), ("bandwidth", [1 << 20]))
+                   for op in ("put", "get") for s in sizes for label in labels]
+    for row, cells in zip(res["results"], res["table"]["rows"], strict=True):
+        assert (cells[1], cells[2]) == (rma_mod.size_label(row["bytes"]), row["config"])
+        _check_batches(row["amnet"], reps=1, batches=2)
+        if mpi_why is None:
+            _check_batches(row["mpi4py_rma"], reps=1, batches=2)
+            assert row["ratio_mpi4py"] == pytest.approx(row["amnet"]["median"]
+                                                        / row["mpi4py_rma"]["median"])
+            assert cells[7] == f"{row['ratio_mpi4py']:.2f}"
+        else:
+            assert row["mpi4py_rma"] is None and cells[7] == "missing"
+        if row["unit"] == "MB/s":
+            assert row["better"] == "higher"
+            _check_batches(row["memcpy"], reps=1, batches=2)
+            assert row["ratio_memcpy"] == pytest.approx(row["amnet"]["median"]
+                                                        / row["memcpy"]["median"])
+            assert cells[8] == f"{row['ratio_memcpy']:.2f}"
+        else:
+            assert row["better"] == "lower" and row["memcpy"] is None and cells[8] == "-"
+        _check_targets(row, cells[9])
+        # the targets: 8 B put latency vs mpi4py, >= 1 MiB bandwidth vs memcpy, 2 procs only
+        want = []
+        if row["config"] == "2 procs":
+            if row["op"] == "blocking put latency" and row["bytes"] == 8:
+                want = ["<= 0.3x mpi4py RMA put"]
+            elif row["unit"] == "MB/s":
+                want = [">= 0.8x memcpy"]
+        assert [t["what"] for t in row["targets"]] == want
+    _check_table(res)

@@ -13,6 +13,10 @@ The dict a suite returns has these keys:
 ``results``  a list of rows of figures, every sample included
 ``table``    ``{"columns": [...], "rows": [[str, ...], ...]}``: what the Markdown table shows
 ``notes``    lines printed under the table (how to read it, oversubscription, missing peers)
+``tables``   optional, for a suite with several tables (``am``, ``rma``: across nodes, on one
+             node): a list of ``{"section", "title", "columns", "rows", "notes"}`` printed
+             in order, each under its title; ``table`` is then the first and ``notes`` all
+             the tables' notes
 
 Nothing in :mod:`amnet` imports this package.
 """

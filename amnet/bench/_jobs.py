@@ -1,7 +1,9 @@
 """What the ranks of the ``am`` and ``rma`` suites run (importable by name, like any job).
 
-Each job is a 2-rank job, one rank per simulated node: rank 0 times, rank 1 serves (its
-handlers and the system handlers run while it waits for rank 0's ``bench_stop`` AM). Rank 0
+Each job is a 2-rank job: :func:`am_job` and :func:`rma_job` one rank per simulated node,
+:func:`node_am_job` and :func:`node_rma_job` both ranks on one node (2 processes or 2 threads
+of one process, see :mod:`amnet.bench._node`). Rank 0 times, rank 1 serves (its handlers and
+the system handlers run while it waits for rank 0's ``bench_stop`` AM). Rank 0
 returns its samples (seconds) as plain lists; rank 1 returns None. Handler state lives in
 the module, one :class:`_State` per rank (the ranks of these jobs are separate processes,
 but the state is keyed by rank all the same).
@@ -178,5 +180,148 @@ def rma_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
                                            it)
         out["get"][str(size)] = _latencies(lambda n=size, o=into: ep.get(1, 0, n, o),
                                            plan["lat_warmup"], it)
+    ep.request_short(1, bench_stop)
+    return out
+
+
+# -- node-local jobs (the ``am`` and ``rma`` suites' node sections) ------------------------
+# Time batches of operations, never one: a perf_counter pair costs about 0.1 µs, as much as
+# what is measured at this scale. Each sample is one batch's time divided by its size.
+def _batches(iters: int, batch: int) -> tuple[int, int]:
+    """(batch, number of batches): ``iters`` rounded up to whole batches of ``batch``."""
+    batch = max(1, min(batch, iters))
+    return batch, -(-iters // batch)
+
+
+def _short_batches(ep: Any, st: _State, warmup: int, iters: int,
+                   batch: int) -> tuple[list[float], float]:
+    """Short-AM round trips to rank 1 (``request_short(1, bench_ping, i)``, then
+    ``ep.wait_until`` until the ``bench_pong`` reply handler ran), ``warmup`` untimed, then
+    batches; return seconds per round trip per batch and this thread's CPU seconds per timed
+    round trip."""
+    batch, nb = _batches(iters, batch)
+    pc = time.perf_counter
+    wait_until = ep.wait_until
+    request_short = ep.request_short
+    want = [0]
+
+    def arrived() -> bool:
+        return st.got >= want[0]
+
+    for i in range(warmup):
+        want[0] = st.got + 1
+        request_short(1, bench_ping, i)
+        wait_until(arrived)
+    samples = [0.0] * nb
+    c0 = time.thread_time()
+    for b in range(nb):
+        t0 = pc()
+        for i in range(batch):
+            want[0] = st.got + 1
+            request_short(1, bench_ping, i)
+            wait_until(arrived)
+        samples[b] = (pc() - t0) / batch
+    return samples, (time.thread_time() - c0) / (nb * batch)
+
+
+def _pin_node(ep: Any, pin: str) -> int | None:
+    """``split``: rank r on the r-th usable core; the whole process when the other rank is
+    another process (:func:`~amnet.bench._rawzmq.pin_process`), only this rank's thread when
+    both ranks are threads of one process. ``none``: not pinned (None)."""
+    import os
+
+    if pin == "none" or not ep.same_process(1 - ep.rank):
+        return pin_process(pin, ep.rank)
+    try:
+        cores = sorted(os.sched_getaffinity(0))
+        cpu = cores[ep.rank % len(cores)]
+        os.sched_setaffinity(0, {cpu})  # Linux: 0 is the calling thread
+    except (AttributeError, OSError):
+        return None
+    return cpu
+
+
+def node_am_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
+    """Short-AM round trips between the two ranks of one node, timed in batches.
+
+    ``plan``: ``warmup``, ``iters``, ``batch``, ``pin``. Rank 1 serves in ``ep.wait_until``
+    (with in-line AMs it has nothing to do: rank 0's sends run the handlers themselves).
+    """
+    core = _pin_node(ep, plan.get("pin", "none"))
+    ep.register_handlers(HANDLERS)
+    st = _state(ep.rank)
+    ep.barrier()
+    if ep.rank != 0:
+        _serve(ep, st)
+        return None
+    samples, cpu = _short_batches(ep, st, plan["warmup"], plan["iters"], plan["batch"])
+    ep.request_short(1, bench_stop)
+    return {"wait_mode": _wait_mode(ep), "core": core, "same_process": ep.same_process(1),
+            "short": samples, "cpu": cpu,
+            "batch": _batches(plan["iters"], plan["batch"])[0]}
+
+
+def _op_batches(op: Any, warmup: int, iters: int, batch: int) -> list[float]:
+    """``op()`` ``warmup`` times untimed, then in batches: seconds per op per batch."""
+    batch, nb = _batches(iters, batch)
+    pc = time.perf_counter
+    for _ in range(warmup):
+        op()
+    samples = [0.0] * nb
+    for b in range(nb):
+        t0 = pc()
+        for _ in range(batch):
+            op()
+        samples[b] = (pc() - t0) / batch
+    return samples
+
+
+def node_rma_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
+    """Blocking put/get latency (batched) and bandwidth between the two ranks of one node.
+
+    ``plan``: ``lat_sizes``, ``lat_warmup``, ``lat_iters``, ``lat_batch``; ``bw_sizes``,
+    ``bw_warmup`` (untimed operations per size), ``bw_samples``, ``bw_bytes`` (bytes moved
+    per sample, at least one operation); ``pin``. Latency samples are seconds per operation;
+    bandwidth samples are MB/s (10^6 bytes/s) of back-to-back blocking ``ep.put(1, 0, a)``
+    / ``ep.get(1, 0, n, out)`` of a preallocated numpy array.
+    """
+    core = _pin_node(ep, plan.get("pin", "none"))
+    ep.register_handlers(HANDLERS)
+    st = _state(ep.rank)
+    ep.barrier()
+    if ep.rank != 0:
+        _serve(ep, st)
+        return None
+    put, get = ep.put, ep.get
+    out: dict[str, Any] = {"wait_mode": _wait_mode(ep), "core": core,
+                           "same_process": ep.same_process(1),
+                           "direct": ep.segment_view(1) is not None,
+                           "put": {}, "get": {}, "put_bw": {}, "get_bw": {}, "bw_ops": {}}
+    for size in plan["lat_sizes"]:
+        data = np.full(size, 5, dtype=np.uint8)
+        into = np.empty(size, dtype=np.uint8)
+        out["put"][str(size)] = _op_batches(lambda d=data: put(1, 0, d), plan["lat_warmup"],
+                                            plan["lat_iters"], plan["lat_batch"])
+        out["get"][str(size)] = _op_batches(lambda n=size, o=into: get(1, 0, n, o),
+                                            plan["lat_warmup"], plan["lat_iters"],
+                                            plan["lat_batch"])
+    pc = time.perf_counter
+    for size in plan["bw_sizes"]:
+        data = np.full(size, 5, dtype=np.uint8)
+        into = np.empty(size, dtype=np.uint8)
+        into.fill(1)  # touch every page
+        ops = max(1, -(-plan["bw_bytes"] // size))
+        out["bw_ops"][str(size)] = ops
+        for name, op in (("put_bw", lambda d=data: put(1, 0, d)),
+                         ("get_bw", lambda n=size, o=into: get(1, 0, n, o))):
+            for _ in range(plan["bw_warmup"]):
+                op()
+            samples = [0.0] * plan["bw_samples"]
+            for k in range(plan["bw_samples"]):
+                t0 = pc()
+                for _ in range(ops):
+                    op()
+                samples[k] = size * ops / (pc() - t0) / 1e6
+            out[name][str(size)] = samples
     ep.request_short(1, bench_stop)
     return out

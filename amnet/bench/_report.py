@@ -119,13 +119,25 @@ def _table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
 
 def markdown(result: dict[str, Any], machine: dict[str, Any] | None = None,
              date: str | None = None) -> str:
-    """The report of one suite run as Markdown: heading, machine line, table, notes."""
+    """The report of one suite run as Markdown: heading, machine line, table, notes; with a
+    ``tables`` list, each of its tables under its ``title`` with its own ``notes``."""
     lines = [f"## amnet-bench {result['suite']}", ""]
     if machine:
         lines += [f"{date or now()} on {machine.get('hostname')}: "
                   f"{machine.get('cpu_count')} cores, Python {machine.get('python')}, "
                   f"amnet {machine.get('amnet')}, pyzmq {machine.get('pyzmq')} "
                   f"(libzmq {machine.get('libzmq')}), MPICH {machine.get('mpich') or '-'}", ""]
+    if result.get("tables"):  # several tables, each with its title and notes
+        for k, table in enumerate(result["tables"]):
+            if k:
+                lines.append("")
+            if table.get("title"):
+                lines += [f"### {table['title']}", ""]
+            lines += _table(table["columns"], table["rows"])
+            if table.get("notes"):
+                lines.append("")
+                lines += [f"- {n}" for n in table["notes"]]
+        return "\n".join(lines) + "\n"
     table = result["table"]
     lines += _table(table["columns"], table["rows"])
     if result.get("notes"):

@@ -1,4 +1,8 @@
-"""Suite ``am``: AM round-trip latency across nodes, beside raw pyzmq ping-pong.
+"""Suite ``am``: AM round-trip latency across nodes beside raw pyzmq ping-pong (the network
+section), and node-local Short-AM round trips in the hybrid paper's Table 2 configurations
+beside raw-shm and mpi4py (the node section). ``--no-node`` / ``--no-network`` run one only.
+
+Network section.
 
 **amnet**: a 2-rank job with one rank per simulated node (``amnet.run(fn, n=2, nodes=2)``, so
 every message crosses the zmq conduit over TCP loopback). Rank 0 sends
@@ -16,6 +20,24 @@ spin loop. The headline ratio compares amnet with the faster of the two.
 Every repetition runs amnet, raw-zmq block and raw-zmq spin one after the other (fresh
 processes each), and the figures are medians over repetitions of each repetition's median
 (p10, p90) round trip.
+
+Node section (the hybrid paper's Table 2).
+
+**amnet**: the same Short-AM ping-pong (``request_short(1, ping, i)``, rank 0 in
+``ep.wait_until`` until the ``pong`` reply handler ran, rank 1 serving in ``ep.wait_until``),
+one fresh 2-rank job on one node per configuration of :data:`amnet.bench._node.CONFIGS`:
+2 threads (one process, in-line AMs), 2 procs (PSHM), 2 procs + thread-safety,
+2 procs + loopback (``pshm=False``: the zmq conduit), 2 procs + thread-safety + loopback.
+Round trips are timed in batches of ``--node-batch`` (a ``perf_counter`` pair costs about
+0.1 µs, as much as what is measured); a sample is a batch's time / its size.
+
+**peers**, timed the same way: raw-shm (:func:`amnet.bench._shmpeer.raw_shm_rtt`, two
+processes spinning on a shared page: the floor), mpi4py Send/Recv ping-pong and mpi4py AM
+emulation (Iprobe + Recv + dict dispatch + reply Send) (:func:`amnet.bench._mpipeer.run_mpi`,
+MPICH's shared-memory transport, mpi4py's default thread level).
+
+Every repetition runs each configuration (each wait mode), raw-shm and mpi4py one after the
+other, fresh processes each; targets are checked on the medians over repetitions.
 """
 
 from __future__ import annotations
@@ -24,9 +46,12 @@ import argparse
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from . import suite
-from ._jobs import am_job
+from . import _node, suite
+from ._jobs import am_job, node_am_job
+from ._mpipeer import run_mpi
 from ._report import Progress
+from ._shmpeer import raw_shm_rtt
+from ._shmpeer import stats as batch_stats
 from ._twonode import (
     PIN_HELP,
     PINS,
@@ -46,16 +71,24 @@ from ._twonode import (
 )
 
 TARGET_SHORT = 1.2  # the issue's target: short-AM RTT across nodes <= 1.2x raw-zmq RTT
+# The PSHM issue's targets for the node section (medians, ratios in one run):
+TARGET_PROCS_VS_MPI_AM = 0.5  # "2 procs" <= 0.5x mpi4py AM emulation
+TARGET_PROCS_VS_RAW_SHM = 3.0  # "2 procs" <= 3x raw-shm
+TARGET_THREADS_VS_PROCS = 0.25  # "2 threads" <= 0.25x "2 procs"
 
 
 def _parser(iters: int, warmup: int, reps: int, sizes: Any, latency_us: float,
-            wait_modes: Any, pin: str) -> argparse.ArgumentParser:
+            wait_modes: Any, pin: str, node: bool, network: bool, node_iters: int,
+            node_warmup: int, node_batch: int) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="amnet-bench am",
-        description="Short and Medium AM round trip across 2 simulated nodes (zmq conduit, TCP "
-                    "loopback) beside raw pyzmq ping-pong with the same message shapes "
-                    "(blocking and spinning receivers), interleaved in the same run. Reports "
-                    "median (p10..p90) µs and the ratio amnet/raw (lower is better).")
+        description="Network section: Short and Medium AM round trip across 2 simulated nodes "
+                    "(zmq conduit, TCP loopback) beside raw pyzmq ping-pong with the same "
+                    "message shapes (blocking and spinning receivers). Node section: the "
+                    "hybrid paper's Table 2, Short-AM round trip between 2 ranks of one node "
+                    "as 2 threads, 2 procs (PSHM), + thread-safety, + loopback, beside "
+                    "raw-shm and mpi4py (AM emulation, Send/Recv). Peers interleaved in the "
+                    "same run. Reports median (p10..p90) µs and ratios (lower is better).")
     p.add_argument("--iters", type=int, default=iters, metavar="I",
                    help="timed round trips per shape per repetition (default: %(default)s)")
     p.add_argument("--warmup", type=int, default=warmup, metavar="W",
@@ -72,29 +105,68 @@ def _parser(iters: int, warmup: int, reps: int, sizes: Any, latency_us: float,
     p.add_argument("--pin", choices=PINS, default=pin, help=PIN_HELP)
     p.add_argument("--wait-mode", type=parse_modes, default=parse_modes(wait_modes),
                    metavar="M,M", dest="wait_modes",
-                   help="amnet wait modes to run, each its own row: auto, spin, block "
-                        "(default: auto)")
+                   help="amnet wait modes to run, each its own row (both sections): auto, "
+                        "spin, block (default: auto)")
+    p.add_argument("--node", action=argparse.BooleanOptionalAction, default=node,
+                   help="run the node section (default: on)")
+    p.add_argument("--network", action=argparse.BooleanOptionalAction, default=network,
+                   help="run the network section (default: on)")
+    p.add_argument("--node-iters", type=int, default=node_iters, metavar="I",
+                   help="node section: timed round trips per configuration and peer per "
+                        "repetition, rounded up to whole batches (default: %(default)s)")
+    p.add_argument("--node-warmup", type=int, default=node_warmup, metavar="W",
+                   help="node section: untimed round trips first (default: %(default)s)")
+    p.add_argument("--node-batch", type=int, default=node_batch, metavar="B",
+                   help="node section: round trips per timed batch (default: %(default)s)")
     return p
 
 
 @suite("am")
 def am(args: Sequence[str] | None = None, *, iters: int = 2000, warmup: int = 200,
        reps: int = 7, sizes: str | Iterable[int] = "8,1K,64K", latency_us: float = 0.0,
-       wait_modes: str | Iterable[str] = "auto", pin: str = "none",
-       progress: bool = True) -> dict[str, Any]:
-    """AM round trip across 2 nodes (Short, Medium by size) vs raw pyzmq ping-pong."""
-    parser = _parser(iters, warmup, reps, sizes, latency_us, wait_modes, pin)
+       wait_modes: str | Iterable[str] = "auto", pin: str = "none", node: bool = True,
+       network: bool = True, node_iters: int = 10000, node_warmup: int = 1000,
+       node_batch: int = 200, progress: bool = True) -> dict[str, Any]:
+    """AM round trip: across 2 nodes vs raw pyzmq; on one node (Table 2) vs raw-shm, mpi4py."""
+    parser = _parser(iters, warmup, reps, sizes, latency_us, wait_modes, pin, node, network,
+                     node_iters, node_warmup, node_batch)
     opts = parser.parse_args(list(args or []))
-    for name in ("iters", "reps"):
+    for name in ("iters", "reps", "node_iters", "node_batch"):
         if getattr(opts, name) < 1:
-            parser.error(f"--{name} must be at least 1, got {getattr(opts, name)}")
-    if opts.warmup < 0:
-        parser.error(f"--warmup must be 0 or more, got {opts.warmup}")
+            parser.error(f"--{name.replace('_', '-')} must be at least 1, "
+                         f"got {getattr(opts, name)}")
+    for name in ("warmup", "node_warmup"):
+        if getattr(opts, name) < 0:
+            parser.error(f"--{name.replace('_', '-')} must be 0 or more, "
+                         f"got {getattr(opts, name)}")
     if not 0 <= opts.latency_us <= 1e6:
         parser.error(f"--latency-us must be within 0..1000000, got {opts.latency_us}")
     if max(opts.sizes) > 16 << 20:
         parser.error("Medium sizes are at most 16 MiB (AMNET_MAX_MEDIUM's limit)")
+    if not (opts.node or opts.network):
+        parser.error("--no-node and --no-network leave nothing to run")
 
+    tables: list[dict[str, Any]] = []
+    out: dict[str, Any] = {"suite": "am", "config": {}, "results": []}
+    if opts.network:
+        net = _network(opts, progress)
+        out["config"].update(net["config"])
+        out["results"] += net["results"]
+        tables.append(net["table"])
+    if opts.node:
+        nd = _node_section(opts, progress)
+        out["config"]["node"] = nd["config"]
+        out["results"] += nd["results"]
+        tables.append(nd["table"])
+    out["config"]["sections"] = [t["section"] for t in tables]
+    out["tables"] = tables
+    out["table"] = {"columns": tables[0]["columns"], "rows": tables[0]["rows"]}
+    out["notes"] = [n for t in tables for n in t["notes"]]
+    return out
+
+
+def _network(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
+    """The network section: its config, results and table (with its notes)."""
     plan = {"warmup": opts.warmup, "iters": opts.iters, "sizes": opts.sizes, "pin": opts.pin}
     amnet_opts: dict[str, Any] = {"max_medium": max(65536, max(opts.sizes))}
     if opts.latency_us:
@@ -147,7 +219,8 @@ def am(args: Sequence[str] | None = None, *, iters: int = 2000, warmup: int = 20
             if kind == "short":
                 target = {"max_ratio": TARGET_SHORT, "met": ratio <= TARGET_SHORT}
             modes = sorted(resolved[mode])
-            results.append({"am": kind, "payload_bytes": size, "wait_mode": mode,
+            results.append({"section": "network", "am": kind, "payload_bytes": size,
+                            "wait_mode": mode,
                             "wait_mode_resolved": modes, "amnet": a, "raw_block": raw["block"],
                             "raw_spin": raw.get("spin"), "raw_faster": fastest, "ratio": ratio,
                             "ratio_vs": ratios, "target": target,
@@ -209,5 +282,188 @@ def am(args: Sequence[str] | None = None, *, iters: int = 2000, warmup: int = 20
                          "raw-zmq spin µs", "ratio amnet/raw (lower is better)", "target",
                          "rank-0 thread CPU µs/round trip: amnet / block / spin"],
              "rows": rows}
-    return {"suite": "am", "config": config, "results": results, "table": table,
-            "notes": notes}
+    return {"config": config, "results": results,
+            "table": {"section": "network", "title": "Across nodes: AM round trip over the zmq "
+                      "conduit (TCP loopback) vs raw-zmq", **table, "notes": notes}}
+
+
+def _node_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
+    """The node section (the hybrid paper's Table 2): config, results, table with notes."""
+    pin = _node.node_pin(opts.pin)
+    plan = {"warmup": opts.node_warmup, "iters": opts.node_iters, "batch": opts.node_batch,
+            "pin": pin}
+    step = {"warmup": opts.node_warmup, "iters": opts.node_iters, "batch": opts.node_batch}
+    mpi_plan = {"pin": pin, "pingpong": dict(step), "am": dict(step)}
+    mpi_why = _node.mpi_missing()
+    configs = [(label, key, kw, mode) for mode in opts.wait_modes
+               for label, key, kw in _node.CONFIGS]
+    per_rep: dict[tuple[str, str], list[dict[str, Any]]] = {
+        (key, mode): [] for _, key, _, mode in configs}
+    cpu: dict[tuple[str, str], list[float]] = {(key, mode): [] for _, key, _, mode in configs}
+    resolved: dict[tuple[str, str], set[str]] = {(key, mode): set()
+                                                 for _, key, _, mode in configs}
+    peers: dict[str, list[dict[str, Any]]] = {"raw_shm": [], "mpi_am": [], "mpi_pingpong": []}
+    peer_info: dict[str, Any] = {}
+    batch = min(opts.node_batch, opts.node_iters)
+    steps = len(configs) + 1 + (mpi_why is None)
+    bar = Progress("am node", steps * opts.reps, enabled=progress)
+    try:
+        for rep in range(opts.reps):  # interleaved: every configuration, raw-shm, mpi4py
+            for label, key, kw, mode in configs:
+                r = _node.run_node(node_am_job, plan, wait_mode=mode, **kw)
+                per_rep[(key, mode)].append(batch_stats(r["short"]))
+                cpu[(key, mode)].append(r["cpu"])
+                resolved[(key, mode)].add(r["wait_mode"])
+                bar.step(f"{label} ({mode}) rep {rep + 1}/{opts.reps}")
+            shm = raw_shm_rtt(opts.node_iters, opts.node_warmup, pin, opts.node_batch)
+            peers["raw_shm"].append(shm)
+            peer_info["raw_shm"] = {k: shm.get(k) for k in ("spin", "usable_cores", "pin",
+                                                            "batch", "batches")}
+            bar.step(f"raw-shm rep {rep + 1}/{opts.reps}")
+            if mpi_why is None:
+                m = run_mpi(mpi_plan)
+                peers["mpi_am"].append(m["am"])
+                peers["mpi_pingpong"].append(m["pingpong"])
+                peer_info["mpi4py"] = {k: m.get(k) for k in ("mpi_library", "mpi4py",
+                                                             "thread_level", "same_node")}
+                bar.step(f"mpi4py rep {rep + 1}/{opts.reps}")
+    finally:
+        bar.close()
+
+    raw_shm = over_reps(peers["raw_shm"])
+    mpi_am = over_reps(peers["mpi_am"]) if peers["mpi_am"] else None
+    mpi_pp = over_reps(peers["mpi_pingpong"]) if peers["mpi_pingpong"] else None
+    missing = f"missing: {mpi_why}" if mpi_why else "missing"
+
+    results: list[dict[str, Any]] = []
+    rows: list[list[str]] = []
+    ordering: dict[str, list[str]] = {}
+    for mode in opts.wait_modes:
+        figs = {key: over_reps(per_rep[(key, mode)]) for _, key, _ in _node.CONFIGS}
+        cpus = {key: rate_over_reps(cpu[(key, mode)]) for _, key, _ in _node.CONFIGS}
+        held: list[str] = []
+        prev: tuple[str, str] | None = None
+        for label, key, kw in _node.CONFIGS:
+            a = figs[key]
+            targets: list[dict[str, Any]] = []
+            note = ""
+            if key == "procs":
+                r_mpi = _node.ratio(a, mpi_am)
+                targets.append({"what": f"<= {TARGET_PROCS_VS_MPI_AM:g}x mpi4py AM emulation",
+                                "ratio": r_mpi, "limit": TARGET_PROCS_VS_MPI_AM,
+                                "met": None if r_mpi is None
+                                else r_mpi <= TARGET_PROCS_VS_MPI_AM})
+                r_shm = _node.ratio(a, raw_shm)
+                targets.append({"what": f"<= {TARGET_PROCS_VS_RAW_SHM:g}x raw-shm",
+                                "ratio": r_shm, "limit": TARGET_PROCS_VS_RAW_SHM,
+                                "met": r_shm <= TARGET_PROCS_VS_RAW_SHM})
+            if key == "threads":
+                r_t = _node.ratio(a, figs["procs"])
+                targets.append({"what": f"<= {TARGET_THREADS_VS_PROCS:g}x 2 procs",
+                                "ratio": r_t, "limit": TARGET_THREADS_VS_PROCS,
+                                "met": r_t <= TARGET_THREADS_VS_PROCS})
+                note = f"{r_t:.2f}x 2 procs"
+            if prev is not None:
+                r_prev = _node.ratio(a, figs[prev[1]])
+                ok = a["median"] > figs[prev[1]]["median"]
+                targets.append({"what": f"ordering: slower than {prev[0]}", "ratio": r_prev,
+                                "limit": 1.0, "met": ok})
+                note = (note + "; " if note else "") + f"{r_prev:.2f}x {prev[0]}"
+                held.append(f"{prev[0]} < {label}: {'held' if ok else 'did not hold'} "
+                            f"({r_prev:.2f}x)")
+            modes = sorted(resolved[(key, mode)])
+            r_mpi, r_shm = _node.ratio(a, mpi_am), _node.ratio(a, raw_shm)
+            results.append({"section": "node", "config": label, "key": key,
+                            "amnet_run": {"n": 2, **kw}, "wait_mode": mode,
+                            "wait_mode_resolved": modes, "amnet": a,
+                            "cpu_per_round_trip": cpus[key], "raw_shm": raw_shm,
+                            "mpi4py_am": mpi_am, "mpi4py_pingpong": mpi_pp,
+                            "ratio_mpi4py_am": r_mpi, "ratio_raw_shm": r_shm,
+                            "targets": targets})
+            wm = mode if modes == [mode] else f"{mode} ({'/'.join(modes)})"
+            rows.append([label, wm, _node.us_cell(a), f"{cpus[key]['median'] * 1e6:.2f}",
+                         _node.ratio_cell(r_mpi, "missing"), _node.ratio_cell(r_shm),
+                         "; ".join(f"{t['what']}: {_node.verdict(t['met'])}"
+                                   for t in targets), note])
+            prev = (label, key)
+        ordering[mode] = held
+
+    for key, label, fig, what in (
+            ("raw_shm", "raw-shm", raw_shm, "peer: two processes spinning on a shared page"),
+            ("mpi4py_am", "mpi4py AM emulation", mpi_am,
+             "peer: Send + Iprobe/Recv + dict dispatch + reply Send"),
+            ("mpi4py_pingpong", "mpi4py Send/Recv", mpi_pp, "peer: 8-byte Send/Recv ping-pong")):
+        results.append({"section": "node", "peer": label, "key": key, "figure": fig,
+                        "ratio_mpi4py_am": _node.ratio(fig, mpi_am),
+                        "ratio_raw_shm": _node.ratio(fig, raw_shm),
+                        "missing": None if fig is not None else mpi_why})
+        rows.append([label, "spin (busy poll)", _node.us_cell(fig, missing), "-",
+                     _node.ratio_cell(_node.ratio(fig, mpi_am), "missing"),
+                     _node.ratio_cell(_node.ratio(fig, raw_shm), "missing"), "",
+                     what if fig is not None else f"{what}; {missing}"])
+
+    notes = [
+        f"Node section: µs per round trip, median (p10..p90) over batches of {batch} round "
+        f"trips ({opts.node_iters} timed after {opts.node_warmup} untimed, per configuration "
+        f"and peer), each the median over {opts.reps} repetitions; every configuration and "
+        "peer interleaved in each repetition, fresh processes each. Batches, not single round "
+        "trips, are timed: a perf_counter pair costs about 0.1 µs, as much as what is "
+        "measured here.",
+        "amnet: rank 0 `request_short(1, ping, i)` then `ep.wait_until(pong ran)`, rank 1 "
+        "answers with `reply_short` while it serves in `ep.wait_until`; the same loop in "
+        "every configuration. "
+        + "; ".join(f"{label}: {_node.CONFIG_HELP[label]}" for label, _, _ in _node.CONFIGS)
+        + ".",
+        "rank-0 CPU: time.thread_time() of rank 0's thread over the timed round trips, per "
+        "round trip, median over repetitions (a spinning thread's CPU time is its wall time).",
+        "raw-shm: two processes in pure Python, one flag each on a shared anonymous page, "
+        f"busy spinning ({peer_info.get('raw_shm', {}).get('spin', '-')} wait here): the "
+        "floor for any Python round trip on one node.",
+    ]
+    if mpi_why is None:
+        info = peer_info.get("mpi4py", {})
+        notes.append(
+            f"mpi4py {info.get('mpi4py')} on {' '.join(str(info.get('mpi_library')).split())}, "
+            "2 ranks of one "
+            "`mpiexec -n 2` job (shared-memory transport), mpi4py's default thread level "
+            f"(MPI reports {info.get('thread_level')}). AM emulation: rank 0 Sends 4 x int64 "
+            "(tag = handler id), polls Iprobe(ANY_SOURCE, ANY_TAG) + Recv + dispatch through "
+            "a dict until its pong handler ran; rank 1 runs the same poll loop and answers "
+            "with a Send. Send/Recv: 8-byte ping-pong. Both busy poll.")
+    else:
+        notes.append(f"mpi4py peer missing: {mpi_why}; its rows and ratios say missing and "
+                     "the target against it is not judged.")
+    notes.append(
+        f"Targets (PSHM issue): 2 procs <= {TARGET_PROCS_VS_MPI_AM:g}x mpi4py AM emulation "
+        f"and <= {TARGET_PROCS_VS_RAW_SHM:g}x raw-shm; 2 threads <= "
+        f"{TARGET_THREADS_VS_PROCS:g}x 2 procs; the paper's ordering 2 threads < 2 procs < "
+        "2 procs + thread-safety < 2 procs + loopback < 2 procs + thread-safety + loopback "
+        "(each row slower than the one before).")
+    for mode, held in ordering.items():
+        notes.append(f"ordering ({mode}): " + "; ".join(held) + ".")
+    if "auto" in opts.wait_modes:
+        got = sorted({m for (key, mode), ms in resolved.items() if mode == "auto" for m in ms})
+        notes.append(f"amnet's auto wait mode resolved to {'/'.join(got) or '-'} here "
+                     f"(2 ranks on one node, {cpu_count()} usable cores).")
+    if pin != opts.pin:
+        notes.append(f"--pin {opts.pin} applies to the network section; the node section ran "
+                     "unpinned (raw-shm and mpi4py know none and split).")
+    elif pin == "split":
+        notes.append("--pin split: rank 0 / side A on the first usable core, rank 1 / side B "
+                     "on the second (for 2 threads: each rank's thread only).")
+    config = {"iters": opts.node_iters, "warmup": opts.node_warmup, "batch": batch,
+              "reps": opts.reps, "pin": pin, "wait_modes": opts.wait_modes,
+              "configs": {label: {"n": 2, **kw} for label, _, kw in _node.CONFIGS},
+              "amnet_job": "amnet.run(amnet.bench._jobs.node_am_job, n=2, **config)",
+              "raw_shm": "amnet.bench._shmpeer.raw_shm_rtt", "mpi4py_plan": mpi_plan,
+              "mpi4py_missing": mpi_why, "peers": peer_info,
+              "order": [f"{label} ({mode})" for label, _, _, mode in configs]
+              + ["raw-shm"] + (["mpi4py"] if mpi_why is None else []),
+              "timer": f"time.perf_counter per batch of {batch} round trips"}
+    table = {"section": "node", "title": "On one node (hybrid paper Table 2): Short-AM round "
+             "trip by runtime configuration vs raw-shm and mpi4py",
+             "columns": ["configuration", "wait mode", "µs per round trip",
+                         "rank-0 CPU µs/round trip", "ratio to mpi4py AM emulation",
+                         "ratio to raw-shm", "target", "note"],
+             "rows": rows, "notes": notes}
+    return {"config": config, "results": results, "table": table}

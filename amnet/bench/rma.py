@@ -1,4 +1,9 @@
-"""Suite ``rma``: put bandwidth and put/get latency across nodes, beside raw pyzmq streaming.
+"""Suite ``rma``: put bandwidth and put/get latency across nodes beside raw pyzmq streaming
+(the network section), and put/get latency and bandwidth between the two processes of one
+node beside mpi4py RMA and memcpy (the node section). ``--no-node`` / ``--no-network`` run
+one only.
+
+Network section.
 
 **amnet**: a 2-rank job with one rank per simulated node (``amnet.run(fn, n=2, nodes=2)``,
 zmq conduit over TCP loopback). Bandwidth: rank 0 starts a window of ``--window`` ``put_nbi``
@@ -19,6 +24,24 @@ into its ``out`` array). Each in a blocking-``recv()`` and a ``recv(NOBLOCK)``-s
 
 Every repetition runs amnet, raw-zmq block and raw-zmq spin one after the other (fresh
 processes each); figures are medians over repetitions.
+
+Node section.
+
+**amnet**: a 2-rank job on one node, 2 processes with PSHM on (``amnet.run(fn, n=2)``: puts
+and gets are direct copies into / out of the peer's mapped segment), and unless
+``--no-node-threads`` the same as 2 threads of one process (``threads_per_proc=2``). Rank 0:
+blocking ``ep.put(1, 0, a)`` / ``ep.get(1, 0, n, out)`` of a preallocated numpy array; latency
+per size timed in batches of ``--node-batch`` operations (a sample is a batch's time / its
+size); bandwidth per size as MB/s of back-to-back blocking operations moving at least
+``--node-bytes`` per sample.
+
+**peers**: mpi4py RMA (:func:`amnet.bench._mpipeer.run_mpi`: ``Lock(1); Put/Get; Unlock(1)``
+per operation for latency, a ``Lock`` epoch of Puts/Gets for bandwidth, in a
+``MPI.Win.Allocate`` window) and memcpy (:func:`amnet.bench._shmpeer.memcpy_bw`: numpy
+``dst[:] = src`` of the same sizes, the floor for intra-node bandwidth).
+
+Every repetition runs each configuration (each wait mode), mpi4py and memcpy one after the
+other, fresh processes each; targets are checked on the medians over repetitions.
 """
 
 from __future__ import annotations
@@ -27,9 +50,12 @@ import argparse
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from . import suite
-from ._jobs import rma_job
+from . import _node, suite
+from ._jobs import node_rma_job, rma_job
+from ._mpipeer import run_mpi
 from ._report import Progress
+from ._shmpeer import memcpy_bw
+from ._shmpeer import stats as batch_stats
 from ._twonode import (
     PIN_HELP,
     PINS,
@@ -53,6 +79,12 @@ TARGET_BW = 0.7  # the issue's target: 1 MiB put bandwidth >= 0.7x raw streaming
 TARGET_SIZE = 1 << 20
 MIN_WINDOWS = 4
 DEFAULT_SEGMENT = 64 << 20
+# The PSHM issue's targets for the node section (2 procs, medians, ratios in one run):
+TARGET_NODE_PUT = 0.3  # 8 B blocking put latency <= 0.3x mpi4py RMA put (lock/put/unlock)
+TARGET_NODE_PUT_SIZE = 8
+TARGET_NODE_BW = 0.8  # put and get bandwidth >= 0.8x memcpy for sizes >= 1 MiB
+TARGET_NODE_BW_SIZE = 1 << 20
+NODE_BW_WARMUP = 2  # untimed operations per size before a bandwidth's samples
 
 
 def _one_size(text: str | int) -> int:
@@ -69,14 +101,16 @@ def _one_size(text: str | int) -> int:
 
 def _parser(reps: int, sizes: Any, window: int, nbytes: Any, max_windows: int,
             lat_sizes: Any, lat_iters: int, warmup: int,
-            wait_modes: Any, pin: str) -> argparse.ArgumentParser:
+            wait_modes: Any, pin: str, node: dict[str, Any]) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="amnet-bench rma",
-        description="put_nbi streaming bandwidth and blocking put/get latency across 2 "
-                    "simulated nodes (zmq conduit, TCP loopback) beside raw pyzmq streaming "
-                    "and ping-pong with the same message shapes, interleaved in the same run. "
-                    "Reports MB/s (ratio amnet/raw: higher is better) and µs (lower is "
-                    "better).")
+        description="Network section: put_nbi streaming bandwidth and blocking put/get latency "
+                    "across 2 simulated nodes (zmq conduit, TCP loopback) beside raw pyzmq "
+                    "streaming and ping-pong with the same message shapes. Node section: "
+                    "blocking put/get latency and bandwidth between 2 processes of one node "
+                    "(PSHM) and 2 threads of one process, beside mpi4py RMA and memcpy. Peers "
+                    "interleaved in the same run. Reports MB/s (higher is better) and µs "
+                    "(lower is better).")
     p.add_argument("--reps", type=int, default=reps, metavar="R",
                    help="repetitions (fresh amnet job and raw peers each) "
                         "(default: %(default)s)")
@@ -100,8 +134,35 @@ def _parser(reps: int, sizes: Any, window: int, nbytes: Any, max_windows: int,
     p.add_argument("--pin", choices=PINS, default=pin, help=PIN_HELP)
     p.add_argument("--wait-mode", type=parse_modes, default=parse_modes(wait_modes),
                    metavar="M,M", dest="wait_modes",
-                   help="amnet wait modes to run, each its own row: auto, spin, block "
-                        "(default: auto)")
+                   help="amnet wait modes to run, each its own row (both sections): auto, "
+                        "spin, block (default: auto)")
+    p.add_argument("--node", action=argparse.BooleanOptionalAction, default=node["node"],
+                   help="run the node section (default: on)")
+    p.add_argument("--network", action=argparse.BooleanOptionalAction,
+                   default=node["network"], help="run the network section (default: on)")
+    p.add_argument("--node-threads", action=argparse.BooleanOptionalAction,
+                   default=node["threads"],
+                   help="node section: also the 2-threads-of-one-process rows (default: on)")
+    p.add_argument("--node-lat-sizes", type=parse_sizes, default=parse_sizes(node["lat_sizes"]),
+                   metavar="S,S", help="node section: put/get latency sizes (default: 8,1K,64K)")
+    p.add_argument("--node-bw-sizes", type=parse_sizes, default=parse_sizes(node["bw_sizes"]),
+                   metavar="S,S",
+                   help="node section: put/get bandwidth sizes (default: 1M,4M,16M)")
+    p.add_argument("--node-iters", type=int, default=node["iters"], metavar="I",
+                   help="node section: timed operations per latency size per repetition, "
+                        "rounded up to whole batches (default: %(default)s)")
+    p.add_argument("--node-warmup", type=int, default=node["warmup"], metavar="W",
+                   help="node section: untimed operations before each latency size "
+                        "(default: %(default)s)")
+    p.add_argument("--node-batch", type=int, default=node["batch"], metavar="B",
+                   help="node section: latency operations per timed batch "
+                        "(default: %(default)s)")
+    p.add_argument("--node-bytes", type=_one_size, default=_one_size(node["bytes"]),
+                   metavar="B", help="node section: bytes moved per bandwidth sample "
+                                     "(default: 64M)")
+    p.add_argument("--node-samples", type=int, default=node["samples"], metavar="N",
+                   help="node section: bandwidth samples per size per repetition "
+                        "(default: %(default)s)")
     return p
 
 
@@ -116,18 +177,56 @@ def rma(args: Sequence[str] | None = None, *, reps: int = 7,
         sizes: str | Iterable[int] = "4K,64K,1M,4M", window: int = 8,
         nbytes: str | int = "128M", max_windows: int = 128,
         lat_sizes: str | Iterable[int] = "8,1K", lat_iters: int = 1000, warmup: int = 2,
-        wait_modes: str | Iterable[str] = "auto", pin: str = "none",
-        progress: bool = True) -> dict[str, Any]:
-    """put_nbi bandwidth and put/get latency across 2 nodes vs raw pyzmq streaming."""
+        wait_modes: str | Iterable[str] = "auto", pin: str = "none", node: bool = True,
+        network: bool = True, node_threads: bool = True,
+        node_lat_sizes: str | Iterable[int] = "8,1K,64K",
+        node_bw_sizes: str | Iterable[int] = "1M,4M,16M", node_iters: int = 5000,
+        node_warmup: int = 200, node_batch: int = 200, node_bytes: str | int = "64M",
+        node_samples: int = 5, progress: bool = True) -> dict[str, Any]:
+    """put/get across 2 nodes vs raw pyzmq; on one node vs mpi4py RMA and memcpy."""
     parser = _parser(reps, sizes, window, nbytes, max_windows, lat_sizes, lat_iters, warmup,
-                     wait_modes, pin)
+                     wait_modes, pin,
+                     {"node": node, "network": network, "threads": node_threads,
+                      "lat_sizes": node_lat_sizes, "bw_sizes": node_bw_sizes,
+                      "iters": node_iters, "warmup": node_warmup, "batch": node_batch,
+                      "bytes": node_bytes, "samples": node_samples})
     opts = parser.parse_args(list(args or []))
-    for name in ("reps", "window", "max_windows", "iters"):
+    for name in ("reps", "window", "max_windows", "iters", "node_iters", "node_batch",
+                 "node_samples"):
         if getattr(opts, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1, "
                          f"got {getattr(opts, name)}")
-    if opts.warmup < 0:
-        parser.error(f"--warmup must be 0 or more, got {opts.warmup}")
+    for name in ("warmup", "node_warmup"):
+        if getattr(opts, name) < 0:
+            parser.error(f"--{name.replace('_', '-')} must be 0 or more, "
+                         f"got {getattr(opts, name)}")
+    if not (opts.node or opts.network):
+        parser.error("--no-node and --no-network leave nothing to run")
+    if max(opts.node_lat_sizes + opts.node_bw_sizes) > 1 << 30:
+        parser.error("node section sizes are at most 1 GiB")
+
+    tables: list[dict[str, Any]] = []
+    out: dict[str, Any] = {"suite": "rma", "config": {}, "results": []}
+    if opts.network:
+        net = _network(parser, opts, progress)
+        out["config"].update(net["config"])
+        out["results"] += net["results"]
+        tables.append(net["table"])
+    if opts.node:
+        nd = _node_section(opts, progress)
+        out["config"]["node"] = nd["config"]
+        out["results"] += nd["results"]
+        tables.append(nd["table"])
+    out["config"]["sections"] = [t["section"] for t in tables]
+    out["tables"] = tables
+    out["table"] = {"columns": tables[0]["columns"], "rows": tables[0]["rows"]}
+    out["notes"] = [n for t in tables for n in t["notes"]]
+    return out
+
+
+def _network(parser: argparse.ArgumentParser, opts: argparse.Namespace,
+             progress: bool) -> dict[str, Any]:
+    """The network section: its config, results and table (with its notes)."""
     total = opts.bytes
     span = opts.window * max(opts.sizes)  # the window's puts land side by side
     if span > 1 << 30:
@@ -195,7 +294,8 @@ def rma(args: Sequence[str] | None = None, *, reps: int = 7,
             target = None
             if s == TARGET_SIZE:
                 target = {"min_ratio": TARGET_BW, "met": ratio >= TARGET_BW}
-            results.append({"op": "put_nbi bandwidth", "unit": "MB/s", "bytes": s,
+            results.append({"section": "network", "op": "put_nbi bandwidth", "unit": "MB/s",
+                            "bytes": s,
                             "window": opts.window, "windows": windows[s],
                             "wait_mode": mode, "wait_mode_resolved": sorted(resolved[mode]),
                             "amnet": a, "raw_block": raw["block"], "raw_spin": raw.get("spin"),
@@ -218,7 +318,8 @@ def rma(args: Sequence[str] | None = None, *, reps: int = 7,
             for mode in opts.wait_modes:
                 a = over_reps(lat[("amnet", mode)][(op, s)])
                 ratio = a["median"] / raw[fastest]["median"]
-                results.append({"op": f"blocking {op} latency", "unit": "s", "bytes": s,
+                results.append({"section": "network", "op": f"blocking {op} latency",
+                                "unit": "s", "bytes": s,
                                 "wait_mode": mode,
                                 "wait_mode_resolved": sorted(resolved[mode]), "amnet": a,
                                 "raw_block": raw["block"], "raw_spin": raw.get("spin"),
@@ -277,5 +378,208 @@ def rma(args: Sequence[str] | None = None, *, reps: int = 7,
     table = {"columns": ["operation", "size", "amnet wait mode", "amnet", "raw-zmq block",
                          "raw-zmq spin", "ratio amnet/raw", "target",
                          "sender thread CPU µs/put: amnet / block / spin"], "rows": rows}
-    return {"suite": "rma", "config": config, "results": results, "table": table,
-            "notes": notes}
+    return {"config": config, "results": results,
+            "table": {"section": "network", "title": "Across nodes: put/get over the zmq "
+                      "conduit (TCP loopback) vs raw-zmq", **table, "notes": notes}}
+
+
+def _node_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
+    """The node section: config, results, table with notes."""
+    pin = _node.node_pin(opts.pin)
+    lat_sizes, bw_sizes = opts.node_lat_sizes, opts.node_bw_sizes
+    biggest = max(lat_sizes + bw_sizes)
+    seg = max(DEFAULT_SEGMENT, biggest)
+    batch = min(opts.node_batch, opts.node_iters)
+    plan = {"pin": pin, "lat_sizes": lat_sizes, "lat_warmup": opts.node_warmup,
+            "lat_iters": opts.node_iters, "lat_batch": opts.node_batch, "bw_sizes": bw_sizes,
+            "bw_warmup": NODE_BW_WARMUP, "bw_samples": opts.node_samples,
+            "bw_bytes": opts.node_bytes}
+    ops = {s: max(1, -(-opts.node_bytes // s)) for s in bw_sizes}  # per bandwidth sample
+    # mpi4py: one Lock epoch per bandwidth sample, the same number of operations per epoch
+    # for every size (MPI completes an epoch's Puts together; a Lock/Unlock pair costs a few
+    # µs against the milliseconds of an epoch)
+    mpi_epoch = min(ops.values())
+    mpi_plan = {"pin": pin, "window_bytes": max(16 << 20, biggest),
+                "rma_lat": {"sizes": lat_sizes, "warmup": opts.node_warmup,
+                            "iters": opts.node_iters, "batch": opts.node_batch},
+                "rma_bw": {"sizes": bw_sizes, "warmup": 1, "batches": opts.node_samples,
+                           "batch": mpi_epoch}}
+    mpi_why = _node.mpi_missing()
+    labels = {"threads": "2 threads", "procs": "2 procs"}
+    keys = (["threads"] if opts.node_threads else []) + ["procs"]
+    runs = {"threads": {"threads_per_proc": 2, "pshm": True, "thread_safe": "auto"},
+            "procs": {"pshm": True, "thread_safe": "auto"}}
+    variants = [(k, m) for m in opts.wait_modes for k in keys]
+    lat: dict[tuple[str, str, str, int], list[dict[str, Any]]] = {
+        (k, m, op, s): [] for k, m in variants for op in ("put", "get") for s in lat_sizes}
+    bw: dict[tuple[str, str, str, int], list[dict[str, Any]]] = {
+        (k, m, op, s): [] for k, m in variants for op in ("put", "get") for s in bw_sizes}
+    resolved: dict[tuple[str, str], set[str]] = {v: set() for v in variants}
+    direct: dict[str, set[bool]] = {k: set() for k in keys}
+    mpi: dict[tuple[str, int], list[dict[str, Any]]] = {
+        (op, s): [] for op in ("put", "get", "put_bw", "get_bw")
+        for s in (lat_sizes if op in ("put", "get") else bw_sizes)}
+    memcpy: dict[int, list[dict[str, Any]]] = {s: [] for s in bw_sizes}
+    mpi_info: dict[str, Any] = {}
+    steps = len(variants) + 1 + (mpi_why is None)
+    bar = Progress("rma node", steps * opts.reps, enabled=progress)
+    try:
+        for rep in range(opts.reps):  # interleaved: amnet configurations, memcpy, mpi4py
+            for k, mode in variants:
+                r = _node.run_node(node_rma_job, plan, wait_mode=mode, segment_size=seg,
+                                   **runs[k])
+                resolved[(k, mode)].add(r["wait_mode"])
+                direct[k].add(bool(r["direct"]))
+                for op in ("put", "get"):
+                    for s in lat_sizes:
+                        lat[(k, mode, op, s)].append(batch_stats(r[op][str(s)]))
+                    for s in bw_sizes:
+                        bw[(k, mode, op, s)].append(batch_stats(r[f"{op}_bw"][str(s)]))
+                bar.step(f"{labels[k]} ({mode}) rep {rep + 1}/{opts.reps}")
+            m = memcpy_bw(bw_sizes, opts.node_samples, pin, opts.node_bytes)
+            for s in bw_sizes:
+                memcpy[s].append(m["sizes"][str(s)])
+            bar.step(f"memcpy rep {rep + 1}/{opts.reps}")
+            if mpi_why is None:
+                res = run_mpi(mpi_plan)
+                mpi_info = {k2: res.get(k2) for k2 in ("mpi_library", "mpi4py",
+                                                       "thread_level", "same_node")}
+                for op in ("put", "get"):
+                    for s in lat_sizes:
+                        mpi[(op, s)].append(res[f"rma_{op}"][str(s)])
+                    for s in bw_sizes:
+                        mpi[(f"{op}_bw", s)].append(res[f"rma_{op}_bw"][str(s)])
+                bar.step(f"mpi4py rep {rep + 1}/{opts.reps}")
+    finally:
+        bar.close()
+
+    missing = f"missing: {mpi_why}" if mpi_why else "missing"
+
+    def peer(key: tuple[str, int]) -> dict[str, Any] | None:
+        return over_reps(mpi[key]) if mpi[key] else None
+
+    results: list[dict[str, Any]] = []
+    rows: list[list[str]] = []
+    for op in ("put", "get"):
+        for s in lat_sizes:
+            m_fig = peer((op, s))
+            for k, mode in variants:
+                a = over_reps(lat[(k, mode, op, s)])
+                r_mpi = _node.ratio(a, m_fig)
+                targets = []
+                if op == "put" and s == TARGET_NODE_PUT_SIZE and k == "procs":
+                    targets.append({"what": f"<= {TARGET_NODE_PUT:g}x mpi4py RMA put",
+                                    "ratio": r_mpi, "limit": TARGET_NODE_PUT,
+                                    "met": None if r_mpi is None else r_mpi <= TARGET_NODE_PUT})
+                results.append({"section": "node", "op": f"blocking {op} latency", "unit": "s",
+                                "bytes": s, "config": labels[k], "amnet_run": {"n": 2,
+                                                                               **runs[k]},
+                                "wait_mode": mode,
+                                "wait_mode_resolved": sorted(resolved[(k, mode)]), "amnet": a,
+                                "mpi4py_rma": m_fig, "memcpy": None, "ratio_mpi4py": r_mpi,
+                                "ratio_memcpy": None, "better": "lower", "targets": targets})
+                rows.append([f"blocking {op} µs", size_label(s), labels[k],
+                             _wm(mode, resolved[(k, mode)]), _node.us_cell(a),
+                             _node.us_cell(m_fig, missing), "-",
+                             _node.ratio_cell(r_mpi), "-",
+                             "; ".join(f"{t['what']}: {_node.verdict(t['met'])}"
+                                       for t in targets)])
+    for op in ("put", "get"):
+        for s in bw_sizes:
+            m_fig = peer((f"{op}_bw", s))
+            c_fig = over_reps(memcpy[s])
+            for k, mode in variants:
+                a = over_reps(bw[(k, mode, op, s)])
+                r_mpi, r_cpy = _node.ratio(a, m_fig), _node.ratio(a, c_fig)
+                targets = []
+                if s >= TARGET_NODE_BW_SIZE and k == "procs":
+                    targets.append({"what": f">= {TARGET_NODE_BW:g}x memcpy", "ratio": r_cpy,
+                                    "limit": TARGET_NODE_BW, "met": r_cpy >= TARGET_NODE_BW})
+                results.append({"section": "node", "op": f"blocking {op} bandwidth",
+                                "unit": "MB/s", "bytes": s, "ops_per_sample": ops[s],
+                                "config": labels[k], "amnet_run": {"n": 2, **runs[k]},
+                                "wait_mode": mode,
+                                "wait_mode_resolved": sorted(resolved[(k, mode)]), "amnet": a,
+                                "mpi4py_rma": m_fig, "memcpy": c_fig, "ratio_mpi4py": r_mpi,
+                                "ratio_memcpy": r_cpy, "better": "higher", "targets": targets})
+                rows.append([f"blocking {op} MB/s", size_label(s), labels[k],
+                             _wm(mode, resolved[(k, mode)]), _node.mbs_cell(a),
+                             _node.mbs_cell(m_fig, missing), _node.mbs_cell(c_fig),
+                             _node.ratio_cell(r_mpi), _node.ratio_cell(r_cpy),
+                             "; ".join(f"{t['what']}: {_node.verdict(t['met'])}"
+                                       for t in targets)])
+
+    notes = [
+        f"Node section: latency in µs per blocking operation, median (p10..p90) over batches "
+        f"of {batch} operations ({opts.node_iters} timed after {opts.node_warmup} untimed, per "
+        "size); bandwidth in MB/s (10^6 bytes/s), median (p10..p90) over "
+        f"{opts.node_samples} samples per size, each at least {size_label(opts.node_bytes)} of "
+        "back-to-back blocking operations (" + ", ".join(f"{ops[s]} x {size_label(s)}"
+                                                         for s in bw_sizes)
+        + f"), after {NODE_BW_WARMUP} untimed; every figure the median over {opts.reps} "
+        "repetitions, amnet configurations and peers interleaved in each, fresh processes each.",
+        "amnet: rank 0 `ep.put(1, 0, a)` / `ep.get(1, 0, n, out)` of preallocated numpy "
+        "arrays, rank 1 serves in `ep.wait_until`. 2 procs: `amnet.run(fn, n=2)`, one node, "
+        "PSHM on: direct copies into / out of the peer's mapped segment"
+        + ("" if direct["procs"] == {True} else " (but the peer's segment was NOT mapped: "
+           "segment_view(1) was None)")
+        + (". 2 threads: `amnet.run(fn, n=2, threads_per_proc=2)`, one process (extra "
+           "context, no target)" if opts.node_threads else "")
+        + f". segment_size {size_label(seg)}.",
+        "memcpy: numpy `dst[:] = src` of preallocated, touched arrays of the same size in a "
+        "fresh process, back-to-back copies of at least the same bytes per sample: the floor "
+        "for intra-node bandwidth.",
+    ]
+    if mpi_why is None:
+        notes.append(
+            f"mpi4py {mpi_info.get('mpi4py')} on "
+            f"{' '.join(str(mpi_info.get('mpi_library')).split())}, 2 ranks of one "
+            "`mpiexec -n 2` job, mpi4py's default thread level (MPI reports "
+            f"{mpi_info.get('thread_level')}), a `MPI.Win.Allocate` window of "
+            f"{size_label(mpi_plan['window_bytes'])}. Latency: `win.Lock(1); win.Put(buf, 1, "
+            "0); win.Unlock(1)` (Get alike) per operation, batched as amnet's; bandwidth: one "
+            f"Lock(1) epoch per sample of {mpi_epoch} Puts (Gets) of the whole size, completed "
+            "by Unlock(1), after one untimed epoch; rank 1 idle in a Barrier (passive "
+            "target).")
+    else:
+        notes.append(f"mpi4py peer missing: {mpi_why}; its columns say missing and the "
+                     "target against it is not judged.")
+    notes.append(
+        f"Targets (PSHM issue, 2 procs): {size_label(TARGET_NODE_PUT_SIZE)} blocking put "
+        f"latency <= {TARGET_NODE_PUT:g}x mpi4py RMA put; put and get bandwidth >= "
+        f"{TARGET_NODE_BW:g}x memcpy for sizes >= {size_label(TARGET_NODE_BW_SIZE)}. Ratios: "
+        "amnet / peer, lower is better for latency, higher for bandwidth.")
+    if "auto" in opts.wait_modes:
+        got = sorted({w for (k, mode), ws in resolved.items() if mode == "auto" for w in ws})
+        notes.append(f"amnet's auto wait mode resolved to {'/'.join(got) or '-'} here "
+                     f"(2 ranks on one node, {cpu_count()} usable cores).")
+    if pin != opts.pin:
+        notes.append(f"--pin {opts.pin} applies to the network section; the node section ran "
+                     "unpinned (memcpy and mpi4py know none and split).")
+    elif pin == "split":
+        notes.append("--pin split: rank 0 on the first usable core, rank 1 on the second "
+                     "(for 2 threads: each rank's thread only); memcpy on the first.")
+    config = {"reps": opts.reps, "pin": pin, "wait_modes": opts.wait_modes,
+              "lat_sizes": lat_sizes, "iters": opts.node_iters, "warmup": opts.node_warmup,
+              "batch": batch, "bw_sizes": bw_sizes, "bw_bytes": opts.node_bytes,
+              "bw_samples": opts.node_samples, "bw_warmup": NODE_BW_WARMUP,
+              "ops_per_sample": ops, "segment_size": seg, "threads": opts.node_threads,
+              "configs": {labels[k]: {"n": 2, **runs[k]} for k in keys},
+              "amnet_job": "amnet.run(amnet.bench._jobs.node_rma_job, n=2, **config)",
+              "memcpy": "amnet.bench._shmpeer.memcpy_bw", "mpi4py_plan": mpi_plan,
+              "order": [f"{labels[k]} ({m})" for k, m in variants] + ["memcpy"]
+              + (["mpi4py"] if mpi_why is None else []),
+              "mpi4py_missing": mpi_why, "mpi4py": mpi_info,
+              "timer": f"time.perf_counter per batch of {batch} operations (latency), per "
+                       "sample (bandwidth)"}
+    table = {"section": "node", "title": "On one node: blocking put/get between 2 processes "
+             "(PSHM) and 2 threads vs mpi4py RMA and memcpy",
+             "columns": ["operation", "size", "configuration", "wait mode", "amnet",
+                         "mpi4py RMA", "memcpy", "amnet / mpi4py", "amnet / memcpy", "target"],
+             "rows": rows, "notes": notes}
+    return {"config": config, "results": results, "table": table}
+
+
+def _wm(mode: str, resolved: set[str]) -> str:
+    modes = sorted(resolved)
+    return mode if modes == [mode] else f"{mode} ({'/'.join(modes)})"
