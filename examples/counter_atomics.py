@@ -6,8 +6,10 @@
 Rank 0's segment holds three words: an int64 ticket counter at offset 0, a float64 sum at
 offset 8 and an int64 maximum at offset 16. Every rank takes INCREMENTS tickets with
 ``fadd`` (the old value it gets back is its ticket), adds its rank to the float sum, and
-records its rank with ``fmax``. Atomics on a word run at its owner one at a time, so no
-increment is lost and no two ranks get the same ticket.
+records its rank with ``fmax``. Every atomic is a hardware atomic on the word, run by the
+caller itself when rank 0's segment is mapped in its process (ranks of rank 0's node) and by
+rank 0's process for the others, so no increment is lost and no two ranks get the same
+ticket.
 
 The ranks then meet in a split-phase barrier: ``barrier_notify`` says "my updates are done",
 the rank does some local work while the others catch up (``barrier_try`` polls), and
