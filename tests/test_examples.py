@@ -17,6 +17,10 @@ import pytest
 EXAMPLES = Path(__file__).parent.parent / "examples"
 
 EXPECTED = {
+    "pshm_hybrid.py": "pshm_hybrid: 4 ranks on 2 node(s): 8 blocks written into node-local "
+                      "segments (through segment views where mapped) and checked, node "
+                      "counters [40, 40] (every ticket once), 32 node-local Medium AMs "
+                      "answered: ok",
     "am_pingpong.py": "am_pingpong: 4 ranks x 20 rounds of Short/Medium/Long request+reply ok, "
                       "checksum cb063d06",
     "counter_atomics.py": "counter_atomics: 4 ranks x 50 fadds -> counter = 200 (expected 200), "

@@ -156,7 +156,8 @@ class AMMixin:
         """Rank ``rank``'s segment as a writable numpy uint8 array when I can address it
         directly, else None: the ranks of my process, and with PSHM on (the default) every
         rank of my node (``ep.is_local(r)``). Writes through it are plain stores: order
-        them against other ranks with a barrier, an AM or ``ep.fence()``.
+        them against other ranks with a synchronising event: a barrier, an AM, or an atomic
+        flag (``ep.fence()`` orders this thread's stores but tells nobody).
 
         Raises:
             RankError: ``rank`` is not a rank of this job.

@@ -45,7 +45,9 @@ class Barrier:
         self.rank = rank
         n = eng.size
         self.rounds = max(0, (n - 1).bit_length())
-        self.lock = threading.Lock()
+        # re-entrant: sending a round's message may find a shared-memory queue full, and
+        # the sender then runs arriving messages, this barrier's among them
+        self.lock = threading.RLock()
         self.epoch = 0  # barriers notified so far; the current one is self.epoch
         self.pending = False
         self.done = False

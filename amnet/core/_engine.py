@@ -1,8 +1,11 @@
 """The AM engine of one process: sending, receiving, running handlers, waiting.
 
 One :class:`Engine` per rank process, shared by its rank-threads; one :class:`RankState` per
-rank. All AM traffic goes through the conduit (node-local too, in this version: the
-loopback configuration). The engine checks every header it receives before using it: a
+rank. Each destination process has a route (:attr:`Engine.route`): AMs to ranks of this
+process run in-line in the sender; AMs to the other processes of the node go through the
+shared-memory network (:mod:`amnet.pshm`, unless ``AMNET_PSHM=0``); everything else goes
+through the conduit. Puts, gets and atomics to node-local ranks are direct copies and
+hardware atomics. The engine checks every header it receives before using it: a
 malformed or out-of-range message is dropped and counted, never run and never written to a
 segment.
 
@@ -30,6 +33,7 @@ from .._errors import (
     AMContextError,
     HandlerCategoryError,
     PayloadTooLarge,
+    PshmSpaceError,
     RankError,
     SegmentBoundsError,
 )
@@ -47,9 +51,10 @@ DRAIN_BUDGET = 256  # messages run per drain before the caller re-checks its con
 _yield = getattr(os, "sched_yield", lambda: time.sleep(0))
 SPIN_THEN_BLOCK_S = 100e-6  # auto on an uncrowded host: spin this long, then block
 INLINE, PSHM, NET = 0, 1, 2  # how a destination process is reached (Engine.route)
+_FUNCTION = type(lambda: None)
+_ARGS = W.ARGS
 CONDUIT_POLL_S = 5e-6  # with PSHM on, an idle conduit is looked at this often
 YIELD_EVERY = 32  # with PSHM on, a spinning rank yields its core after this many empty polls
-
 
 
 class RankState:
@@ -116,6 +121,7 @@ class Engine:
         self.empty_polls = 0
         self.seg_views: dict[int, np.ndarray] = {}
         self.seg_words: dict[int, Any] = {}
+        self.seg_mv: dict[int, memoryview] = {}  # the same segments, for fast small copies
         self._progress: threading.Thread | None = None
         self._stop = False
         self.closed = False
@@ -130,6 +136,9 @@ class Engine:
         self.pshm = None
         if config.pshm and len(node_procs) > 1 and job is not None:
             from ..pshm._network import PshmNetwork
+
+            if job.get("pshm_error"):  # the agent found the node too small for all objects
+                raise PshmSpaceError(job["pshm_error"])
 
             self.pshm = PshmNetwork(node_procs, proc, self.T, config,
                                     pshm_prefix(job["token"]), job.get("doorbells"))
@@ -231,23 +240,26 @@ class Engine:
     def send_user(self, rs: RankState, flags: int, dest: int, handler: Any, payload: Any,
                   offset: int, args: tuple) -> None:
         """Check everything, then send one user AM (request or reply)."""
-        dest = self.check_dest(dest)
+        if type(dest) is not int or not 0 <= dest < self.size:
+            dest = self.check_dest(dest)
         table = rs.table
-        idx = table.index(handler)
-        cat = flags & W.CATEGORY_MASK
+        idx = table.by_fn.get(handler) if type(handler) is _FUNCTION else None
+        if idx is None:
+            idx = table.index(handler)
+        cat = flags & 3  # W.CATEGORY_MASK
         want = table.cats[idx]
         if want is not None and want != cat:
             raise HandlerCategoryError(
                 f"handler {table.names[idx]} is declared {('short', 'medium', 'long', 'rpc')[want]}"
                 f" but was sent as a {W.CATEGORY_NAMES[cat]} AM")
         nargs = len(args)
-        if nargs > W.MAX_ARGS:
+        if nargs > 16:  # W.MAX_ARGS
             raise AMArgumentError(f"{nargs} AM arguments given; at most amnet.MAX_ARGS == "
                                   f"{W.MAX_ARGS}")
         if table.nargs[idx] is not None and table.nargs[idx] != nargs:
             raise AMArgumentError(f"handler {table.names[idx]} is declared with "
                                   f"{table.nargs[idx]} arguments, {nargs} given")
-        if cat == W.SHORT:
+        if cat == 0:  # W.SHORT
             length = 0
         else:
             payload, length = as_bytes(payload, "payload")
@@ -265,10 +277,13 @@ class Engine:
         if route == INLINE:
             if nargs:
                 try:
-                    W.ARGS[nargs].pack(*args)  # the checks the wire would make
+                    _ARGS[nargs].pack(*args)  # the checks the wire would make
                 except struct.error:
                     raise AMArgumentError(bad_args_message(args)) from None
-                args = tuple(map(int, args))
+                for a in args:
+                    if type(a) is not int:  # numpy ints arrive as ints, as from the wire
+                        args = tuple(map(int, args))
+                        break
             return self._inline_user(rs, flags, dest, idx, payload, length, offset, args)
         try:
             header = W.HEADERS[nargs].pack(flags, nargs, idx, rs.rank, dest, offset, *args)
@@ -352,6 +367,7 @@ class Engine:
             else:
                 return None
             self.seg_views[rank] = v
+            self.seg_mv[rank] = memoryview(v)
         return v
 
     def segment_words(self, rank: int) -> Any:
@@ -461,6 +477,8 @@ class Engine:
                 wait = None
                 if pred is not None and pred():
                     return n
+            if wait is not None and wait < 0.001:
+                wait = None  # the conduit's poll counts whole ms: look again instead
             if wait is not None:  # sleep on the doorbell and the conduit together
                 net.sleep(self.conduit.wait_readable_fds, wait)
                 wait = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..pshm._native import fence as _memory_fence
 from . import _extended as X
 from ._atomics import decode
 from ._ops import AccessRegion, Handle
@@ -23,9 +24,16 @@ class ExtendedMixin:
             AMContextError: inside a handler.
             JobAborted: the job is being torn down.
         """
-        self._eng.forbid_in_handler("ep.put()")
-        op = X.start_put(self._eng, self._live(), dest, offset, data, False, True, "ep.put()")
-        Handle(self._eng, op, "put").wait()
+        eng = self._eng
+        if type(dest) is int and type(data) is bytes and type(offset) is int:
+            mv = eng.seg_mv.get(dest)  # the fast path: bytes into a node-local segment
+            if (mv is not None and 0 <= offset and offset + len(data) <= eng.seg_size
+                    and not self._ctx.finalized and eng.tls.__dict__.get("token") is None):
+                mv[offset:offset + len(data)] = data
+                return
+        eng.forbid_in_handler("ep.put()")
+        op = X.start_put(eng, self._live(), dest, offset, data, False, True, "ep.put()")
+        Handle(eng, op, "put").wait()
 
     def get(self, src: int, offset: int, nbytes: int, out: Any = None) -> Any:
         """Read ``nbytes`` at ``offset`` of ``src``'s segment into ``out`` (a writable buffer
@@ -33,9 +41,16 @@ class ExtendedMixin:
 
         Raises: as :meth:`put`.
         """
-        self._eng.forbid_in_handler("ep.get()")
-        op = X.start_get(self._eng, self._live(), src, offset, nbytes, out, False, "ep.get()")
-        return Handle(self._eng, op, "get").wait()
+        eng = self._eng
+        if out is None and type(src) is int and type(offset) is int and type(nbytes) is int:
+            mv = eng.seg_mv.get(src)  # the fast path: a node-local segment into a bytearray
+            if (mv is not None and 0 <= offset and 0 <= nbytes
+                    and offset + nbytes <= eng.seg_size and not self._ctx.finalized
+                    and eng.tls.__dict__.get("token") is None):
+                return bytearray(mv[offset:offset + nbytes])
+        eng.forbid_in_handler("ep.get()")
+        op = X.start_get(eng, self._live(), src, offset, nbytes, out, False, "ep.get()")
+        return Handle(eng, op, "get").wait()
 
     def put_nb(self, dest: int, offset: int, data: Any) -> Handle:
         """Start a put and return its handle; ``data`` may be reused at once.
@@ -111,10 +126,15 @@ class ExtendedMixin:
         return decode(Handle(self._eng, o, "atomic").wait(), di)
 
     def fence(self) -> None:
-        """Wait until every operation this rank started (any completion kind) completed."""
+        """Wait until every operation this rank started (any completion kind) completed,
+        then issue a full memory fence: this thread's stores through segment views are
+        ordered before anything it does afterwards (another rank still needs a
+        synchronising event, such as a barrier, an AM or an atomic flag, to know they are
+        there)."""
         self._eng.forbid_in_handler("ep.fence()")
         rs = self._live()
         self._eng.wait_until(lambda: rs.inflight == 0)
+        _memory_fence()
 
     # -- barriers -------------------------------------------------------------------------
     def barrier_notify(self, name: Any = None) -> None:

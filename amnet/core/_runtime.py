@@ -49,7 +49,8 @@ class ProcessState:
                                            None, self.spec.get("curve"),
                                            bind_host_for(self.spec["bootstrap"]),
                                            {"token": self.spec["token"],
-                                            "doorbells": self.spec.get("doorbells")})
+                                            "doorbells": self.spec.get("doorbells"),
+                                            "pshm_error": self.spec.get("pshm_error")})
             eng = self._engine
         if eng.boot is None:
             eng.boot = self.boot()

@@ -129,6 +129,16 @@ def _fork_rank_process(spec: dict, proc: int, host: str) -> tuple[int, int, int]
     return _fork_child(body, None, False, signal.SIGKILL, keep)
 
 
+def _pshm_space_problem(spec: dict, topo: Topology, nprocs: int) -> str | None:
+    from ..pshm._backing import node_space_problem
+    from ..pshm._layout import Layout
+
+    cfg = spec["config"]
+    lay = Layout(nprocs, cfg["pshm_network_depth"], cfg["max_medium"],
+                 topo.threads_per_proc, cfg["segment_size"])
+    return node_space_problem(cfg["pshm_backing"], nprocs, lay.size)
+
+
 def _make_doorbells(spec: dict, procs: range) -> dict[int, int]:
     """One eventfd per rank process of the node when they share memory: each inherits them
     all, rings a peer's when it queued an AM for a sleeping peer, and sleeps on its own."""
@@ -196,6 +206,9 @@ def run_agent(spec: dict, node: int, watch_stdin: bool) -> int:
     bells = _make_doorbells(spec, topo.procs_of_node(node))
     if bells:
         spec = dict(spec, doorbells=bells)
+        problem = _pshm_space_problem(spec, topo, len(bells))
+        if problem:  # every rank raises it at init (PshmSpaceError), before creating anything
+            spec = dict(spec, pshm_error=problem)
     children = {p: _fork_rank_process(spec, p, host) for p in topo.procs_of_node(node)}
     for fd in bells.values():
         os.close(fd)

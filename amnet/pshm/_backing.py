@@ -269,3 +269,31 @@ def cleanup(kind: str, prefix: str) -> list[str]:
                 continue
             removed.append(n)
     return removed
+
+
+def node_space_problem(kind: str, nprocs: int, size: int) -> str | None:
+    """Why ``nprocs`` objects of ``size`` bytes each would not fit the backing together, or
+    None. Checked once per node before any rank starts: each object alone may fit while
+    all of them together would exhaust the memory (and bring the OOM killer)."""
+    total = nprocs * size
+    if kind == "sysv":
+        avail = _sysv_limits().get("MemAvailable")
+        if avail is None or total <= avail:
+            return None
+        where = f"MemAvailable is {_sizes(avail)}"
+    else:
+        directory = SHM_DIR if kind == "posix" else file_dir()
+        try:
+            free = _free(directory)
+        except OSError:
+            return None
+        avail = _sysv_limits().get("MemAvailable") if kind == "posix" else None
+        if total <= free and (avail is None or total <= avail):
+            return None  # tmpfs pages are memory: /dev/shm may be larger than what is left
+        where = (_where(directory, free) if total > free else
+                 f"MemAvailable is {_sizes(avail)} (tmpfs pages are memory)")
+    return (f"the {nprocs} processes of this node need {_sizes(total)} of {kind} shared "
+            f"memory together ({nprocs} x {_sizes(size)}: queues, payload slots and "
+            f"segments), but {where}; lower --segment-size (AMNET_SEGMENT_SIZE), "
+            "AMNET_PSHM_NETWORK_DEPTH or AMNET_MAX_MEDIUM, pick another AMNET_PSHM_BACKING, "
+            "or run with --no-pshm")

@@ -40,8 +40,9 @@ from . import _backing
 from . import _layout as L
 from ._native import Words, fence
 
-#: x86-64 keeps stores in order and loads in order (TSO): plain loads of indices suffice.
-TSO = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686", "x86")
+#: x86-64 keeps stores in order and loads in order (TSO): plain 8-byte loads of indices
+#: suffice (on 32-bit x86 they could tear, so it takes the acquire-load path).
+TSO = platform.machine().lower() in ("x86_64", "amd64")
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,7 +230,7 @@ class PshmNetwork:
             o.buf[s:s + plen] = payload
         o.head = head + 1
         o.words.store(o.head_w, head + 1)  # publish (seq_cst: also orders the load below)
-        if q[L.W_SLEEP]:
+        if (q[L.W_SLEEP] if TSO else o.words.load(L.W_SLEEP)):
             self._ring(o.peer)
         self.sent += 1
         return True
