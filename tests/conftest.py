@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -40,6 +41,22 @@ def shm_objects() -> set[str]:
         return {n for n in os.listdir("/dev/shm") if "amnet" in n.lower()}
     except FileNotFoundError:
         return set()
+
+
+def new_shm_objects(before: set[str], settle: float = 2.0) -> set[str]:
+    """amnet's objects in /dev/shm that are not in ``before`` and stay there.
+
+    A job's objects have names only until every process of its node mapped them
+    (milliseconds), so the names of jobs running beside the test (another test session)
+    come and go; what the test's own jobs left behind stays. Waits at most ``settle``
+    seconds, and only while something new is there.
+    """
+    left = shm_objects() - before
+    deadline = time.monotonic() + settle
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left &= shm_objects()
+    return left
 
 
 class Runner:
@@ -84,7 +101,7 @@ def runner(tmp_path):
     before = shm_objects()
     yield r
     r.assert_clean()
-    assert shm_objects() <= before
+    assert new_shm_objects(before) == set()
 
 
 # -- two hosts in network namespaces ---------------------------------------------------------
@@ -191,8 +208,11 @@ def stranger_connects(ns: str | None, address: str, *, keys: dict[str, str] | No
 @pytest.fixture
 def marked(monkeypatch):
     """Mark this test's jobs (``amnet.run`` inherits the environment) so that anything they
-    leave behind can be found; fail the test if something is."""
+    leave behind can be found; fail the test if something is (a process, or an object in
+    /dev/shm)."""
     mark = uuid.uuid4().hex
     monkeypatch.setenv("AMTEST_MARK", mark)
+    before = shm_objects()
     yield mark
     assert leftovers(mark) == []
+    assert new_shm_objects(before) == set()  # nothing of amnet left in /dev/shm

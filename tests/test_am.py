@@ -23,7 +23,7 @@ import uuid
 
 import amjobs
 import pytest
-from conftest import DATA, leftovers
+from conftest import DATA, leftovers, new_shm_objects, shm_objects
 
 import amnet
 
@@ -37,12 +37,14 @@ HOST = socket.gethostname()
 def mark():
     """Mark this module's jobs so that anything they leave behind can be found."""
     mark = uuid.uuid4().hex
+    before = shm_objects()
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("AMTEST_MARK", mark)
         for var in [v for v in os.environ if v.startswith("AMNET_")]:
             mp.delenv(var)
         yield mark
     assert leftovers(mark) == []
+    assert new_shm_objects(before) == set()  # nothing of amnet left in /dev/shm
 
 
 def names(fns) -> list[str]:
@@ -159,7 +161,12 @@ def check_context(res: list[dict]) -> None:
             assert "reply handler amjobs.h_ctx_rep" in msg
         # handle.wait() in rank 0's handler, on a handle that was still pending
         waits = [p for p in probes if p[1] in ("handle pending", "handle.wait")]
-        if r["rank"] == 0 and n > 1:
+        if c["direct"]:
+            # the last rank is on my node with PSHM on: a put to it is a direct copy,
+            # complete on return (DESIGN.md section 5), so no handle can be left pending
+            assert waits == []
+            assert c["local_put_done"] is (True if r["rank"] == 0 else None)
+        elif r["rank"] == 0 and n > 1:
             assert waits[0] == ("request handler", "handle pending", ("pending", ""))
             assert waits[1][2][0] == "AMContextError" and len(waits) == 2
             assert "put handle.wait() inside request handler amjobs.h_wait_handle" in \
@@ -175,7 +182,7 @@ def check_context(res: list[dict]) -> None:
         assert c["ctx_replies"] == [100 + d for d in range(n)]
         # and nothing the handlers tried to send ran anywhere: n ctx requests, n ctx replies,
         # the flush (n pings in, n pongs back), and on rank 0 h_wait_handle and its pong
-        assert c["runs"] == 4 * n + (2 if r["rank"] == 0 and n > 1 else 0)
+        assert c["runs"] == 4 * n + (2 if waits else 0)
 
 
 def check_handler_errors(res: list[dict]) -> None:
@@ -307,6 +314,22 @@ def test_barriers(core):
 
 def test_handlers_found_nothing_wrong(core):
     check_clean(core)
+
+
+def test_core_job_ran_on_the_network_asked_for(core, request):
+    """The configuration of each core job took effect: node-local traffic between processes
+    went through the shared-memory network (with the backing and depth asked for) unless PSHM
+    is off or a node has one process."""
+    cfg = CORE_JOBS[request.node.callspec.params["core"]]
+    n, nodes, t = cfg["n"], cfg.get("nodes", 1), cfg.get("threads_per_proc", 1)
+    procs_per_node = n // t // nodes
+    for r in core:
+        if not cfg.get("pshm", True) or procs_per_node == 1:
+            assert r["pshm"] is None
+        else:
+            assert r["pshm"] == (cfg.get("pshm_backing", "posix"),
+                                 cfg.get("pshm_network_depth", 8), procs_per_node, True)
+        assert r["thread_safe"] == cfg.get("thread_safe", "auto")
 
 
 def test_singleton_runs_the_core_job(tmp_path):

@@ -424,7 +424,11 @@ def core(ep) -> dict:
         out.setdefault("seconds", {})[name] = round(time.monotonic() - t0, 3)
         ep.barrier()
     out["bad"] = list(s.bad)
-    out["refused"] = ep.statistics().refused
+    st = ep.statistics()
+    out["refused"] = st.refused
+    out["pshm"] = None if st.pshm is None else (st.pshm.backing, st.pshm.depth,
+                                                st.pshm.processes, st.pshm.sent > 0)
+    out["thread_safe"] = ep.config.thread_safe
     return out
 
 
@@ -564,10 +568,18 @@ def sec_context(ep, s: State) -> dict:
         late = _outcome(e)
     # handle.wait in a handler (rank 0's), on a handle that cannot complete yet: its put
     # goes to the last rank, whose process sleeps without progress meanwhile. (With one
-    # process there is no such rank: put_nb polls, so a put to myself may be done at once.)
+    # process there is no such rank: put_nb polls, so a put to myself may be done at once.
+    # With PSHM on and the last rank on my node, a put to it is a direct copy, complete on
+    # return: DESIGN.md section 5.)
     ep.barrier()
+    direct = ep.segment_view(ep.size - 1) is not None
+    local_put_done = None
     if ep.procs == 1:
         pass
+    elif direct:
+        if ep.rank == 0:
+            h = ep.put_nb(ep.size - 1, 0, b"direct")
+            local_put_done = h.done and h.test()
     elif ep.same_process(ep.size - 1):
         time.sleep(0.7)
     elif ep.rank == 0:
@@ -582,7 +594,8 @@ def sec_context(ep, s: State) -> dict:
     replies = sorted(r[4][0] for r in s.reps[start:] if r[0] == "ctx")
     s.reps.clear()
     return {"probes": list(s.ctx), "late_reply": late, "ctx_replies": replies,
-            "runs": s.runs - runs0, "kept_is_request": kept.is_request}
+            "runs": s.runs - runs0, "kept_is_request": kept.is_request,
+            "direct": direct and ep.procs > 1, "local_put_done": local_put_done}
 
 
 def sec_handler_errors(ep, s: State) -> dict:

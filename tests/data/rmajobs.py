@@ -262,19 +262,25 @@ def completion(ep, park_dir: str):
     expect(TypeError, amnet.wait_any, ["handle"])
     ep.barrier()  # nobody reads rank 0's copy of the pattern any more
 
-    B = n - 1  # another node and another process than rank 0 in every topology tested
-    assert (not ep.is_local(B) and not ep.same_process(B)) or r != 0
+    B = n - 1  # another process than rank 0 in every topology tested
+    assert not ep.same_process(B) or r != 0
+    # With PSHM on and B on rank 0's node, puts and gets to B are direct copies, complete on
+    # return (DESIGN.md section 5): nothing can be left pending, see completion_direct.
+    direct = ep.bootstrap.allgather(ep.segment_view(B) is not None)[0]  # as rank 0 sees it
+    assert direct or not ep.is_local(B) or not ep.config.pshm or r != 0
     region_put = data(3, 1, size=5000)
     nbi_put = data(3, 2, size=70000)
     nb_put = data(3, 3, size=300)
     checks: list[str] = []
-    parked = range(B - ep.threads_per_proc + 1, B + 1)  # the ranks of B's process
+    parked = range(0) if direct else range(B - ep.threads_per_proc + 1, B + 1)  # B's process
     release = Path(park_dir, "release")
     ep.barrier()
     if r in parked:
         Path(park_dir, f"parked.{r}").touch()
         wait_for_files([release], f"rank {r} parked")
-    if r == 0:
+    if r == 0 and direct:
+        checks = completion_direct(ep, B, region_put, nbi_put, nb_put, pattern[B])
+    elif r == 0:
         wait_for_files([Path(park_dir, f"parked.{q}") for q in parked], "rank 0")
         assert ep.statistics().inflight == 0
         try:
@@ -355,6 +361,51 @@ def completion(ep, park_dir: str):
         same(ep.get(q, 900000 + 1000 * r, 333), data(r, q, 10, size=333), f"region put to {q}")
     expect(amnet.AMNetError, region.__enter__)  # a region is entered once
     ep.barrier()
+    return checks
+
+
+def completion_direct(ep, B: int, region_put, nbi_put, nb_put, pattern) -> list[str]:
+    """What ``completion`` checks while B is parked, when B shares memory with me: every
+    operation is complete when its call returns (no AM is sent) and fence finds nothing."""
+    checks = []
+    st0 = ep.statistics()
+    assert st0.inflight == 0
+    rbuf = region_put.copy()
+    rout = np.zeros(4096, dtype=np.uint8)
+    with ep.access_region() as region:
+        assert ep.put_nbi(B, 100000, rbuf) is None
+        ep.get_nbi(B, 200000, 4096, rout)
+    rbuf[:] = 0
+    assert isinstance(region.handle, amnet.Handle)
+    assert region.handle.done and region.handle.test() and region.handle.wait() is None
+    same(rout, pattern[200000:204096], "region get_nbi (direct)")
+    checks.append("region done at exit (direct)")
+    gout = bytearray(100)
+    ep.get_nbi(B, 300000, 100, gout)
+    assert ep.test_nbi() and ep.test_nbi(puts=False, gets=True)
+    same(gout, pattern[300000:300100], "get_nbi (direct)")
+    pbuf = bytearray(nbi_put.tobytes())
+    ep.put_nbi(B, 400000, pbuf)
+    pbuf[:] = bytes(len(pbuf))
+    assert ep.test_nbi(puts=True, gets=False)
+    checks.append("nbi put and get done on return (direct)")
+    hb = ep.get_nb(B, 500000, 32)
+    hp = ep.put_nb(B, 600000, nb_put)
+    assert hb.done and hb.test() and hp.done and hp.test()
+    assert amnet.wait_any([hb, hp]) in (0, 1)
+    same(hb.wait(), pattern[500000:500032], "get_nb (direct)")
+    assert hp.wait() is None
+    checks.append("nb handles done on return (direct)")
+    st1 = ep.statistics()
+    assert st1.inflight == 0, st1
+    if ep.threads_per_proc == 1:  # (the counters are the process's: other threads send)
+        assert st1.conduit.sent == st0.conduit.sent, (st0, st1)  # no AM for any of them
+        assert st1.pshm is None or st1.pshm.sent == st0.pshm.sent, (st0, st1)
+    ep.fence()
+    same(ep.get(B, 100000, 5000), region_put, "region put_nbi (direct)")
+    same(ep.get(B, 400000, 70000), nbi_put, "put_nbi (direct)")
+    same(ep.get(B, 600000, 300), nb_put, "put_nb (direct)")
+    checks.append("fence found nothing to wait for (direct)")
     return checks
 
 
@@ -718,6 +769,7 @@ def bad_input(ep):
             st1 = ep.statistics()
             assert st1.conduit.sent == st0.conduit.sent, (st0, st1)
             assert st1.conduit.bytes_sent == st0.conduit.bytes_sent
+            assert st1.pshm is None or st1.pshm.sent == st0.pshm.sent, (st0, st1)
             assert st1.inflight == 0
     ep.bootstrap.barrier()
     ep.barrier()
