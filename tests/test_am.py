@@ -167,10 +167,13 @@ def check_context(res: list[dict]) -> None:
             assert waits == []
             assert c["local_put_done"] is (True if r["rank"] == 0 else None)
         elif r["rank"] == 0 and n > 1:
-            assert waits[0] == ("request handler", "handle pending", ("pending", ""))
-            assert waits[1][2][0] == "AMContextError" and len(waits) == 2
-            assert "put handle.wait() inside request handler amjobs.h_wait_handle" in \
-                waits[1][2][1]
+            assert waits[0][:2] == ("request handler", "handle pending") and len(waits) == 2
+            # on a loaded machine the put's ack may come back before the handler runs: a
+            # done handle's wait() returns at once; a pending one must refuse
+            if waits[0][2] == ("pending", ""):
+                assert waits[1][2][0] == "AMContextError"
+                assert "put handle.wait() inside request handler amjobs.h_wait_handle" in \
+                    waits[1][2][1]
         else:
             assert waits == []
         assert len(probes) == len(REQ_PROBES) * n + len(REP_PROBES) * n + len(waits)
