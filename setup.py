@@ -1,9 +1,10 @@
-"""Builds the C extension of the shared-memory network; the metadata is in pyproject.toml."""
+"""Builds the C extensions (the shared-memory network's primitives, the AM hot path); the metadata is in pyproject.toml."""
 
 from setuptools import Extension, setup
 
 setup(
     ext_modules=[
         Extension("amnet.pshm._native", ["amnet/pshm/_native.c"], extra_compile_args=["-O2"]),
+        Extension("amnet.core._hot", ["amnet/core/_hot.c"], extra_compile_args=["-O2"]),
     ],
 )

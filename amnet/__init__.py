@@ -29,6 +29,7 @@ from ._errors import SegmentBoundsError as SegmentBoundsError
 from ._errors import TopologyError as TopologyError
 from ._topology import Topology as Topology
 from .core._handlers import handler as handler
+from .core._hot import Token as Token
 from .core._ops import AccessRegion as AccessRegion
 from .core._ops import Handle as Handle
 from .core._ops import wait_all as wait_all
@@ -36,7 +37,6 @@ from .core._ops import wait_any as wait_any
 from .core._runtime import abort as abort
 from .core._runtime import finalize as finalize
 from .core._runtime import init as init
-from .core._token import Token as Token
 from .core._wire import MAX_ARGS as MAX_ARGS
 from .launch.api import run as run
 

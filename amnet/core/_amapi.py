@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import numpy as np
 
-from . import _wire as W
 from ._handlers import HandlerTable, verify_tables
 
 
@@ -28,49 +27,9 @@ class AMStatistics:
 class AMMixin:
     __slots__ = ()
 
-    # -- requests -------------------------------------------------------------------------
-    def request_short(self, dest: int, handler: Any, *args: int) -> None:
-        """Send a Short AM: ``handler(token, *args)`` runs on rank ``dest``.
-
-        ``handler`` is a registered function (or its ``module.qualname``); ``args`` are at
-        most ``amnet.MAX_ARGS`` (16) ints that fit int64.
-
-        Raises:
-            RankError, HandlerNotRegistered, HandlerCategoryError, AMArgumentError: bad
-                input (nothing is sent).
-            AMContextError: called inside a handler (reply with the token instead).
-        """
-        rs = self._live()
-        self._eng.forbid_send_in_handler("ep.request_short()")
-        self._eng.send_user(rs, W.SHORT, dest, handler, None, 0, args)
-        self._eng.poll()
-
-    def request_medium(self, dest: int, handler: Any, payload: Any, *args: int) -> None:
-        """Send a Medium AM: ``handler(token, payload_view, *args)`` runs on ``dest``.
-
-        ``payload`` is bytes-like, at most ``ep.max_medium`` bytes; it may be reused as soon
-        as the call returns. The handler's view is valid only during its call.
-
-        Raises: as :meth:`request_short`, plus PayloadTooLarge.
-        """
-        rs = self._live()
-        self._eng.forbid_send_in_handler("ep.request_medium()")
-        self._eng.send_user(rs, W.MEDIUM, dest, handler, payload, 0, args)
-        self._eng.poll()
-
-    def request_long(self, dest: int, handler: Any, payload: Any, dest_offset: int,
-                     *args: int) -> None:
-        """Send a Long AM: ``payload`` is written at ``dest_offset`` in ``dest``'s segment,
-        then ``handler(token, view_of_those_bytes, *args)`` runs there.
-
-        The payload may be reused as soon as the call returns.
-
-        Raises: as :meth:`request_short`, plus SegmentBoundsError.
-        """
-        rs = self._live()
-        self._eng.forbid_send_in_handler("ep.request_long()")
-        self._eng.send_user(rs, W.LONG, dest, handler, payload, dest_offset, args)
-        self._eng.poll()
+    # request_short/request_medium/request_long, poll and wait_until are C methods of
+    # amnet.core._hot.EndpointBase (the hot path); they hand anything they do not handle to
+    # the engine's Python methods.
 
     # -- handlers -------------------------------------------------------------------------
     def register_handlers(self, handlers: Iterable[Callable]) -> None:
@@ -114,30 +73,6 @@ class AMMixin:
         self._rs.on_handler_error = fn
 
     # -- progress -------------------------------------------------------------------------
-    def poll(self) -> int:
-        """Run the handlers of the AMs that have arrived; return how many ran.
-
-        Raises:
-            AMContextError: called inside a handler.
-        """
-        self._live()
-        self._eng.forbid_in_handler("ep.poll()")
-        return self._eng.poll()
-
-    def wait_until(self, pred: Callable[[], Any], timeout: float | None = None) -> bool:
-        """Make progress until ``pred()`` is true; return False if ``timeout`` seconds passed
-        first.
-
-        Raises:
-            AMContextError: called inside a handler.
-            JobAborted: the job is being torn down.
-        """
-        self._live()
-        self._eng.forbid_in_handler("ep.wait_until()")
-        if not callable(pred):
-            raise TypeError("wait_until needs a callable predicate")
-        return self._eng.wait_until(pred, timeout)
-
     @property
     def wait_mode(self) -> str:
         """How this rank waits, as ``auto`` resolved it: ``"spin"``, ``"block"``, or
@@ -170,6 +105,6 @@ class AMMixin:
     def statistics(self) -> AMStatistics:
         """A snapshot of this process's AM counters and its conduit's."""
         eng = self._eng
-        return AMStatistics(eng.handled, eng.refused, len(eng.delayed), self._rs.inflight,
-                            eng.conduit.statistics(),
+        return AMStatistics(eng.handled + eng.hot.handled, eng.refused, len(eng.delayed),
+                            self._rs.inflight, eng.conduit.statistics(),
                             None if eng.pshm is None else eng.pshm.statistics())

@@ -11,8 +11,15 @@ segment.
 
 Threads: sends may come from any thread (the conduit locks per destination). Only one thread
 drains at a time (``drain_lock``); handlers run on the draining thread with the restricted
-context marked in a thread-local. A thread that cannot drain waits on ``cond`` for the drainer
-to make progress (block mode) or keeps trying (spin mode).
+context marked by the token current on that thread. A thread that cannot drain waits on
+``cond`` for the drainer to make progress (block mode) or keeps trying (spin mode). A
+*lock-free* engine (one rank-thread, ``thread_safe`` not 1, no progress thread: one thread
+calls amnet) takes no drain lock on the C fast path.
+
+The hot path (:mod:`amnet.core._hot`, C) sends and runs user Short/Medium AMs within the node,
+drains the shared-memory queues, makes the tokens and spins in ``wait_until``; whatever it does
+not handle comes back to the methods here (``send_user``, ``dispatch``, ``drain_net``,
+``wait_slow``...), which remain the reference for every check and error.
 """
 
 from __future__ import annotations
@@ -32,19 +39,23 @@ from .._errors import (
     AMArgumentError,
     AMContextError,
     HandlerCategoryError,
+    InitError,
     PayloadTooLarge,
     PshmSpaceError,
     RankError,
     SegmentBoundsError,
 )
-from ..pshm._layout import F_DEPOSITED, F_MORE, REP, REQ, pshm_prefix
+from ..pshm._layout import F_DEPOSITED, pshm_prefix
 from ..pshm._native import Words
+from . import _hot
 from . import _wire as W
 from ._barrier import Barrier
 from ._handlers import HandlerTable
+from ._hot import Token, current_token
 from ._ops import Bucket
-from ._token import Token
 from .conduit import get_conduit
+
+_hot.set_errors(InitError, AMContextError)
 
 BLOCK_SLICE_S = 0.05  # a sleeping rank re-checks aborts this often
 DRAIN_BUDGET = 256  # messages run per drain before the caller re-checks its condition
@@ -104,8 +115,6 @@ class Engine:
         self.boot = boot
         self.conduit = get_conduit(config.conduit)(proc, topo.procs, bind_host, curve, config)
         self.ranks: list[RankState | None] = [None] * self.T
-        self.tls = threading.local()
-        self.drain_lock = threading.Lock()
         self.cond = threading.Condition(threading.Lock())
         self.waiters = 0
         self.gen = 0
@@ -121,7 +130,6 @@ class Engine:
         self.empty_polls = 0
         self.seg_views: dict[int, np.ndarray] = {}
         self.seg_words: dict[int, Any] = {}
-        self.seg_mv: dict[int, memoryview] = {}  # the same segments, for fast small copies
         self._progress: threading.Thread | None = None
         self._stop = False
         self.closed = False
@@ -133,28 +141,39 @@ class Engine:
         node_procs = topo.procs_of_node(topo.node_of_proc(proc))
         self.route = [NET] * topo.procs
         self.route[proc] = INLINE
-        self.pshm = None
-        if config.pshm and len(node_procs) > 1 and job is not None:
-            from ..pshm._network import PshmNetwork
-
+        use_pshm = bool(config.pshm and len(node_procs) > 1 and job is not None)
+        if use_pshm:
             if job.get("pshm_error"):  # the agent found the node too small for all objects
                 raise PshmSpaceError(job["pshm_error"])
-
-            self.pshm = PshmNetwork(node_procs, proc, self.T, config,
-                                    pshm_prefix(job["token"]), job.get("doorbells"))
             for p in node_procs:
                 if p != proc:
                     self.route[p] = PSHM
         self.local_node_procs = node_procs
         # processes with faster paths than the conduit (shared memory, in-line AMs between
         # rank-threads) look at the conduit less often while it is idle
-        self.throttle = self.pshm is not None or self.T > 1
+        self.throttle = use_pshm or self.T > 1
+        ts = config.thread_safe
+        self.thread_safe = ts == "1" or (ts == "auto" and self.T > 1)
+        self.hot = _hot.Hot(self, self.route,
+                            self.T == 1 and not self.thread_safe and not config.progress_thread,
+                            CONDUIT_POLL_S if self.throttle else 0.0)
+        self.hot.set_spin(self.spin_s)
+        self.drain_lock = self.hot.drain_lock
+        self.pshm = None
+        if use_pshm:
+            from ..pshm._network import PshmNetwork
+
+            self.pshm = PshmNetwork(node_procs, proc, self.T, config,
+                                    pshm_prefix(job["token"]), job.get("doorbells"), self.hot)
 
     # -- setup ----------------------------------------------------------------------------
     def add_rank(self, rank: int) -> RankState:
         mem = None if self.pshm is None else self.pshm.segment_buffer(rank - self.first)
         rs = RankState(self, rank, self.seg_size, mem)
         self.ranks[rank - self.first] = rs
+        self.hot.add_rank(rank - self.first, rs, rs.table, rank)
+        self.hot.set_segment(self.node * self.ranks_per_node, self.ranks_per_node, rank,
+                             rs.segment)
         return rs
 
     def start(self, table: list[dict[str, Any]]) -> None:
@@ -163,6 +182,12 @@ class Engine:
         self.conduit.set_peers(addrs)
         if self.pshm is not None:
             self.pshm.attach({p: table[p * self.T]["pshm"] for p in self.local_node_procs})
+            for p in self.local_node_procs:
+                if p != self.proc:
+                    for t in range(self.T):
+                        self.hot.set_segment(self.node * self.ranks_per_node,
+                                             self.ranks_per_node, p * self.T + t,
+                                             self.pshm.peer_segment(p, t))
         if self.config.wait_mode == "auto":
             # Block when the ranks on this host outnumber its cores. Otherwise spin for a
             # while, then block: a round trip completes within the spin (on the 2-core VM
@@ -175,6 +200,7 @@ class Engine:
             except (AttributeError, OSError):
                 cores = os.cpu_count() or 1
             self.spin_s = 0.0 if on_host > cores else SPIN_THEN_BLOCK_S
+            self.hot.set_spin(self.spin_s)
         if self.config.progress_thread and self._progress is None:
             self._progress = threading.Thread(target=self._progress_loop, daemon=True,
                                               name=f"amnet-progress-{self.proc}")
@@ -198,10 +224,10 @@ class Engine:
 
     # -- context checks -------------------------------------------------------------------
     def in_handler(self) -> Token | None:
-        return self.tls.__dict__.get("token")
+        return current_token()
 
     def forbid_in_handler(self, what: str) -> None:
-        tok = self.tls.__dict__.get("token")
+        tok = current_token()
         if tok is not None:
             kind = "request" if tok.is_request else "reply"
             raise AMContextError(f"{what} inside {kind} handler {tok.handler}: handlers run in "
@@ -209,7 +235,7 @@ class Engine:
                                  "blocking communication)")
 
     def forbid_send_in_handler(self, what: str) -> None:
-        tok = self.tls.__dict__.get("token")
+        tok = current_token()
         if tok is not None:
             kind = "request" if tok.is_request else "reply"
             extra = ("; reply with token.reply_*()" if tok.is_request else
@@ -294,10 +320,10 @@ class Engine:
                 if length:
                     self.local_segment(dest)[offset:offset + length] = np.frombuffer(
                         payload, dtype=np.uint8)
-                self._pshm_send(dproc, flags & W.REPLY, header, None, length, F_DEPOSITED)
+                self.hot.pshm_send(dproc, flags & W.REPLY, header, None, length, F_DEPOSITED)
             else:
-                self._pshm_send(dproc, flags & W.REPLY, header, payload,
-                                length if cat == W.MEDIUM else -1, 0)
+                self.hot.pshm_send(dproc, flags & W.REPLY, header, payload,
+                                   length if cat == W.MEDIUM else -1, 0)
             return
         self.conduit.send(dproc, header, payload if length else None)
 
@@ -320,10 +346,10 @@ class Engine:
         header = W.HEADERS[len(args)].pack(flags, len(args), hidx, src, dest, offset, *args)
         if route == PSHM:
             if payload is None:
-                self._pshm_send(dproc, reply, header, None, -1, 0)
+                self.hot.pshm_send(dproc, reply, header, None, -1, 0)
             else:
                 mv, n = as_bytes(payload, "payload")
-                self._pshm_send(dproc, reply, header, mv, n, 0)
+                self.hot.pshm_send(dproc, reply, header, mv, n, 0)
             return
         self.conduit.send(dproc, header, payload, copy)
 
@@ -367,7 +393,6 @@ class Engine:
             else:
                 return None
             self.seg_views[rank] = v
-            self.seg_mv[rank] = memoryview(v)
         return v
 
     def segment_words(self, rank: int) -> Any:
@@ -379,32 +404,9 @@ class Engine:
         return w
 
     # -- the shared-memory network --------------------------------------------------------
-    def _pshm_send(self, proc: int, reply: int, header: bytes, payload: Any, plen: int,
-                   flags: int) -> None:
-        """Queue one message to node-local process ``proc``, polling while its queue is
-        full. A payload larger than a slot (rpc arguments or results) goes in fragments."""
-        net = self.pshm
-        o = net.out_queue(REP if reply else REQ, proc)
-        lock = o.lock
-        if lock is not None:
-            lock.acquire()
-        try:
-            slot = o.slot
-            if plen > slot and not flags & F_DEPOSITED:
-                mv = memoryview(payload).cast("B")
-                for at in range(0, plen - slot, slot):
-                    chunk = mv[at:at + slot]
-                    while not net.push(o, b"", chunk, slot, F_MORE):
-                        self._queue_full(reply)
-                payload = mv[(plen - 1) // slot * slot:]
-                plen = payload.nbytes
-            while not net.push(o, header, payload, plen, flags):
-                self._queue_full(reply)
-        finally:
-            if lock is not None:
-                lock.release()
-
-    def _queue_full(self, reply: int) -> None:
+    # Sends go through ``hot.pshm_send`` (C): it takes the queue's producer lock, fragments a
+    # payload larger than a slot, and calls ``_queue_full`` while the queue is full.
+    def _queue_full(self, reply: bool) -> None:
         """A queue to a node-local process is full: make progress so it empties.
 
         A reply is sent by the thread that drains (from a handler): it runs only incoming
@@ -414,10 +416,8 @@ class Engine:
         Raises:
             JobAborted: the job is being torn down.
         """
-        net = self.pshm
-        net.full_waits += 1
         if reply:
-            if not net.drain(self.dispatch, net.rep_ins):
+            if not self.hot.drain(True):
                 _yield()
         elif self.drain_lock.acquire(False):
             try:
@@ -441,7 +441,7 @@ class Engine:
             self.deferred.append(fn)
 
     def run_deferred(self) -> None:
-        if self.tls.__dict__.get("token") is not None:
+        if current_token() is not None:
             return
         while self.deferred:
             with self.cond:
@@ -460,18 +460,11 @@ class Engine:
         holds).
         """
         n = 0
-        delayed = self.delayed
-        if delayed:
-            now = time.monotonic()
-            while delayed and delayed[0][0] <= now and n < DRAIN_BUDGET:
-                _, header, payload = delayed.popleft()
-                self.dispatch(header, payload)
-                n += 1
-            if n:
-                wait = None
+        if self.delayed:
+            wait = None  # drain_net runs those due; the caller's wait is up to the next one
         net = self.pshm
         if net is not None:
-            k = net.drain(self.dispatch)
+            k = self.hot.drain()
             if k:
                 n += k
                 wait = None
@@ -482,7 +475,7 @@ class Engine:
             if wait is not None:  # sleep on the doorbell and the conduit together
                 net.sleep(self.conduit.wait_readable_fds, wait)
                 wait = None
-                k = net.drain(self.dispatch)
+                k = self.hot.drain()
                 if k:
                     n += k
                     if pred is not None and pred():
@@ -494,6 +487,21 @@ class Engine:
             if now - self.conduit_at < CONDUIT_POLL_S:
                 return n
             self.conduit_at = now
+        return n + self.drain_net(pred, wait)
+
+    def drain_net(self, pred: Callable[[], Any] | None, wait: float | None = None) -> int:
+        """Run what the conduit brought (and delayed messages now due); return how many ran.
+        The C hot path calls this (throttled) after draining the shared-memory queues."""
+        n = 0
+        delayed = self.delayed
+        if delayed:
+            now = time.monotonic()
+            while delayed and delayed[0][0] <= now and n < DRAIN_BUDGET:
+                _, header, payload = delayed.popleft()
+                self.dispatch(header, payload)
+                n += 1
+            if n:
+                wait = None
         conduit = self.conduit
         latency = self.latency
         seen = 0
@@ -592,18 +600,8 @@ class Engine:
 
     def run_handler(self, rs: RankState, fn: Callable, name: str, src: int, is_request: bool,
                     args: tuple) -> Any:
-        tok = Token(self, rs, src, is_request, name)
-        d = self.tls.__dict__
-        prev = d.get("token")
-        d["token"] = tok
-        try:
-            return fn(tok, *args)
-        except BaseException as e:
-            self.handler_failed(rs, name, src, e)
-        finally:
-            tok._live = False
-            d["token"] = prev
-            self.handled += 1
+        """Run ``fn(token, *args)`` for rank ``rs`` (a failure goes to handler_failed)."""
+        return self.hot.run_handler(rs.rank - self.first, fn, name, src, is_request, args)
 
     def handler_failed(self, rs: RankState, name: str, src: int, exc: BaseException) -> None:
         cb = rs.on_handler_error
@@ -636,14 +634,26 @@ class Engine:
             self.run_deferred()
         return n
 
+    def wake_waiters(self) -> None:
+        """After a drain that ran something: wake the threads waiting on the drainer."""
+        if self.waiters:
+            self._wake()
+
     def _wake(self) -> None:
         with self.cond:
             self.gen += 1
             self.cond.notify_all()
 
+    def wait_slow(self, pred: Callable[[], Any], timeout: float | None, spun: bool) -> bool:
+        """The C ``wait_until`` hands over here: it is not lock-free, it blocks, or it spun
+        ``spin_s`` without anything arriving (``spun``: block at once)."""
+        return self.wait_until(pred, timeout, spun=spun)
+
     def wait_until(self, pred: Callable[[], Any], timeout: float | None = None,
-                   max_block: float = BLOCK_SLICE_S) -> bool:
+                   max_block: float = BLOCK_SLICE_S, spun: bool = False) -> bool:
         """Make progress until ``pred()`` is true (True) or ``timeout`` passes (False).
+
+        ``spun``: the caller already spun ``spin_s`` with nothing arriving (block now).
 
         Raises:
             JobAborted: the job is being torn down.
@@ -655,7 +665,8 @@ class Engine:
         deadline = None if timeout is None else now + timeout
         lock = self.drain_lock
         spin_s = self.spin_s
-        idle = None  # when polling last found nothing (None: it just did find something)
+        # when polling last found nothing (None: it just did find something)
+        idle = now - spin_s - 1.0 if spun and spin_s != float("inf") else None
         while True:
             if lock.acquire(False):
                 try:

@@ -15,39 +15,18 @@ class ExtendedMixin:
     __slots__ = ()
 
     # -- put / get ------------------------------------------------------------------------
-    def put(self, dest: int, offset: int, data: Any) -> None:
-        """Write ``data`` (bytes-like or numpy array) at ``offset`` in ``dest``'s segment and
-        return once it is there. ``data`` may be reused at once.
-
-        Raises:
-            RankError, SegmentBoundsError, TypeError: bad input (nothing is sent).
-            AMContextError: inside a handler.
-            JobAborted: the job is being torn down.
-        """
+    # ep.put and ep.get are C methods of amnet.core._hot.EndpointBase: a node-local copy of a
+    # contiguous buffer happens there, anything else comes here.
+    def _put_slow(self, dest: int, offset: int, data: Any) -> None:
+        """``ep.put`` when the C fast path does not apply (see its docstring)."""
         eng = self._eng
-        if type(dest) is int and type(data) is bytes and type(offset) is int:
-            mv = eng.seg_mv.get(dest)  # the fast path: bytes into a node-local segment
-            if (mv is not None and 0 <= offset and offset + len(data) <= eng.seg_size
-                    and not self._ctx.finalized and eng.tls.__dict__.get("token") is None):
-                mv[offset:offset + len(data)] = data
-                return
         eng.forbid_in_handler("ep.put()")
         op = X.start_put(eng, self._live(), dest, offset, data, False, True, "ep.put()")
         Handle(eng, op, "put").wait()
 
-    def get(self, src: int, offset: int, nbytes: int, out: Any = None) -> Any:
-        """Read ``nbytes`` at ``offset`` of ``src``'s segment into ``out`` (a writable buffer
-        of at least ``nbytes``) or a new ``bytearray``; return it.
-
-        Raises: as :meth:`put`.
-        """
+    def _get_slow(self, src: int, offset: int, nbytes: int, out: Any = None) -> Any:
+        """``ep.get`` when the C fast path does not apply (see its docstring)."""
         eng = self._eng
-        if out is None and type(src) is int and type(offset) is int and type(nbytes) is int:
-            mv = eng.seg_mv.get(src)  # the fast path: a node-local segment into a bytearray
-            if (mv is not None and 0 <= offset and 0 <= nbytes
-                    and offset + nbytes <= eng.seg_size and not self._ctx.finalized
-                    and eng.tls.__dict__.get("token") is None):
-                return bytearray(mv[offset:offset + nbytes])
         eng.forbid_in_handler("ep.get()")
         op = X.start_get(eng, self._live(), src, offset, nbytes, out, False, "ep.get()")
         return Handle(eng, op, "get").wait()

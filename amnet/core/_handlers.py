@@ -103,7 +103,8 @@ class HandlerTable:
         """Forget every handler from index ``n`` on (a failed registration)."""
         for name in self.names[n:]:
             del self.by_name[name]
-        self.by_fn = {f: i for f, i in self.by_fn.items() if i < n}
+        for f in [f for f, i in self.by_fn.items() if i >= n]:
+            del self.by_fn[f]  # in place: the C hot path holds this dict
         del self.fns[n:], self.names[n:], self.cats[n:], self.nargs[n:]
 
     def index(self, fn: Any) -> int:

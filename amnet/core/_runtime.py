@@ -253,6 +253,7 @@ def finalize() -> None:
     ctx.collective("finalize")
     ctx.finalized = True
     ep._rs.finalized = True
+    ep._eng.hot.set_finalized(ctx.rank - ep._eng.first)
 
 
 def finalize_if_needed(ctx: RankContext) -> None:
@@ -264,6 +265,9 @@ def finalize_if_needed(ctx: RankContext) -> None:
 def _finalize_at_exit(ctx: RankContext) -> None:
     if not ctx.finalized:
         ctx.finalized = True
+        ep = ctx.endpoint
+        if ep is not None:
+            ep._eng.hot.set_finalized(ctx.rank - ep._eng.first)
     if ctx.engine_ is not None:
         ctx.engine_.close()
 

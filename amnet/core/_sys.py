@@ -153,20 +153,10 @@ class _Raised(Exception):
 
 
 def _call_capturing(eng, rs, run, name, src):
-    from ._token import Token
-
-    tok = Token(eng, rs, src, True, name)
-    d = eng.tls.__dict__
-    prev = d.get("token")
-    d["token"] = tok
     try:
-        return run(tok)
+        return eng.hot.run_handler(rs.rank - eng.first, run, name, src, True, (), True)
     except BaseException as e:  # SystemExit too: it belongs to the caller, not to this poll
         raise _Raised(e) from None
-    finally:
-        tok._live = False
-        d["token"] = prev
-        eng.handled += 1
 
 
 def h_rpc_result(eng, rs, src, args, payload, offset, flags) -> None:

@@ -13,6 +13,7 @@ import msgpack
 from .._errors import InitError
 from ._amapi import AMMixin
 from ._extapi import ExtendedMixin
+from ._hot import EndpointBase
 from ._runtime import RankContext
 
 
@@ -76,10 +77,12 @@ class Bootstrap:
         return self._live().collective("allgather", value=value)
 
 
-class Endpoint(AMMixin, ExtendedMixin):
+class Endpoint(EndpointBase, AMMixin, ExtendedMixin):
     """This rank's view of the job. Returned by :func:`amnet.init`; one per rank.
 
-    Attributes are read-only, except ``on_handler_error``.
+    Attributes are read-only, except ``on_handler_error``. The methods a round trip goes
+    through (``request_*``, ``poll``, ``wait_until``, ``put``, ``get``) are C methods of
+    :class:`amnet.core._hot.EndpointBase`.
     """
 
     __slots__ = ("_ctx", "_eng", "_rs", "_topo", "bootstrap", "host", "local_ranks",
@@ -99,6 +102,7 @@ class Endpoint(AMMixin, ExtendedMixin):
             ("bootstrap", Bootstrap(ctx)), ("max_medium", eng.max_medium),
         ):
             object.__setattr__(self, name, value)
+        self._bind(eng.hot, ctx.rank - eng.first)
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in self._SETTABLE:

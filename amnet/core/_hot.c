@@ -1,0 +1,2236 @@
+/* amnet.core._hot: the AM engine's hot path in C.
+ *
+ * What a round trip inside a node touches runs here, without the interpreter's overhead of
+ * Python frames: the checks and the send of a Short or Medium user AM (in-line to a rank of
+ * this process, or into a node-local process's shared-memory queue), draining the queues
+ * and running the handlers of user Short/Medium AMs, the Token handed to a handler, the
+ * drain lock, and the endpoint's request/poll/wait_until/put/get entry points.
+ *
+ * Everything else (system AMs, Long AMs, the conduit, malformed messages, bad arguments and
+ * their errors) goes to the Python engine (amnet/core/_engine.py), which stays the reference
+ * implementation: whenever a fast path meets anything it does not handle, it calls the
+ * Python method with the same arguments, so errors are raised there, with the same text.
+ *
+ * The queues follow docs/pshm.md: an entry (payload length, flags, header length, the wire
+ * header) and its payload are written before the head index that publishes them (one
+ * aligned 8-byte sequentially consistent store, which also orders the following load of the
+ * receiver's sleeping flag); the receiver reads the head with an acquire load, runs the
+ * entry in place and publishes the tail with a release store once the handler returned.
+ *
+ * Threads: a process's drain runs under the drain lock (a Lock of this module) unless the
+ * engine is "lock-free" (one rank-thread, not thread-safe, no progress thread: only one
+ * thread ever calls amnet). Request queues have a producer lock when the process is
+ * thread-safe; reply queues have one producer, the thread that drains. Under free threading
+ * (Py_GIL_DISABLED) the same locks protect the same state; the counters are statistics.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <sched.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { R_INLINE = 0, R_PSHM = 1, R_NET = 2 };
+enum { C_SHORT = 0, C_MEDIUM = 1, C_LONG = 2, CAT_MASK = 3, F_REPLY = 4, F_SYSTEM = 8,
+       F_KNOWN = 15 };
+#define MAX_ARGS 16
+#define FIXED 20
+enum { Q_REQ = 0, Q_REP = 1 };
+enum { E_MORE = 1, E_DEPOSITED = 2 };
+#define ENTRY 256
+#define HDR_AT 24
+#define CTRL 4096
+#define QHDR 128
+#define W_SLEEP 8
+#define BUDGET 256
+#define YIELD_EVERY 32
+
+/* ------------------------------------------------------------------------------------ */
+/* module state: the amnet exceptions, the current token of each thread                  */
+
+static PyObject *InitError, *AMContextError;
+static Py_tss_t cur_token = Py_tss_NEEDS_INIT;
+
+#if PY_VERSION_HEX < 0x030C0000
+static PyObject *
+PyErr_GetRaisedException(void)
+{
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    PyErr_NormalizeException(&t, &v, &tb);
+    if (v != NULL && tb != NULL) {
+        PyException_SetTraceback(v, tb);
+    }
+    Py_XDECREF(t);
+    Py_XDECREF(tb);
+    return v;
+}
+#endif
+
+static double
+mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static inline int64_t ld_acq(int64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+static inline void st_sc(int64_t *p, int64_t v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
+static inline void st_rel(int64_t *p, int64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+
+static inline void
+put_le(unsigned char *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++) {
+        p[i] = (unsigned char)(v >> (8 * i));
+    }
+}
+
+static inline uint64_t
+get_le(const unsigned char *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++) {
+        v |= (uint64_t)p[i] << (8 * i);
+    }
+    return v;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Lock: a plain mutex usable from C without a method call; the GIL is let go while a
+ * blocking acquire waits (the holder may need it to finish).                           */
+
+typedef struct {
+    PyObject_HEAD
+    PyThread_type_lock lock;
+    int held;
+} LockObject;
+
+static PyTypeObject Lock_Type;
+
+static inline int
+lock_try(LockObject *l)
+{
+    if (PyThread_acquire_lock(l->lock, NOWAIT_LOCK)) {
+        l->held = 1;
+        return 1;
+    }
+    return 0;
+}
+
+static inline void
+lock_wait(LockObject *l)
+{
+    if (!PyThread_acquire_lock(l->lock, NOWAIT_LOCK)) {
+        Py_BEGIN_ALLOW_THREADS
+        PyThread_acquire_lock(l->lock, WAIT_LOCK);
+        Py_END_ALLOW_THREADS
+    }
+    l->held = 1;
+}
+
+static inline void
+lock_rel(LockObject *l)
+{
+    l->held = 0;
+    PyThread_release_lock(l->lock);
+}
+
+static PyObject *
+Lock_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    if (PyTuple_GET_SIZE(args) || (kw != NULL && PyDict_GET_SIZE(kw))) {
+        PyErr_SetString(PyExc_TypeError, "Lock() takes no arguments");
+        return NULL;
+    }
+    LockObject *l = (LockObject *)type->tp_alloc(type, 0);
+    if (l == NULL) {
+        return NULL;
+    }
+    l->lock = PyThread_allocate_lock();
+    if (l->lock == NULL) {
+        Py_DECREF(l);
+        return PyErr_NoMemory();
+    }
+    return (PyObject *)l;
+}
+
+static void
+Lock_dealloc(LockObject *l)
+{
+    if (l->lock != NULL) {
+        if (l->held) {
+            PyThread_release_lock(l->lock);
+        }
+        PyThread_free_lock(l->lock);
+    }
+    Py_TYPE(l)->tp_free((PyObject *)l);
+}
+
+static PyObject *
+Lock_acquire(LockObject *l, PyObject *const *args, Py_ssize_t nargs)
+{
+    int blocking = 1;
+    if (nargs > 1) {
+        PyErr_SetString(PyExc_TypeError, "acquire(blocking=True)");
+        return NULL;
+    }
+    if (nargs == 1 && (blocking = PyObject_IsTrue(args[0])) < 0) {
+        return NULL;
+    }
+    if (!blocking) {
+        return PyBool_FromLong(lock_try(l));
+    }
+    lock_wait(l);
+    Py_RETURN_TRUE;
+}
+
+static PyObject *
+Lock_release(LockObject *l, PyObject *Py_UNUSED(ignored))
+{
+    if (!l->held) {
+        PyErr_SetString(PyExc_RuntimeError, "release of an unlocked lock");
+        return NULL;
+    }
+    lock_rel(l);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Lock_locked(LockObject *l, PyObject *Py_UNUSED(ignored))
+{
+    return PyBool_FromLong(l->held);
+}
+
+static PyObject *
+Lock_enter(LockObject *l, PyObject *Py_UNUSED(ignored))
+{
+    lock_wait(l);
+    Py_RETURN_TRUE;
+}
+
+static PyObject *
+Lock_exit(LockObject *l, PyObject *args)
+{
+    if (l->held) {
+        lock_rel(l);
+    }
+    Py_RETURN_FALSE;
+}
+
+static PyMethodDef Lock_methods[] = {
+    {"acquire", (PyCFunction)(void (*)(void))Lock_acquire, METH_FASTCALL,
+     "acquire(blocking=True) -> bool: take the lock (waiting without the GIL)."},
+    {"release", (PyCFunction)Lock_release, METH_NOARGS, "Let the lock go."},
+    {"locked", (PyCFunction)Lock_locked, METH_NOARGS, "Whether some thread holds it."},
+    {"__enter__", (PyCFunction)Lock_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)Lock_exit, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject Lock_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "amnet.core._hot.Lock",
+    .tp_basicsize = sizeof(LockObject),
+    .tp_dealloc = (destructor)Lock_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A mutex that C code takes without a method call (the engine's drain lock).",
+    .tp_methods = Lock_methods,
+    .tp_new = Lock_new,
+};
+
+/* ------------------------------------------------------------------------------------ */
+/* Hot: one per engine                                                                    */
+
+typedef struct {
+    char *base;                      /* the receiver's object, mapped here */
+    int64_t *head_p, *tail_p, *sleep_p;
+    Py_ssize_t ents, slots;
+    int64_t head, tail;              /* my next entry; the receiver's tail as last read */
+    int bell;                        /* the receiver's eventfd, -1 for none */
+    LockObject *lock;                /* NULL: one producer at a time */
+} OutQ;
+
+typedef struct {
+    int64_t *head_p, *tail_p;
+    Py_ssize_t ents, slots;
+    int64_t tail;
+    PyObject *frag;                  /* a fragmented payload being reassembled */
+} InQ;
+
+typedef struct {
+    PyObject *rs;                    /* the RankState; NULL until add_rank */
+    PyObject *fns, *cats, *nargs, *names, *by_fn;
+    long rank;
+    int finalized;
+} Slot;
+
+typedef struct TokenObject TokenObject;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *eng;
+    PyObject *py_send, *py_dispatch, *py_queue_full, *py_failed, *py_net, *py_wait;
+    PyObject *py_deferred, *py_wake, *deferred;
+    LockObject *drain_lock;
+    int size, T, first, procs, lockfree, throttle;
+    int64_t max_medium, seg_size;
+    unsigned char *route;
+    int *proc_li;                    /* global process -> index on the node, -1 elsewhere */
+    /* the shared-memory network (n == 0: none) */
+    int n, li, nins, nrep;
+    int64_t depth, slot;
+    Py_buffer *bufs;                 /* the node's objects, mine at li */
+    OutQ *out[2];
+    InQ *ins;                        /* replies first */
+    /* node-local segments, by rank - node_first (NULL: not addressable) */
+    int node_first, node_ranks;
+    char **segs;
+    Py_buffer *seg_bufs;
+    double conduit_every, conduit_at, spin_s;
+    unsigned long empty;
+    uint64_t sent, received, rings, full_waits, handled;
+    Slot *slots;
+    TokenObject *spare;
+} HotObject;
+
+struct TokenObject {
+    PyObject_HEAD
+    HotObject *hot;
+    PyObject *name;                  /* the handler's name; NULL: names[hidx] of the rank */
+    long source;
+    int t, hidx;
+    char is_request, replied, live;
+    unsigned long thread;
+};
+
+static PyTypeObject Hot_Type, Token_Type, EndpointBase_Type;
+
+/* -- tokens ------------------------------------------------------------------------- */
+
+static PyObject *
+token_name(TokenObject *tok)
+{
+    if (tok->name != NULL) {
+        Py_INCREF(tok->name);
+        return tok->name;
+    }
+    Slot *s = &tok->hot->slots[tok->t];
+    if (s->names != NULL && tok->hidx >= 0 && tok->hidx < PyList_GET_SIZE(s->names)) {
+        PyObject *n = PyList_GET_ITEM(s->names, tok->hidx);
+        Py_INCREF(n);
+        return n;
+    }
+    return PyUnicode_FromString("?");
+}
+
+static TokenObject *
+token_new(HotObject *h, int t, int hidx, PyObject *name, long src, int is_request)
+{
+    TokenObject *tok = NULL;
+#ifndef Py_GIL_DISABLED
+    if (h->spare != NULL) {
+        tok = h->spare;
+        h->spare = NULL;
+    }
+#endif
+    if (tok == NULL) {
+        tok = PyObject_New(TokenObject, &Token_Type);
+        if (tok == NULL) {
+            return NULL;
+        }
+        Py_INCREF(h);
+        tok->hot = h;
+    }
+    tok->name = name;
+    Py_XINCREF(name);
+    tok->source = src;
+    tok->t = t;
+    tok->hidx = hidx;
+    tok->is_request = (char)is_request;
+    tok->replied = 0;
+    tok->live = 1;
+    tok->thread = PyThread_get_thread_ident();
+    return tok;
+}
+
+static void
+token_done(HotObject *h, TokenObject *tok)
+{
+    tok->live = 0;
+#ifndef Py_GIL_DISABLED
+    if (Py_REFCNT(tok) == 1 && h->spare == NULL && tok->hot == h) {
+        Py_CLEAR(tok->name);
+        h->spare = tok;
+        return;
+    }
+#endif
+    Py_DECREF(tok);
+}
+
+static void
+Token_dealloc(TokenObject *tok)
+{
+    Py_XDECREF(tok->name);
+    Py_XDECREF(tok->hot);
+    PyObject_Free(tok);
+}
+
+/* Run fn(token, *args) on rank-thread t with the token current on this thread.
+ * capture: let an exception propagate (the caller handles it) instead of reporting it
+ * through the engine's handler_failed (which ends the job unless on_handler_error is set).
+ * Returns a new reference to the result, or NULL with an exception set. */
+static PyObject *
+call_handler(HotObject *h, int t, PyObject *fn, int hidx, PyObject *name, long src,
+             int is_request, PyObject *const *args, Py_ssize_t nargs, int capture)
+{
+    PyObject *stack[MAX_ARGS + 4];
+    if (nargs > MAX_ARGS + 2) {
+        PyErr_SetString(PyExc_ValueError, "too many handler arguments");
+        return NULL;
+    }
+    TokenObject *tok = token_new(h, t, hidx, name, src, is_request);
+    if (tok == NULL) {
+        return NULL;
+    }
+    void *prev = PyThread_tss_get(&cur_token);
+    if (PyThread_tss_set(&cur_token, tok) != 0) {
+        Py_DECREF(tok);
+        PyErr_SetString(PyExc_RuntimeError, "cannot set the current token");
+        return NULL;
+    }
+    stack[1] = (PyObject *)tok;
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        stack[2 + i] = args[i];
+    }
+    PyObject *r = PyObject_Vectorcall(fn, stack + 1, (1 + nargs) | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                      NULL);
+    PyThread_tss_set(&cur_token, prev);
+    h->handled++;
+    if (r == NULL && !capture) {
+        PyObject *exc = PyErr_GetRaisedException();
+        PyObject *nm = token_name(tok);
+        Slot *s = &h->slots[t];
+        if (nm != NULL && s->rs != NULL) {
+            PyObject *srco = PyLong_FromLong(src);
+            if (srco != NULL) {
+                r = PyObject_CallFunctionObjArgs(h->py_failed, s->rs, nm, srco, exc, NULL);
+                Py_DECREF(srco);
+            }
+        }
+        Py_XDECREF(nm);
+        Py_DECREF(exc);
+    }
+    token_done(h, tok);
+    return r;
+}
+
+/* -- sending ------------------------------------------------------------------------ */
+
+static void
+ring(HotObject *h, OutQ *o)
+{
+    if (o->bell >= 0) {
+        uint64_t one = 1;
+        h->rings++;
+        ssize_t w = write(o->bell, &one, sizeof one);
+        (void)w;
+    }
+}
+
+/* Write one entry into o; 0 if the queue is full (nothing written). The caller holds
+ * o->lock. hdr/hl: the wire header; payload/plen (plen < 0: none). */
+static int
+push(HotObject *h, OutQ *o, const unsigned char *hdr, Py_ssize_t hl, const char *payload,
+     int64_t plen, int64_t eflags)
+{
+    int64_t head = o->head;
+    if (head - o->tail >= h->depth) {
+        o->tail = ld_acq(o->tail_p);
+        if (head - o->tail >= h->depth) {
+            return 0;
+        }
+    }
+    int64_t i = head % h->depth;
+    char *e = o->base + o->ents + i * ENTRY;
+    int64_t *w = (int64_t *)e;
+    w[0] = plen;
+    w[1] = eflags;
+    w[2] = hl;
+    memcpy(e + HDR_AT, hdr, hl);
+    if (plen > 0 && !(eflags & E_DEPOSITED)) {
+        memcpy(o->base + o->slots + i * h->slot, payload, plen);
+    }
+    o->head = head + 1;
+    st_sc(o->head_p, head + 1);     /* publish; seq_cst also orders the load below */
+    if (ld_acq(o->sleep_p)) {
+        ring(h, o);
+    }
+    h->sent++;
+    return 1;
+}
+
+/* The queue is full: let the engine make progress (it may raise: the job is ending). */
+static int
+queue_full(HotObject *h, int reply)
+{
+    h->full_waits++;
+    PyObject *r = PyObject_CallOneArg(h->py_queue_full, reply ? Py_True : Py_False);
+    if (r == NULL) {
+        return -1;
+    }
+    Py_DECREF(r);
+    return 0;
+}
+
+/* Queue one message to node-local process index s, waiting (polling) while the queue is
+ * full; a payload larger than a slot goes in fragments. */
+static int
+pshm_send(HotObject *h, int reply, int s, const unsigned char *hdr, Py_ssize_t hl,
+          const char *payload, int64_t plen, int64_t eflags)
+{
+    OutQ *o = &h->out[reply ? Q_REP : Q_REQ][s];
+    int rc = 0;
+    if (o->lock != NULL) {
+        lock_wait(o->lock);
+    }
+    if (plen > h->slot && !(eflags & E_DEPOSITED)) {
+        int64_t last = (plen - 1) / h->slot * h->slot;
+        for (int64_t at = 0; at < last; at += h->slot) {
+            while (!push(h, o, hdr, 0, payload + at, h->slot, E_MORE)) {
+                if (queue_full(h, reply) < 0) {
+                    rc = -1;
+                    goto out;
+                }
+            }
+        }
+        payload += last;
+        plen -= last;
+    }
+    while (!push(h, o, hdr, hl, payload, plen, eflags)) {
+        if (queue_full(h, reply) < 0) {
+            rc = -1;
+            goto out;
+        }
+    }
+out:
+    if (o->lock != NULL) {
+        lock_rel(o->lock);
+    }
+    return rc;
+}
+
+static int
+arg_i64(PyObject *o, int64_t *v)
+{
+    int overflow = 0;
+    if (!PyLong_CheckExact(o)) {
+        return 0;
+    }
+    long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    *v = x;
+    return 1;
+}
+
+static Py_ssize_t
+pack_header(unsigned char *hb, int flags, Py_ssize_t nargs, Py_ssize_t hidx, long src,
+            long dst, uint64_t offset, const int64_t *a)
+{
+    hb[0] = (unsigned char)flags;
+    hb[1] = (unsigned char)nargs;
+    put_le(hb + 2, (uint64_t)hidx, 2);
+    put_le(hb + 4, (uint64_t)src, 4);
+    put_le(hb + 8, (uint64_t)dst, 4);
+    put_le(hb + 12, offset, 8);
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        put_le(hb + FIXED + 8 * i, (uint64_t)a[i], 8);
+    }
+    return FIXED + 8 * nargs;
+}
+
+/* Send one user AM from rank-thread t: 0 sent, -1 error, 1 not handled here (the caller
+ * hands it to the Python engine, which checks everything and raises what is wrong). */
+static int
+fast_send(HotObject *h, int t, int flags, PyObject *dest_o, PyObject *handler,
+          PyObject *payload, PyObject *const *args, Py_ssize_t nargs)
+{
+    int cat = flags & CAT_MASK;
+    if (cat == C_LONG || nargs > MAX_ARGS || !PyLong_CheckExact(dest_o)
+            || !PyFunction_Check(handler)) {
+        return 1;
+    }
+    long dest = PyLong_AsLong(dest_o);
+    if (dest < 0 || dest >= h->size) {
+        PyErr_Clear();
+        return 1;
+    }
+    int proc = (int)(dest / h->T);
+    int route = h->route[proc];
+    if (route == R_NET) {
+        return 1;
+    }
+    Slot *s = &h->slots[t];
+    if (s->by_fn == NULL) {
+        return 1;
+    }
+    PyObject *io = PyDict_GetItemWithError(s->by_fn, handler);
+    if (io == NULL) {
+        PyErr_Clear();
+        return 1;
+    }
+    Py_ssize_t idx = PyLong_AsSsize_t(io);
+    if (idx < 0 || idx >= PyList_GET_SIZE(s->cats)) {
+        PyErr_Clear();
+        return 1;
+    }
+    PyObject *c = PyList_GET_ITEM(s->cats, idx);
+    if (c != Py_None && PyLong_AsLong(c) != cat) {
+        return 1;
+    }
+    PyObject *na = PyList_GET_ITEM(s->nargs, idx);
+    if (na != Py_None && PyLong_AsSsize_t(na) != nargs) {
+        return 1;
+    }
+    int64_t a[MAX_ARGS];
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        if (!arg_i64(args[i], &a[i])) {
+            return 1;
+        }
+    }
+    if (route == R_INLINE) {
+        Slot *d = &h->slots[dest - h->first];
+        if (d->rs == NULL || idx >= PyList_GET_SIZE(d->fns)) {
+            return 1;
+        }
+        PyObject *cargs[MAX_ARGS + 1];
+        PyObject *mv = NULL;
+        Py_ssize_t k = 0;
+        if (cat == C_MEDIUM) {
+            /* bytes only here (read-only, kept alive by the caller during the call) */
+            if (!PyBytes_CheckExact(payload) || PyBytes_GET_SIZE(payload) > h->max_medium) {
+                return 1;
+            }
+            mv = PyMemoryView_FromObject(payload);
+            if (mv == NULL) {
+                return -1;
+            }
+            cargs[k++] = mv;
+        }
+        for (Py_ssize_t i = 0; i < nargs; i++) {
+            cargs[k++] = args[i];
+        }
+        PyObject *fn = PyList_GET_ITEM(d->fns, idx);
+        Py_INCREF(fn);
+        PyObject *r = call_handler(h, (int)(dest - h->first), fn, (int)idx, NULL, s->rank,
+                                   !(flags & F_REPLY), cargs, k, 0);
+        Py_DECREF(fn);
+        Py_XDECREF(mv);
+        if (r == NULL) {
+            return -1;
+        }
+        Py_DECREF(r);
+        return 0;
+    }
+    /* PSHM */
+    const char *p = NULL;
+    int64_t plen = -1;
+    Py_buffer pb;
+    pb.obj = NULL;
+    if (cat == C_MEDIUM) {
+        if (PyBytes_CheckExact(payload)) {
+            p = PyBytes_AS_STRING(payload);
+            plen = PyBytes_GET_SIZE(payload);
+        } else {
+            if (PyObject_GetBuffer(payload, &pb, PyBUF_SIMPLE) < 0) {
+                PyErr_Clear();
+                return 1;
+            }
+            p = pb.buf;
+            plen = pb.len;
+        }
+        if (plen > h->max_medium) {
+            if (pb.obj != NULL) {
+                PyBuffer_Release(&pb);
+            }
+            return 1;
+        }
+    }
+    unsigned char hb[FIXED + 8 * MAX_ARGS];
+    Py_ssize_t hl = pack_header(hb, flags, nargs, idx, s->rank, dest, 0, a);
+    int rc = pshm_send(h, flags & F_REPLY, h->proc_li[proc], hb, hl, p, plen, 0);
+    if (pb.obj != NULL) {
+        PyBuffer_Release(&pb);
+    }
+    return rc;
+}
+
+/* fast_send, or the Python engine's send_user(rs, flags, dest, handler, payload, offset,
+ * args) when the fast path does not apply. */
+static int
+send_user(HotObject *h, int t, int flags, PyObject *dest, PyObject *handler, PyObject *payload,
+          PyObject *offset, PyObject *const *args, Py_ssize_t nargs)
+{
+    int rc = fast_send(h, t, flags, dest, handler, payload, args, nargs);
+    if (rc <= 0) {
+        return rc;
+    }
+    PyObject *tup = PyTuple_New(nargs);
+    if (tup == NULL) {
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        Py_INCREF(args[i]);
+        PyTuple_SET_ITEM(tup, i, args[i]);
+    }
+    PyObject *fl = PyLong_FromLong(flags);
+    PyObject *r = NULL;
+    if (fl != NULL) {
+        PyObject *stack[] = {h->slots[t].rs, fl, dest, handler, payload, offset, tup};
+        r = PyObject_Vectorcall(h->py_send, stack, 7, NULL);
+        Py_DECREF(fl);
+    }
+    Py_DECREF(tup);
+    if (r == NULL) {
+        return -1;
+    }
+    Py_DECREF(r);
+    return 0;
+}
+
+/* -- receiving ---------------------------------------------------------------------- */
+
+/* Run a user Short/Medium AM straight from its entry: 1 not handled here (the Python
+ * dispatcher checks it, refuses it or runs it), 0 ran, -1 error. */
+static int
+fast_dispatch(HotObject *h, const unsigned char *hdr, int64_t hl, char *payload, int64_t plen)
+{
+    if (hl < FIXED) {
+        return 1;
+    }
+    int flags = hdr[0];
+    int nargs = hdr[1];
+    int cat = flags & CAT_MASK;
+    if ((flags & ~F_KNOWN) || (flags & F_SYSTEM) || cat > C_MEDIUM || nargs > MAX_ARGS
+            || hl != FIXED + 8 * nargs) {
+        return 1;
+    }
+    Py_ssize_t hidx = (Py_ssize_t)get_le(hdr + 2, 2);
+    uint64_t src = get_le(hdr + 4, 4);
+    int64_t t = (int64_t)get_le(hdr + 8, 4) - h->first;
+    if (src >= (uint64_t)h->size || t < 0 || t >= h->T) {
+        return 1;
+    }
+    Slot *s = &h->slots[t];
+    if (s->rs == NULL || hidx >= PyList_GET_SIZE(s->fns)) {
+        return 1;
+    }
+    PyObject *c = PyList_GET_ITEM(s->cats, hidx);
+    PyObject *na = PyList_GET_ITEM(s->nargs, hidx);
+    if ((c != Py_None && PyLong_AsLong(c) != cat)
+            || (na != Py_None && PyLong_AsLong(na) != nargs)) {
+        return 1;
+    }
+    if (cat == C_SHORT ? plen >= 0 : (plen < 0 || plen > h->max_medium)) {
+        return 1;
+    }
+    PyObject *cargs[MAX_ARGS + 1];
+    Py_ssize_t k = 0;
+    int rc = -1;
+    if (cat == C_MEDIUM) {
+        cargs[k] = PyMemoryView_FromMemory(payload, plen, PyBUF_WRITE);
+        if (cargs[k] == NULL) {
+            return -1;
+        }
+        k++;
+    }
+    for (int i = 0; i < nargs; i++) {
+        cargs[k] = PyLong_FromLongLong((long long)get_le(hdr + FIXED + 8 * i, 8));
+        if (cargs[k] == NULL) {
+            goto done;
+        }
+        k++;
+    }
+    PyObject *fn = PyList_GET_ITEM(s->fns, hidx);
+    Py_INCREF(fn);
+    PyObject *r = call_handler(h, (int)t, fn, (int)hidx, NULL, (long)src, !(flags & F_REPLY),
+                               cargs, k, 0);
+    Py_DECREF(fn);
+    if (r != NULL) {
+        Py_DECREF(r);
+        rc = 0;
+    }
+done:
+    for (Py_ssize_t i = 0; i < k; i++) {
+        Py_DECREF(cargs[i]);
+    }
+    return rc;
+}
+
+/* The Python dispatcher: dispatch(header, payload, deposited). */
+static int
+slow_dispatch(HotObject *h, char *hdr, int64_t hl, PyObject *payload, int64_t dep)
+{
+    PyObject *hv = PyMemoryView_FromMemory(hdr, hl, PyBUF_READ);
+    if (hv == NULL) {
+        return -1;
+    }
+    PyObject *dv = PyLong_FromLongLong(dep);
+    if (dv == NULL) {
+        Py_DECREF(hv);
+        return -1;
+    }
+    PyObject *stack[] = {hv, payload, dv};
+    PyObject *r = PyObject_Vectorcall(h->py_dispatch, stack, 3, NULL);
+    Py_DECREF(hv);
+    Py_DECREF(dv);
+    if (r == NULL) {
+        return -1;
+    }
+    Py_DECREF(r);
+    return 0;
+}
+
+static int
+frag_append(InQ *q, char *p, int64_t n)
+{
+    if (q->frag == NULL) {
+        q->frag = PyByteArray_FromStringAndSize(NULL, 0);
+        if (q->frag == NULL) {
+            return -1;
+        }
+    }
+    if (n <= 0) {
+        return 0;
+    }
+    Py_ssize_t old = PyByteArray_GET_SIZE(q->frag);
+    if (PyByteArray_Resize(q->frag, old + n) < 0) {
+        return -1;
+    }
+    memcpy(PyByteArray_AS_STRING(q->frag) + old, p, n);
+    return 0;
+}
+
+/* Run what has arrived in incoming queues [from, to); return how many ran, -1 on error. */
+static int
+drain_queues(HotObject *h, int from, int to, int budget)
+{
+    char *mine = h->bufs[h->li].buf;
+    int n = 0;
+    for (int qi = from; qi < to; qi++) {
+        InQ *q = &h->ins[qi];
+        int64_t head = ld_acq(q->head_p);
+        while (q->tail != head && n < budget) {
+            int64_t i = q->tail % h->depth;
+            char *e = mine + q->ents + i * ENTRY;
+            int64_t *w = (int64_t *)e;
+            int64_t plen = w[0], ef = w[1], hl = w[2];
+            int64_t tail = q->tail + 1;
+            int bad = hl < 0 || hl > ENTRY - HDR_AT || (plen > h->slot && !(ef & E_DEPOSITED));
+            char *p = (plen >= 0 && !(ef & E_DEPOSITED)) ? mine + q->slots + i * h->slot : NULL;
+            if (bad) {
+                hl = 0;
+                p = NULL;
+            }
+            if (ef & E_MORE) {  /* a fragment: keep it, run nothing yet */
+                int rc = frag_append(q, p, p == NULL ? 0 : plen);
+                q->tail = tail;
+                st_rel(q->tail_p, tail);
+                if (rc < 0) {
+                    return -1;
+                }
+                continue;
+            }
+            int rc;
+            if (q->frag != NULL) {  /* the last fragment: the whole payload */
+                if (p != NULL && frag_append(q, p, plen) < 0) {
+                    q->tail = tail;
+                    st_rel(q->tail_p, tail);
+                    return -1;
+                }
+                PyObject *whole = q->frag;
+                q->frag = NULL;
+                PyObject *mv = PyMemoryView_FromObject(whole);
+                Py_DECREF(whole);
+                rc = mv == NULL ? -1 : slow_dispatch(h, e + HDR_AT, hl, mv, -1);
+                Py_XDECREF(mv);
+            } else {
+                rc = bad ? 1 : fast_dispatch(h, (unsigned char *)e + HDR_AT, hl, p, p ? plen : -1);
+                if (rc == 1) {
+                    PyObject *pv = Py_None;
+                    int64_t dep = -1;
+                    if (ef & E_DEPOSITED) {
+                        dep = plen;
+                    } else if (p != NULL) {
+                        pv = PyMemoryView_FromMemory(p, plen, PyBUF_WRITE);
+                        if (pv == NULL) {
+                            rc = -1;
+                        }
+                    }
+                    if (pv != NULL) {
+                        if (pv == Py_None) {
+                            Py_INCREF(pv);
+                        }
+                        rc = slow_dispatch(h, e + HDR_AT, hl, pv, dep);
+                        Py_DECREF(pv);
+                    }
+                }
+            }
+            q->tail = tail;  /* the slot is free once its handler returned */
+            st_rel(q->tail_p, tail);
+            if (rc < 0) {
+                return -1;
+            }
+            n++;
+        }
+    }
+    h->received += n;
+    return n;
+}
+
+static int
+has_pending(HotObject *h)
+{
+    for (int qi = 0; qi < h->nins; qi++) {
+        if (ld_acq(h->ins[qi].head_p) != h->ins[qi].tail) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* -- progress ----------------------------------------------------------------------- */
+
+static int
+run_deferred(HotObject *h)
+{
+    if (PyObject_Length(h->deferred) <= 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *r = PyObject_CallNoArgs(h->py_deferred);
+    if (r == NULL) {
+        return -1;
+    }
+    Py_DECREF(r);
+    return 0;
+}
+
+/* Drain the queues, and the conduit (with a throttle when faster paths exist). The caller
+ * holds the drain lock (or the engine is lock-free). */
+static int
+drain_all(HotObject *h, PyObject *pred)
+{
+    int n = 0;
+    if (h->n > 0) {
+        n = drain_queues(h, 0, h->nins, BUDGET);
+        if (n < 0) {
+            return -1;
+        }
+    }
+    double now = h->throttle ? mono() : 0.0;
+    if (!h->throttle || now - h->conduit_at >= h->conduit_every) {
+        PyObject *r = PyObject_CallOneArg(h->py_net, pred);
+        if (r == NULL) {
+            return -1;
+        }
+        long k = PyLong_AsLong(r);
+        Py_DECREF(r);
+        if (k < 0) {
+            return PyErr_Occurred() ? -1 : n;
+        }
+        h->conduit_at = k ? 0.0 : now;
+        n += (int)k;
+    }
+    return n;
+}
+
+/* One poll: what ep.poll() does. Returns how many ran, -1 on error. */
+static int
+poll_once(HotObject *h, PyObject *pred)
+{
+    int n;
+    if (h->lockfree) {
+        n = drain_all(h, pred);
+    } else {
+        if (!lock_try(h->drain_lock)) {
+            return run_deferred(h) < 0 ? -1 : 0;
+        }
+        n = drain_all(h, pred);
+        lock_rel(h->drain_lock);
+        if (n > 0) {
+            PyObject *r = PyObject_CallNoArgs(h->py_wake);
+            if (r == NULL) {
+                return -1;
+            }
+            Py_DECREF(r);
+        }
+    }
+    if (n < 0) {
+        return -1;
+    }
+    if (run_deferred(h) < 0) {
+        return -1;
+    }
+    return n;
+}
+
+static int
+pred_true(PyObject *pred)
+{
+    PyObject *r = PyObject_CallNoArgs(pred);
+    if (r == NULL) {
+        return -1;
+    }
+    int v = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    return v;
+}
+
+/* Raise the job's JobAborted once the bootstrap client has seen the job end. */
+static int
+check_aborted(HotObject *h)
+{
+    PyObject *boot = h->eng == NULL ? NULL : PyObject_GetAttrString(h->eng, "boot");
+    if (boot == NULL) {
+        return h->eng == NULL ? 0 : -1;
+    }
+    if (boot == Py_None) {
+        Py_DECREF(boot);
+        return 0;
+    }
+    PyObject *a = PyObject_GetAttrString(boot, "aborted");
+    Py_DECREF(boot);
+    if (a == NULL) {
+        return -1;
+    }
+    if (a == Py_None) {
+        Py_DECREF(a);
+        return 0;
+    }
+    PyErr_SetObject((PyObject *)Py_TYPE(a), a);
+    Py_DECREF(a);
+    return -1;
+}
+
+/* The engine's wait_until with the spin phase here: poll until pred() holds; once nothing
+ * arrived for spin_s seconds (or in block mode, or when another thread drains), the Python
+ * loop takes over (it blocks). Returns a new reference (True/False) or NULL. */
+static PyObject *
+wait_until(HotObject *h, PyObject *pred, PyObject *timeout)
+{
+    int v = pred_true(pred);
+    if (v != 0) {
+        return v < 0 ? NULL : Py_NewRef(Py_True);
+    }
+    double deadline = -1.0;
+    if (timeout != Py_None) {
+        double tmo = PyFloat_AsDouble(timeout);
+        if (tmo == -1.0 && PyErr_Occurred()) {
+            return NULL;
+        }
+        deadline = mono() + tmo;
+    }
+    double idle = -1.0;
+    unsigned long it = 0;
+    int spun = 0;
+    if (h->spin_s > 0.0 && h->lockfree) {
+        for (;;) {
+            int n = drain_all(h, pred);
+            if (n < 0 || run_deferred(h) < 0) {
+                return NULL;
+            }
+            v = pred_true(pred);
+            if (v != 0) {
+                return v < 0 ? NULL : Py_NewRef(Py_True);
+            }
+            double now = mono();
+            if (n) {
+                idle = -1.0;
+            } else {
+                if (idle < 0.0) {
+                    idle = now;
+                } else if (now - idle > h->spin_s) {
+                    spun = 1;
+                    break;
+                }
+                if (!(++h->empty % YIELD_EVERY)) {
+                    Py_BEGIN_ALLOW_THREADS
+                    sched_yield();
+                    Py_END_ALLOW_THREADS
+                }
+            }
+            if (deadline >= 0.0 && now >= deadline) {
+                return PyBool_FromLong(0);
+            }
+            if (!(++it & 63)) {  /* a signal came, or the job is ending */
+                if (PyErr_CheckSignals() < 0 || check_aborted(h) < 0) {
+                    return NULL;
+                }
+            }
+        }
+    }
+    PyObject *rem = Py_None;
+    Py_INCREF(rem);
+    if (deadline >= 0.0) {
+        Py_DECREF(rem);
+        double left = deadline - mono();
+        rem = PyFloat_FromDouble(left > 0.0 ? left : 0.0);
+        if (rem == NULL) {
+            return NULL;
+        }
+    }
+    PyObject *sp = PyBool_FromLong(spun == 1);
+    PyObject *stack[] = {pred, rem, sp};
+    PyObject *r = PyObject_Vectorcall(h->py_wait, stack, 3, NULL);
+    Py_DECREF(rem);
+    Py_DECREF(sp);
+    return r;
+}
+
+/* -- Hot methods -------------------------------------------------------------------- */
+
+static void
+Hot_release_all(HotObject *h)
+{
+    if (h->bufs != NULL) {
+        for (int s = 0; s < h->n; s++) {
+            if (h->bufs[s].obj != NULL) {
+                PyBuffer_Release(&h->bufs[s]);
+            }
+        }
+        PyMem_Free(h->bufs);
+        h->bufs = NULL;
+    }
+    for (int k = 0; k < 2; k++) {
+        if (h->out[k] != NULL) {
+            for (int s = 0; s < h->n; s++) {
+                Py_XDECREF(h->out[k][s].lock);
+            }
+            PyMem_Free(h->out[k]);
+            h->out[k] = NULL;
+        }
+    }
+    if (h->ins != NULL) {
+        for (int i = 0; i < h->nins; i++) {
+            Py_XDECREF(h->ins[i].frag);
+        }
+        PyMem_Free(h->ins);
+        h->ins = NULL;
+    }
+    if (h->seg_bufs != NULL) {
+        for (int r = 0; r < h->node_ranks; r++) {
+            if (h->seg_bufs[r].obj != NULL) {
+                PyBuffer_Release(&h->seg_bufs[r]);
+            }
+        }
+        PyMem_Free(h->seg_bufs);
+        h->seg_bufs = NULL;
+    }
+    PyMem_Free(h->segs);
+    h->segs = NULL;
+    h->n = 0;
+}
+
+static void
+Hot_clear_refs(HotObject *h)
+{
+    Py_CLEAR(h->eng);
+    Py_CLEAR(h->py_send);
+    Py_CLEAR(h->py_dispatch);
+    Py_CLEAR(h->py_queue_full);
+    Py_CLEAR(h->py_failed);
+    Py_CLEAR(h->py_net);
+    Py_CLEAR(h->py_wait);
+    Py_CLEAR(h->py_deferred);
+    Py_CLEAR(h->py_wake);
+    Py_CLEAR(h->deferred);
+    if (h->slots != NULL) {
+        for (int t = 0; t < h->T; t++) {
+            Slot *s = &h->slots[t];
+            Py_CLEAR(s->rs);
+            Py_CLEAR(s->fns);
+            Py_CLEAR(s->cats);
+            Py_CLEAR(s->nargs);
+            Py_CLEAR(s->names);
+            Py_CLEAR(s->by_fn);
+        }
+    }
+    if (h->spare != NULL) {
+        TokenObject *sp = h->spare;
+        h->spare = NULL;
+        Py_DECREF(sp);
+    }
+}
+
+static int
+Hot_traverse(HotObject *h, visitproc visit, void *arg)
+{
+    Py_VISIT(h->eng);
+    Py_VISIT(h->py_send);
+    Py_VISIT(h->py_dispatch);
+    Py_VISIT(h->py_queue_full);
+    Py_VISIT(h->py_failed);
+    Py_VISIT(h->py_net);
+    Py_VISIT(h->py_wait);
+    Py_VISIT(h->py_deferred);
+    Py_VISIT(h->py_wake);
+    Py_VISIT(h->deferred);
+    if (h->slots != NULL) {
+        for (int t = 0; t < h->T; t++) {
+            Py_VISIT(h->slots[t].rs);
+        }
+    }
+    Py_VISIT(h->spare);
+    return 0;
+}
+
+static int
+Hot_clear(HotObject *h)
+{
+    Hot_clear_refs(h);
+    return 0;
+}
+
+static void
+Hot_dealloc(HotObject *h)
+{
+    PyObject_GC_UnTrack(h);
+    Hot_clear_refs(h);
+    Hot_release_all(h);
+    Py_XDECREF(h->drain_lock);
+    PyMem_Free(h->route);
+    PyMem_Free(h->proc_li);
+    PyMem_Free(h->slots);
+    Py_TYPE(h)->tp_free((PyObject *)h);
+}
+
+static PyObject *
+getattr_ref(PyObject *o, const char *name)
+{
+    return PyObject_GetAttrString(o, name);
+}
+
+/* Hot(engine, route, lockfree, throttle_s): route is the list of each process's route. */
+static PyObject *
+Hot_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    PyObject *eng, *route;
+    int lockfree;
+    double every;
+    if (!PyArg_ParseTuple(args, "OOpd", &eng, &route, &lockfree, &every)) {
+        return NULL;
+    }
+    HotObject *h = (HotObject *)type->tp_alloc(type, 0);
+    if (h == NULL) {
+        return NULL;
+    }
+    h->eng = Py_NewRef(eng);
+    PyObject *v;
+#define INT_ATTR(field, name) \
+    if ((v = getattr_ref(eng, name)) == NULL) goto fail; \
+    h->field = (int)PyLong_AsLong(v); Py_DECREF(v); if (PyErr_Occurred()) goto fail;
+    INT_ATTR(size, "size")
+    INT_ATTR(T, "T")
+    INT_ATTR(first, "first")
+#undef INT_ATTR
+    if ((v = getattr_ref(eng, "max_medium")) == NULL) goto fail;
+    h->max_medium = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    if ((v = getattr_ref(eng, "seg_size")) == NULL) goto fail;
+    h->seg_size = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    if (PyErr_Occurred()) goto fail;
+    if ((h->py_send = getattr_ref(eng, "send_user")) == NULL) goto fail;
+    if ((h->py_dispatch = getattr_ref(eng, "dispatch")) == NULL) goto fail;
+    if ((h->py_queue_full = getattr_ref(eng, "_queue_full")) == NULL) goto fail;
+    if ((h->py_failed = getattr_ref(eng, "handler_failed")) == NULL) goto fail;
+    if ((h->py_net = getattr_ref(eng, "drain_net")) == NULL) goto fail;
+    if ((h->py_wait = getattr_ref(eng, "wait_slow")) == NULL) goto fail;
+    if ((h->py_deferred = getattr_ref(eng, "run_deferred")) == NULL) goto fail;
+    if ((h->py_wake = getattr_ref(eng, "wake_waiters")) == NULL) goto fail;
+    if ((h->deferred = getattr_ref(eng, "deferred")) == NULL) goto fail;
+    h->drain_lock = (LockObject *)PyObject_CallNoArgs((PyObject *)&Lock_Type);
+    if (h->drain_lock == NULL) goto fail;
+    h->lockfree = lockfree;
+    h->conduit_every = every;
+    h->throttle = every > 0.0;
+    if (h->T <= 0 || h->size <= 0) {
+        PyErr_SetString(PyExc_ValueError, "bad engine shape");
+        goto fail;
+    }
+    Py_ssize_t np = PySequence_Length(route);
+    if (np < 0) goto fail;
+    h->procs = (int)np;
+    h->route = PyMem_Calloc(np, 1);
+    h->proc_li = PyMem_Calloc(np, sizeof(int));
+    h->slots = PyMem_Calloc(h->T, sizeof(Slot));
+    if (h->route == NULL || h->proc_li == NULL || h->slots == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t p = 0; p < np; p++) {
+        PyObject *it = PySequence_GetItem(route, p);
+        if (it == NULL) goto fail;
+        long r = PyLong_AsLong(it);
+        Py_DECREF(it);
+        if (r < 0 || r > 2) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bad route");
+            goto fail;
+        }
+        h->route[p] = (unsigned char)r;
+        h->proc_li[p] = -1;
+    }
+
+    return (PyObject *)h;
+fail:
+    Py_DECREF(h);
+    return NULL;
+}
+
+/* add_rank(t, rs, table, rank) */
+static PyObject *
+Hot_add_rank(HotObject *h, PyObject *args)
+{
+    int t;
+    long rank;
+    PyObject *rs, *table;
+    if (!PyArg_ParseTuple(args, "iOOl", &t, &rs, &table, &rank)) {
+        return NULL;
+    }
+    if (t < 0 || t >= h->T) {
+        PyErr_SetString(PyExc_ValueError, "bad rank-thread");
+        return NULL;
+    }
+    Slot *s = &h->slots[t];
+    PyObject *fns = getattr_ref(table, "fns"), *cats = getattr_ref(table, "cats");
+    PyObject *nargs = getattr_ref(table, "nargs"), *names = getattr_ref(table, "names");
+    PyObject *by_fn = getattr_ref(table, "by_fn");
+    if (!fns || !cats || !nargs || !names || !by_fn || !PyList_CheckExact(fns)
+            || !PyList_CheckExact(cats) || !PyList_CheckExact(nargs)
+            || !PyList_CheckExact(names) || !PyDict_CheckExact(by_fn)) {
+        Py_XDECREF(fns); Py_XDECREF(cats); Py_XDECREF(nargs); Py_XDECREF(names);
+        Py_XDECREF(by_fn);
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "bad handler table");
+        return NULL;
+    }
+    Py_XSETREF(s->rs, Py_NewRef(rs));
+    Py_XSETREF(s->fns, fns);
+    Py_XSETREF(s->cats, cats);
+    Py_XSETREF(s->nargs, nargs);
+    Py_XSETREF(s->names, names);
+    Py_XSETREF(s->by_fn, by_fn);
+    s->rank = rank;
+    s->finalized = 0;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Hot_set_finalized(HotObject *h, PyObject *arg)
+{
+    long t = PyLong_AsLong(arg);
+    if (t < 0 || t >= h->T) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bad rank-thread");
+        return NULL;
+    }
+    h->slots[t].finalized = 1;
+    Py_RETURN_NONE;
+}
+
+/* pshm_init(procs, li, depth, slot, ent_off, slot_off, mine) */
+static PyObject *
+Hot_pshm_init(HotObject *h, PyObject *args)
+{
+    PyObject *procs, *mine;
+    int li;
+    long long depth, slot, ent_off, slot_off;
+    if (!PyArg_ParseTuple(args, "OiLLLLO", &procs, &li, &depth, &slot, &ent_off, &slot_off,
+                          &mine)) {
+        return NULL;
+    }
+    if (h->n) {
+        PyErr_SetString(PyExc_RuntimeError, "pshm_init called twice");
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Length(procs);
+    if (n < 0) return NULL;
+    if (n < 2 || li < 0 || li >= n || depth < 2) {
+        PyErr_SetString(PyExc_ValueError, "bad PSHM shape");
+        return NULL;
+    }
+    h->bufs = PyMem_Calloc(n, sizeof(Py_buffer));
+    h->out[0] = PyMem_Calloc(n, sizeof(OutQ));
+    h->out[1] = PyMem_Calloc(n, sizeof(OutQ));
+    h->ins = PyMem_Calloc(2 * (n - 1), sizeof(InQ));
+    if (!h->bufs || !h->out[0] || !h->out[1] || !h->ins) {
+        Hot_release_all(h);
+        return PyErr_NoMemory();
+    }
+    h->n = (int)n;
+    for (Py_ssize_t s = 0; s < n; s++) {
+        PyObject *it = PySequence_GetItem(procs, s);
+        if (it == NULL) goto fail;
+        long p = PyLong_AsLong(it);
+        Py_DECREF(it);
+        if (p < 0 || p >= h->procs) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bad process");
+            goto fail;
+        }
+        h->proc_li[p] = (int)s;
+    }
+    if (PyObject_GetBuffer(mine, &h->bufs[li], PyBUF_WRITABLE) < 0) goto fail;
+    h->li = li;
+    h->depth = depth;
+    h->slot = slot;
+    char *base = h->bufs[li].buf;
+    int k = 0;
+    for (int kind = Q_REP; kind >= Q_REQ; kind--) {  /* replies first */
+        for (int s = 0; s < n; s++) {
+            if (s == li) continue;
+            int qn = kind * (int)n + s;
+            InQ *q = &h->ins[k++];
+            q->head_p = (int64_t *)(base + CTRL + qn * QHDR);
+            q->tail_p = (int64_t *)(base + CTRL + qn * QHDR + 64);
+            q->ents = ent_off + (Py_ssize_t)qn * depth * ENTRY;
+            q->slots = slot_off + (Py_ssize_t)qn * depth * slot;
+            q->tail = 0;
+        }
+        if (kind == Q_REP) h->nrep = k;
+    }
+    h->nins = k;
+    /* the offsets of my queues in a peer's object are the same numbers: keep them */
+    for (int kind = Q_REQ; kind <= Q_REP; kind++) {
+        for (int s = 0; s < n; s++) {
+            OutQ *o = &h->out[kind][s];
+            int qn = kind * (int)n + li;
+            o->ents = ent_off + (Py_ssize_t)qn * depth * ENTRY;
+            o->slots = slot_off + (Py_ssize_t)qn * depth * slot;
+            o->bell = -1;
+            o->head_p = (int64_t *)(intptr_t)(CTRL + qn * QHDR);  /* offsets until mapped */
+            o->tail_p = (int64_t *)(intptr_t)(CTRL + qn * QHDR + 64);
+        }
+    }
+    Py_RETURN_NONE;
+fail:
+    Hot_release_all(h);
+    return NULL;
+}
+
+/* pshm_peer(s, buffer, bell, locked) */
+static PyObject *
+Hot_pshm_peer(HotObject *h, PyObject *args)
+{
+    int s, bell, locked;
+    PyObject *buf;
+    if (!PyArg_ParseTuple(args, "iOip", &s, &buf, &bell, &locked)) {
+        return NULL;
+    }
+    if (h->n == 0 || s < 0 || s >= h->n || s == h->li || h->bufs[s].obj != NULL) {
+        PyErr_SetString(PyExc_ValueError, "bad PSHM peer");
+        return NULL;
+    }
+    if (PyObject_GetBuffer(buf, &h->bufs[s], PyBUF_WRITABLE) < 0) {
+        return NULL;
+    }
+    char *base = h->bufs[s].buf;
+    for (int kind = Q_REQ; kind <= Q_REP; kind++) {
+        OutQ *o = &h->out[kind][s];
+        o->base = base;
+        o->head_p = (int64_t *)(base + (intptr_t)o->head_p);
+        o->tail_p = (int64_t *)(base + (intptr_t)o->tail_p);
+        o->sleep_p = (int64_t *)base + W_SLEEP;
+        o->bell = bell;
+        if (kind == Q_REQ && locked) {
+            o->lock = (LockObject *)PyObject_CallNoArgs((PyObject *)&Lock_Type);
+            if (o->lock == NULL) return NULL;
+        }
+    }
+    Py_RETURN_NONE;
+}
+
+/* set_segment(rank_on_node, buffer) */
+static PyObject *
+Hot_set_segment(HotObject *h, PyObject *args)
+{
+    int r, first, count;
+    PyObject *buf;
+    if (!PyArg_ParseTuple(args, "iiiO", &first, &count, &r, &buf)) {
+        return NULL;
+    }
+    if (h->segs == NULL) {
+        if (count <= 0) {
+            PyErr_SetString(PyExc_ValueError, "bad node shape");
+            return NULL;
+        }
+        h->segs = PyMem_Calloc(count, sizeof(char *));
+        h->seg_bufs = PyMem_Calloc(count, sizeof(Py_buffer));
+        if (h->segs == NULL || h->seg_bufs == NULL) return PyErr_NoMemory();
+        h->node_first = first;
+        h->node_ranks = count;
+    }
+    r -= h->node_first;
+    if (r < 0 || r >= h->node_ranks || h->seg_bufs[r].obj != NULL) {
+        PyErr_SetString(PyExc_ValueError, "bad segment rank");
+        return NULL;
+    }
+    if (PyObject_GetBuffer(buf, &h->seg_bufs[r], PyBUF_WRITABLE) < 0) {
+        return NULL;
+    }
+    if (h->seg_bufs[r].len < h->seg_size) {
+        PyBuffer_Release(&h->seg_bufs[r]);
+        PyErr_SetString(PyExc_ValueError, "segment buffer too small");
+        return NULL;
+    }
+    h->segs[r] = h->seg_bufs[r].buf;
+    Py_RETURN_NONE;
+}
+
+/* pshm_send(proc, reply, header, payload, plen, eflags): the Python engine's sends. */
+static PyObject *
+Hot_pshm_send(HotObject *h, PyObject *args)
+{
+    int proc, reply;
+    long long plen, eflags;
+    Py_buffer hb, pb;
+    PyObject *payload;
+    if (!PyArg_ParseTuple(args, "ipy*OLL", &proc, &reply, &hb, &payload, &plen, &eflags)) {
+        return NULL;
+    }
+    PyObject *res = NULL;
+    pb.obj = NULL;
+    pb.buf = NULL;
+    if (proc < 0 || proc >= h->procs || h->proc_li[proc] < 0 || h->n == 0
+            || h->proc_li[proc] == h->li || hb.len > ENTRY - HDR_AT) {
+        PyErr_SetString(PyExc_ValueError, "bad PSHM destination or header");
+        goto out;
+    }
+    if (payload != Py_None && !(eflags & E_DEPOSITED)) {
+        if (PyObject_GetBuffer(payload, &pb, PyBUF_SIMPLE) < 0) goto out;
+        if (plen > pb.len) {
+            PyErr_SetString(PyExc_ValueError, "payload shorter than plen");
+            goto out;
+        }
+    } else if (!(eflags & E_DEPOSITED)) {
+        plen = -1;
+    }
+    if (pshm_send(h, reply, h->proc_li[proc], hb.buf, hb.len, pb.buf, plen, eflags) == 0) {
+        res = Py_NewRef(Py_None);
+    }
+out:
+    PyBuffer_Release(&hb);
+    if (pb.obj != NULL) PyBuffer_Release(&pb);
+    return res;
+}
+
+static PyObject *
+Hot_drain(HotObject *h, PyObject *args)
+{
+    int reply_only = 0, budget = BUDGET;
+    if (!PyArg_ParseTuple(args, "|pi", &reply_only, &budget)) {
+        return NULL;
+    }
+    if (h->n == 0) {
+        return PyLong_FromLong(0);
+    }
+    int n = drain_queues(h, 0, reply_only ? h->nrep : h->nins, budget);
+    return n < 0 ? NULL : PyLong_FromLong(n);
+}
+
+static PyObject *
+Hot_pending(HotObject *h, PyObject *Py_UNUSED(ignored))
+{
+    return PyBool_FromLong(h->n > 0 && has_pending(h));
+}
+
+static PyObject *
+Hot_counts(HotObject *h, PyObject *Py_UNUSED(ignored))
+{
+    return Py_BuildValue("KKKKK", (unsigned long long)h->sent, (unsigned long long)h->received,
+                         (unsigned long long)h->full_waits, (unsigned long long)h->rings,
+                         (unsigned long long)h->handled);
+}
+
+/* run_handler(t, fn, name, src, is_request, args, capture=False) */
+static PyObject *
+Hot_run_handler(HotObject *h, PyObject *args)
+{
+    int t, is_request, capture = 0;
+    long src;
+    PyObject *fn, *name, *cargs;
+    if (!PyArg_ParseTuple(args, "iOOlpO!|p", &t, &fn, &name, &src, &is_request,
+                          &PyTuple_Type, &cargs, &capture)) {
+        return NULL;
+    }
+    if (t < 0 || t >= h->T || h->slots[t].rs == NULL) {
+        PyErr_SetString(PyExc_ValueError, "bad rank-thread");
+        return NULL;
+    }
+    return call_handler(h, t, fn, -1, name, src, is_request, &PyTuple_GET_ITEM(cargs, 0),
+                        PyTuple_GET_SIZE(cargs), capture);
+}
+
+/* send(t, flags, dest, handler, payload, offset, args): the whole user send (tokens and
+ * the Python API use it). */
+static PyObject *
+Hot_send(HotObject *h, PyObject *args)
+{
+    int t, flags;
+    PyObject *dest, *handler, *payload, *offset, *cargs;
+    if (!PyArg_ParseTuple(args, "iiOOOOO!", &t, &flags, &dest, &handler, &payload, &offset,
+                          &PyTuple_Type, &cargs)) {
+        return NULL;
+    }
+    if (t < 0 || t >= h->T || h->slots[t].rs == NULL) {
+        PyErr_SetString(PyExc_ValueError, "bad rank-thread");
+        return NULL;
+    }
+    if (send_user(h, t, flags, dest, handler, payload, offset, &PyTuple_GET_ITEM(cargs, 0),
+                  PyTuple_GET_SIZE(cargs)) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Hot_set_spin(HotObject *h, PyObject *arg)
+{
+    double v = PyFloat_AsDouble(arg);
+    if (v == -1.0 && PyErr_Occurred()) return NULL;
+    h->spin_s = v;
+    Py_RETURN_NONE;
+}
+
+
+static PyObject *
+Hot_get_drain_lock(HotObject *h, void *closure)
+{
+    return Py_NewRef((PyObject *)h->drain_lock);
+}
+
+static PyObject *
+Hot_get_lockfree(HotObject *h, void *closure)
+{
+    return PyBool_FromLong(h->lockfree);
+}
+
+static PyObject *
+Hot_get_handled(HotObject *h, void *closure)
+{
+    return PyLong_FromUnsignedLongLong(h->handled);
+}
+
+static PyMethodDef Hot_methods[] = {
+    {"add_rank", (PyCFunction)Hot_add_rank, METH_VARARGS, NULL},
+    {"set_finalized", (PyCFunction)Hot_set_finalized, METH_O, NULL},
+    {"pshm_init", (PyCFunction)Hot_pshm_init, METH_VARARGS, NULL},
+    {"pshm_peer", (PyCFunction)Hot_pshm_peer, METH_VARARGS, NULL},
+    {"set_segment", (PyCFunction)Hot_set_segment, METH_VARARGS, NULL},
+    {"pshm_send", (PyCFunction)Hot_pshm_send, METH_VARARGS, NULL},
+    {"drain", (PyCFunction)Hot_drain, METH_VARARGS, NULL},
+    {"pending", (PyCFunction)Hot_pending, METH_NOARGS, NULL},
+    {"counts", (PyCFunction)Hot_counts, METH_NOARGS, NULL},
+    {"run_handler", (PyCFunction)Hot_run_handler, METH_VARARGS, NULL},
+    {"send", (PyCFunction)Hot_send, METH_VARARGS, NULL},
+    {"set_spin", (PyCFunction)Hot_set_spin, METH_O, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Hot_getset[] = {
+    {"drain_lock", (getter)Hot_get_drain_lock, NULL, NULL, NULL},
+    {"lockfree", (getter)Hot_get_lockfree, NULL, NULL, NULL},
+    {"handled", (getter)Hot_get_handled, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject Hot_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "amnet.core._hot.Hot",
+    .tp_basicsize = sizeof(HotObject),
+    .tp_dealloc = (destructor)Hot_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The C half of one process's AM engine (see the module docstring).",
+    .tp_traverse = (traverseproc)Hot_traverse,
+    .tp_clear = (inquiry)Hot_clear,
+    .tp_methods = Hot_methods,
+    .tp_getset = Hot_getset,
+    .tp_new = Hot_new,
+};
+
+/* ------------------------------------------------------------------------------------ */
+/* Token                                                                                  */
+
+static int
+token_check(TokenObject *tok, const char *what)
+{
+    if (!tok->live) {
+        PyObject *nm = token_name(tok);
+        PyErr_Format(AMContextError, "token.%s() after handler %S returned; a reply must be "
+                     "sent from inside the request handler", what, nm);
+        Py_XDECREF(nm);
+        return -1;
+    }
+    if (!tok->is_request) {
+        PyObject *nm = token_name(tok);
+        PyErr_Format(AMContextError, "token.%s() in reply handler %S: a reply handler sends "
+                     "nothing", what, nm);
+        Py_XDECREF(nm);
+        return -1;
+    }
+    if (tok->replied) {
+        PyObject *nm = token_name(tok);
+        PyErr_Format(AMContextError, "token.%s(): request handler %S already replied; a "
+                     "request handler replies at most once", what, nm);
+        Py_XDECREF(nm);
+        return -1;
+    }
+    if (tok->thread != PyThread_get_thread_ident()
+            || PyThread_tss_get(&cur_token) != (void *)tok) {
+        PyObject *nm = token_name(tok);
+        PyErr_Format(AMContextError, "token.%s() from another thread than the one running "
+                     "handler %S", what, nm);
+        Py_XDECREF(nm);
+        return -1;
+    }
+    if (tok->hot->slots == NULL || tok->hot->py_send == NULL) {
+        PyErr_SetString(AMContextError, "the engine of this token is closed");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+token_reply(TokenObject *tok, int cat, const char *what, PyObject *const *args,
+            Py_ssize_t nargs, Py_ssize_t fixed)
+{
+    if (token_check(tok, what) < 0) {
+        return NULL;
+    }
+    if (nargs < fixed) {
+        PyErr_Format(PyExc_TypeError, "token.%s() needs %zd positional arguments, got %zd",
+                     what, fixed, nargs);
+        return NULL;
+    }
+    PyObject *src = PyLong_FromLong(tok->source);
+    if (src == NULL) {
+        return NULL;
+    }
+    PyObject *payload = fixed >= 2 ? args[1] : Py_None;
+    PyObject *zero = PyLong_FromLong(0);
+    PyObject *offset = fixed >= 3 ? args[2] : zero;
+    int rc = send_user(tok->hot, tok->t, cat | F_REPLY, src, args[0], payload, offset,
+                       args + fixed, nargs - fixed);
+    Py_DECREF(src);
+    Py_DECREF(zero);
+    if (rc < 0) {
+        return NULL;
+    }
+    tok->replied = 1;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Token_reply_short(TokenObject *tok, PyObject *const *args, Py_ssize_t nargs)
+{
+    return token_reply(tok, C_SHORT, "reply_short", args, nargs, 1);
+}
+
+static PyObject *
+Token_reply_medium(TokenObject *tok, PyObject *const *args, Py_ssize_t nargs)
+{
+    return token_reply(tok, C_MEDIUM, "reply_medium", args, nargs, 2);
+}
+
+static PyObject *
+Token_reply_long(TokenObject *tok, PyObject *const *args, Py_ssize_t nargs)
+{
+    return token_reply(tok, C_LONG, "reply_long", args, nargs, 3);
+}
+
+static PyObject *
+Token_repr(TokenObject *tok)
+{
+    PyObject *nm = token_name(tok);
+    if (nm == NULL) return NULL;
+    PyObject *r = PyUnicode_FromFormat("<amnet.Token %s %S from rank %ld>",
+                                       tok->is_request ? "request" : "reply", nm, tok->source);
+    Py_DECREF(nm);
+    return r;
+}
+
+static PyObject *
+Token_get_rank(TokenObject *tok, void *c)
+{
+    return PyLong_FromLong(tok->hot->slots != NULL ? tok->hot->slots[tok->t].rank : -1);
+}
+
+static PyObject *
+Token_get_source(TokenObject *tok, void *c)
+{
+    return PyLong_FromLong(tok->source);
+}
+
+static PyObject *
+Token_get_is_request(TokenObject *tok, void *c)
+{
+    return PyBool_FromLong(tok->is_request);
+}
+
+static PyObject *
+Token_get_handler(TokenObject *tok, void *c)
+{
+    return token_name(tok);
+}
+
+static PyMethodDef Token_methods[] = {
+    {"reply_short", (PyCFunction)(void (*)(void))Token_reply_short, METH_FASTCALL,
+     "reply_short($self, handler, /, *args)\n--\n\n"
+     "Send a Short reply to ``token.source``.\n\n"
+     "Raises:\n    AMContextError: not in a request handler, or it already replied.\n"
+     "    HandlerNotRegistered / HandlerCategoryError / AMArgumentError: bad handler or args."},
+    {"reply_medium", (PyCFunction)(void (*)(void))Token_reply_medium, METH_FASTCALL,
+     "reply_medium($self, handler, payload, /, *args)\n--\n\n"
+     "Send a Medium reply (payload of at most ``ep.max_medium`` bytes) to the source; the "
+     "payload may be reused as soon as the call returns.\n\n"
+     "Raises: as :meth:`reply_short`, plus PayloadTooLarge."},
+    {"reply_long", (PyCFunction)(void (*)(void))Token_reply_long, METH_FASTCALL,
+     "reply_long($self, handler, payload, dest_offset, /, *args)\n--\n\n"
+     "Send a Long reply: ``payload`` lands at ``dest_offset`` in the source's segment.\n\n"
+     "Raises: as :meth:`reply_short`, plus SegmentBoundsError."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyObject *
+Token_get_replied(TokenObject *tok, void *c)
+{
+    return PyBool_FromLong(tok->replied);
+}
+
+static int
+Token_set_replied(TokenObject *tok, PyObject *v, void *c)
+{
+    int b = v == NULL ? 0 : PyObject_IsTrue(v);
+    if (b < 0) {
+        return -1;
+    }
+    tok->replied = (char)b;
+    return 0;
+}
+
+static PyGetSetDef Token_getset[] = {
+    {"_replied", (getter)Token_get_replied, (setter)Token_set_replied,
+     "Whether the handler replied (amnet's rpc sets it: the system sends the reply).", NULL},
+    {"rank", (getter)Token_get_rank, NULL,
+     "The rank the AM was sent to (the one whose handler runs).", NULL},
+    {"source", (getter)Token_get_source, NULL, "The rank that sent the AM.", NULL},
+    {"is_request", (getter)Token_get_is_request, NULL,
+     "True in a request handler, False in a reply handler.", NULL},
+    {"handler", (getter)Token_get_handler, NULL, "The running handler's name.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject Token_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "amnet.Token",
+    .tp_basicsize = sizeof(TokenObject),
+    .tp_dealloc = (destructor)Token_dealloc,
+    .tp_repr = (reprfunc)Token_repr,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Handed to a handler: who sent the AM and how to reply. Valid only during the "
+              "call; made by amnet, never by the user.",
+    .tp_methods = Token_methods,
+    .tp_getset = Token_getset,
+};
+
+/* ------------------------------------------------------------------------------------ */
+/* EndpointBase: the entry points of amnet.Endpoint that a round trip goes through        */
+
+typedef struct {
+    PyObject_HEAD
+    HotObject *hot;
+    PyObject *py;                    /* the Python methods' home: AMMixin/ExtendedMixin */
+    int t;
+} EPObject;
+
+static void
+EP_dealloc(EPObject *ep)
+{
+    PyObject_GC_UnTrack(ep);
+    Py_CLEAR(ep->hot);
+    Py_TYPE(ep)->tp_free((PyObject *)ep);
+}
+
+static int
+EP_traverse(EPObject *ep, visitproc visit, void *arg)
+{
+    Py_VISIT(ep->hot);
+    return 0;
+}
+
+static int
+EP_clear(EPObject *ep)
+{
+    Py_CLEAR(ep->hot);
+    return 0;
+}
+
+static int
+ep_live(EPObject *ep)
+{
+    HotObject *h = ep->hot;
+    if (h == NULL || h->py_send == NULL) {
+        PyErr_SetString(InitError, "this endpoint is not bound to a running engine");
+        return -1;
+    }
+    if (h->slots[ep->t].finalized) {
+        PyErr_Format(InitError, "rank %ld already called amnet.finalize(); the endpoint may "
+                     "not be used after it", h->slots[ep->t].rank);
+        return -1;
+    }
+    return 0;
+}
+
+static int
+forbid(const char *what, int send)
+{
+    TokenObject *tok = PyThread_tss_get(&cur_token);
+    if (tok == NULL) {
+        return 0;
+    }
+    PyObject *nm = token_name(tok);
+    if (send) {
+        PyErr_Format(AMContextError, "%s inside %s handler %S%s", what,
+                     tok->is_request ? "request" : "reply", nm,
+                     tok->is_request ? "; reply with token.reply_*()"
+                                     : ": a reply handler sends nothing");
+    } else {
+        PyErr_Format(AMContextError, "%s inside %s handler %S: handlers run in a restricted "
+                     "context (no polling, waiting, barriers or blocking communication)", what,
+                     tok->is_request ? "request" : "reply", nm);
+    }
+    Py_XDECREF(nm);
+    return -1;
+}
+
+static PyObject *
+ep_request(EPObject *ep, int cat, const char *what, PyObject *const *args, Py_ssize_t nargs,
+           Py_ssize_t fixed)
+{
+    if (ep_live(ep) < 0 || forbid(what, 1) < 0) {
+        return NULL;
+    }
+    if (nargs < fixed) {
+        PyErr_Format(PyExc_TypeError, "%s needs %zd positional arguments, got %zd", what,
+                     fixed, nargs);
+        return NULL;
+    }
+    HotObject *h = ep->hot;
+    PyObject *zero = PyLong_FromLong(0);
+    int rc = send_user(h, ep->t, cat, args[0], args[1], fixed >= 3 ? args[2] : Py_None,
+                       fixed >= 4 ? args[3] : zero, args + fixed, nargs - fixed);
+    Py_DECREF(zero);
+    if (rc < 0 || poll_once(h, Py_None) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+EP_request_short(EPObject *ep, PyObject *const *args, Py_ssize_t nargs)
+{
+    return ep_request(ep, C_SHORT, "ep.request_short()", args, nargs, 2);
+}
+
+static PyObject *
+EP_request_medium(EPObject *ep, PyObject *const *args, Py_ssize_t nargs)
+{
+    return ep_request(ep, C_MEDIUM, "ep.request_medium()", args, nargs, 3);
+}
+
+static PyObject *
+EP_request_long(EPObject *ep, PyObject *const *args, Py_ssize_t nargs)
+{
+    return ep_request(ep, C_LONG, "ep.request_long()", args, nargs, 4);
+}
+
+static PyObject *
+EP_poll(EPObject *ep, PyObject *Py_UNUSED(ignored))
+{
+    if (ep_live(ep) < 0 || forbid("ep.poll()", 0) < 0) {
+        return NULL;
+    }
+    int n = poll_once(ep->hot, Py_None);
+    return n < 0 ? NULL : PyLong_FromLong(n);
+}
+
+static PyObject *
+EP_wait_until(EPObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *pred = NULL, *timeout = Py_None;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (nargs + nkw < 1 || nargs + nkw > 2) {
+        PyErr_SetString(PyExc_TypeError, "wait_until(pred, timeout=None)");
+        return NULL;
+    }
+    if (nargs >= 1) pred = args[0];
+    if (nargs >= 2) timeout = args[1];
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        PyObject *k = PyTuple_GET_ITEM(kwnames, i);
+        if (PyUnicode_CompareWithASCIIString(k, "timeout") == 0 && nargs < 2) {
+            timeout = args[nargs + i];
+        } else if (PyUnicode_CompareWithASCIIString(k, "pred") == 0 && nargs < 1) {
+            pred = args[nargs + i];
+        } else {
+            PyErr_Format(PyExc_TypeError, "wait_until() got an unexpected keyword argument %R",
+                         k);
+            return NULL;
+        }
+    }
+    if (pred == NULL) {
+        PyErr_SetString(PyExc_TypeError, "wait_until() missing its predicate");
+        return NULL;
+    }
+    if (ep_live(ep) < 0 || forbid("ep.wait_until()", 0) < 0) {
+        return NULL;
+    }
+    if (!PyCallable_Check(pred)) {
+        PyErr_SetString(PyExc_TypeError, "wait_until needs a callable predicate");
+        return NULL;
+    }
+    if (timeout != Py_None && !PyNumber_Check(timeout)) {
+        PyErr_Format(PyExc_TypeError, "timeout must be a number or None, got %s",
+                     Py_TYPE(timeout)->tp_name);
+        return NULL;
+    }
+    return wait_until(ep->hot, pred, timeout);
+}
+
+/* put(dest, offset, data): a node-local copy here, else the Python put (_put_slow). */
+static PyObject *
+slow_call(EPObject *ep, const char *name, PyObject *const *args, Py_ssize_t nargs,
+          PyObject *kwnames)
+{
+    PyObject *fn = PyObject_GetAttrString((PyObject *)ep, name);
+    if (fn == NULL) return NULL;
+    PyObject *r = PyObject_Vectorcall(fn, args, nargs, kwnames);
+    Py_DECREF(fn);
+    return r;
+}
+
+static PyObject *
+EP_put(EPObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    HotObject *h = ep->hot;
+    if (nargs == 3 && kwnames == NULL && h != NULL && h->segs != NULL && PyLong_CheckExact(args[0])
+            && PyLong_CheckExact(args[1]) && !h->slots[ep->t].finalized
+            && PyThread_tss_get(&cur_token) == NULL) {
+        long dest = PyLong_AsLong(args[0]);
+        long long off = PyLong_AsLongLong(args[1]);
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+        } else if (dest >= h->node_first && dest < h->node_first + h->node_ranks
+                   && h->segs[dest - h->node_first] != NULL && off >= 0) {
+            Py_buffer b;
+            if (PyObject_GetBuffer(args[2], &b, PyBUF_SIMPLE) == 0) {
+                if (off + b.len <= h->seg_size) {
+                    memcpy(h->segs[dest - h->node_first] + off, b.buf, b.len);
+                    PyBuffer_Release(&b);
+                    Py_RETURN_NONE;
+                }
+                PyBuffer_Release(&b);
+            } else {
+                PyErr_Clear();
+            }
+        }
+    }
+    return slow_call(ep, "_put_slow", args, nargs, kwnames);
+}
+
+/* get(src, offset, nbytes, out=None): a node-local copy here, else the Python get. */
+static PyObject *
+EP_get(EPObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    HotObject *h = ep->hot;
+    if ((nargs == 3 || nargs == 4) && kwnames == NULL && h != NULL && h->segs != NULL
+            && PyLong_CheckExact(args[0]) && PyLong_CheckExact(args[1])
+            && PyLong_CheckExact(args[2]) && !h->slots[ep->t].finalized
+            && PyThread_tss_get(&cur_token) == NULL) {
+        long src = PyLong_AsLong(args[0]);
+        long long off = PyLong_AsLongLong(args[1]);
+        long long nb = PyLong_AsLongLong(args[2]);
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+        } else if (src >= h->node_first && src < h->node_first + h->node_ranks
+                   && h->segs[src - h->node_first] != NULL && off >= 0 && nb >= 0
+                   && off + nb <= h->seg_size) {
+            char *from = h->segs[src - h->node_first] + off;
+            if (nargs == 3 || args[3] == Py_None) {
+                return PyByteArray_FromStringAndSize(from, nb);
+            }
+            Py_buffer b;
+            if (PyObject_GetBuffer(args[3], &b, PyBUF_SIMPLE | PyBUF_WRITABLE) == 0) {
+                if (b.len >= nb) {
+                    memcpy(b.buf, from, nb);
+                    PyBuffer_Release(&b);
+                    return Py_NewRef(args[3]);
+                }
+                PyBuffer_Release(&b);
+            } else {
+                PyErr_Clear();
+            }
+        }
+    }
+    return slow_call(ep, "_get_slow", args, nargs, kwnames);
+}
+
+static PyObject *
+EP_bind(EPObject *ep, PyObject *args)
+{
+    HotObject *h;
+    int t;
+    if (!PyArg_ParseTuple(args, "O!i", &Hot_Type, &h, &t)) {
+        return NULL;
+    }
+    if (t < 0 || t >= h->T) {
+        PyErr_SetString(PyExc_ValueError, "bad rank-thread");
+        return NULL;
+    }
+    Py_XSETREF(ep->hot, (HotObject *)Py_NewRef(h));
+    ep->t = t;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef EP_methods[] = {
+    {"request_short", (PyCFunction)(void (*)(void))EP_request_short, METH_FASTCALL,
+     "request_short($self, dest, handler, /, *args)\n--\n\n"
+     "Send a Short AM: ``handler(token, *args)`` runs on rank ``dest``.\n\n"
+     "``handler`` is a registered function (or its ``module.qualname``); ``args`` are at most "
+     "``amnet.MAX_ARGS`` (16) ints that fit int64. The call polls once after sending.\n\n"
+     "Raises:\n    RankError, HandlerNotRegistered, HandlerCategoryError, AMArgumentError: bad "
+     "input (nothing is sent).\n    AMContextError: called inside a handler (reply with the "
+     "token instead).\n    InitError: after amnet.finalize()."},
+    {"request_medium", (PyCFunction)(void (*)(void))EP_request_medium, METH_FASTCALL,
+     "request_medium($self, dest, handler, payload, /, *args)\n--\n\n"
+     "Send a Medium AM: ``handler(token, payload_view, *args)`` runs on ``dest``.\n\n"
+     "``payload`` is bytes-like, at most ``ep.max_medium`` bytes; it may be reused as soon as "
+     "the call returns. The handler's view is valid only during its call.\n\n"
+     "Raises: as :meth:`request_short`, plus PayloadTooLarge."},
+    {"request_long", (PyCFunction)(void (*)(void))EP_request_long, METH_FASTCALL,
+     "request_long($self, dest, handler, payload, dest_offset, /, *args)\n--\n\n"
+     "Send a Long AM: ``payload`` is written at ``dest_offset`` in ``dest``'s segment, then "
+     "``handler(token, view_of_those_bytes, *args)`` runs there.\n\n"
+     "The payload may be reused as soon as the call returns.\n\n"
+     "Raises: as :meth:`request_short`, plus SegmentBoundsError."},
+    {"poll", (PyCFunction)EP_poll, METH_NOARGS,
+     "poll($self, /)\n--\n\n"
+     "Run the handlers of the AMs that have arrived; return how many ran.\n\n"
+     "Raises:\n    AMContextError: called inside a handler."},
+    {"wait_until", (PyCFunction)(void (*)(void))EP_wait_until,
+     METH_FASTCALL | METH_KEYWORDS,
+     "wait_until($self, pred, timeout=None)\n--\n\n"
+     "Make progress until ``pred()`` is true; return False if ``timeout`` seconds passed "
+     "first.\n\n"
+     "Raises:\n    AMContextError: called inside a handler.\n    JobAborted: the job is being "
+     "torn down."},
+    {"put", (PyCFunction)(void (*)(void))EP_put, METH_FASTCALL | METH_KEYWORDS,
+     "put($self, dest, offset, data)\n--\n\n"
+     "Write ``data`` (bytes-like) at ``offset`` of ``dest``'s segment and return once it is "
+     "there. ``data`` may be reused at once. Within the node it is a direct copy.\n\n"
+     "Raises:\n    RankError, SegmentBoundsError, TypeError: bad input (nothing is sent).\n"
+     "    AMContextError: inside a handler.\n    JobAborted: the job is being torn down."},
+    {"get", (PyCFunction)(void (*)(void))EP_get, METH_FASTCALL | METH_KEYWORDS,
+     "get($self, src, offset, nbytes, out=None)\n--\n\n"
+     "Read ``nbytes`` at ``offset`` of ``src``'s segment into ``out`` (a writable buffer of "
+     "at least ``nbytes``) or a new ``bytearray``; return it.\n\n"
+     "Raises: as :meth:`put`."},
+    {"_bind", (PyCFunction)EP_bind, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject EndpointBase_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "amnet.core._hot.EndpointBase",
+    .tp_basicsize = sizeof(EPObject),
+    .tp_dealloc = (destructor)EP_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The C entry points of amnet.Endpoint (the AM round trip and node-local "
+              "put/get).",
+    .tp_traverse = (traverseproc)EP_traverse,
+    .tp_clear = (inquiry)EP_clear,
+    .tp_methods = EP_methods,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ------------------------------------------------------------------------------------ */
+/* module                                                                                 */
+
+static PyObject *
+current_token(PyObject *m, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *tok = PyThread_tss_get(&cur_token);
+    return Py_NewRef(tok != NULL ? tok : Py_None);
+}
+
+static PyObject *
+set_errors(PyObject *m, PyObject *args)
+{
+    PyObject *a, *b;
+    if (!PyArg_ParseTuple(args, "OO", &a, &b)) {
+        return NULL;
+    }
+    Py_XSETREF(InitError, Py_NewRef(a));
+    Py_XSETREF(AMContextError, Py_NewRef(b));
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"current_token", current_token, METH_NOARGS,
+     "current_token() -> Token | None: the token of the handler running on this thread."},
+    {"set_errors", set_errors, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef hot_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "amnet.core._hot",
+    .m_doc = "The AM engine's hot path (see the C source's header).",
+    .m_size = -1,
+    .m_methods = module_methods,
+};
+
+PyMODINIT_FUNC
+PyInit__hot(void)
+{
+    if (PyThread_tss_create(&cur_token) != 0) {
+        PyErr_SetString(PyExc_RuntimeError, "cannot create the token key");
+        return NULL;
+    }
+    InitError = Py_NewRef(PyExc_RuntimeError);
+    AMContextError = Py_NewRef(PyExc_RuntimeError);
+    if (PyType_Ready(&Lock_Type) < 0 || PyType_Ready(&Hot_Type) < 0
+            || PyType_Ready(&Token_Type) < 0 || PyType_Ready(&EndpointBase_Type) < 0) {
+        return NULL;
+    }
+    PyObject *m = PyModule_Create(&hot_module);
+    if (m == NULL) {
+        return NULL;
+    }
+#if defined(Py_GIL_DISABLED) && PY_VERSION_HEX >= 0x030D0000
+    PyUnstable_Module_SetGIL(m, Py_MOD_GIL_NOT_USED);
+#endif
+    if (PyModule_AddObjectRef(m, "Lock", (PyObject *)&Lock_Type) < 0
+            || PyModule_AddObjectRef(m, "Hot", (PyObject *)&Hot_Type) < 0
+            || PyModule_AddObjectRef(m, "Token", (PyObject *)&Token_Type) < 0
+            || PyModule_AddObjectRef(m, "EndpointBase", (PyObject *)&EndpointBase_Type) < 0
+            || PyModule_AddIntConstant(m, "MAX_ARGS", MAX_ARGS) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
