@@ -307,6 +307,63 @@ def memcpy_bw(sizes: Sequence[int], reps: int = 10, pin: str = "none",
                       timeout)
 
 
+# -- python calls: the in-line floor --------------------------------------------------------
+class _CallToken:
+    """What a handler needs of a token, in plain Python: ``rank`` and an in-line reply."""
+
+    __slots__ = ("rank",)
+
+    def __init__(self, rank: int) -> None:
+        self.rank = rank
+
+    def reply_short(self, handler: Any, *args: int) -> None:
+        handler(_CallToken(0), *args)
+
+
+def python_calls_rtt(iters: int = 100_000, warmup: int = 10_000,
+                     batch: int = 1000) -> dict[str, Any]:
+    """The **python calls** peer: the node benchmark's round-trip loop with plain Python
+    functions standing in for amnet, in one thread: ``request_short(1, ping, i)`` calls
+    ``ping(token, i)``, whose ``token.reply_short(pong, i)`` calls ``pong``, which counts;
+    ``wait_until(arrived)`` calls ``arrived()`` once. What an in-line AM round trip (2 rank-
+    threads of one process) cannot go below in CPython: the same Python frames and nothing
+    else. Timed in batches like raw-shm; returns :func:`stats` of seconds per round trip."""
+    got = [0]
+    want = [0]
+
+    def ping(tok: _CallToken, i: int) -> None:
+        tok.reply_short(pong, i)
+
+    def pong(tok: _CallToken, i: int) -> None:
+        got[tok.rank] += 1
+
+    def request_short(dest: int, handler: Any, *args: int) -> None:
+        handler(_CallToken(dest), *args)
+
+    def wait_until(pred: Any) -> bool:
+        return bool(pred())
+
+    def arrived() -> bool:
+        return got[0] >= want[0]
+
+    for i in range(warmup):
+        want[0] = got[0] + 1
+        request_short(1, ping, i)
+        wait_until(arrived)
+    batch = max(1, min(batch, iters))
+    nb = -(-iters // batch)
+    pc = time.perf_counter
+    samples = [0.0] * nb
+    for b in range(nb):
+        t0 = pc()
+        for i in range(batch):
+            want[0] = got[0] + 1
+            request_short(1, ping, i)
+            wait_until(arrived)
+        samples[b] = (pc() - t0) / batch
+    return stats(samples)
+
+
 def main(argv: list[str]) -> None:
     if not argv or argv[0] not in ("rtt", "memcpy"):
         raise SystemExit("usage: _shmpeer rtt ITERS WARMUP PIN [BATCH] | "

@@ -50,7 +50,7 @@ from . import _node, suite
 from ._jobs import am_job, node_am_job
 from ._mpipeer import run_mpi
 from ._report import Progress
-from ._shmpeer import raw_shm_rtt
+from ._shmpeer import python_calls_rtt, raw_shm_rtt
 from ._shmpeer import stats as batch_stats
 from ._twonode import (
     PIN_HELP,
@@ -302,10 +302,11 @@ def _node_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
     cpu: dict[tuple[str, str], list[float]] = {(key, mode): [] for _, key, _, mode in configs}
     resolved: dict[tuple[str, str], set[str]] = {(key, mode): set()
                                                  for _, key, _, mode in configs}
-    peers: dict[str, list[dict[str, Any]]] = {"raw_shm": [], "mpi_am": [], "mpi_pingpong": []}
+    peers: dict[str, list[dict[str, Any]]] = {"raw_shm": [], "mpi_am": [], "mpi_pingpong": [],
+                                              "calls": []}
     peer_info: dict[str, Any] = {}
     batch = min(opts.node_batch, opts.node_iters)
-    steps = len(configs) + 1 + (mpi_why is None)
+    steps = len(configs) + 1 + (mpi_why is None)  # python calls run with raw-shm's step
     bar = Progress("am node", steps * opts.reps, enabled=progress)
     try:
         for rep in range(opts.reps):  # interleaved: every configuration, raw-shm, mpi4py
@@ -320,6 +321,8 @@ def _node_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
             peer_info["raw_shm"] = {k: shm.get(k) for k in ("spin", "usable_cores", "pin",
                                                             "batch", "batches")}
             bar.step(f"raw-shm rep {rep + 1}/{opts.reps}")
+            peers["calls"].append(python_calls_rtt(opts.node_iters, opts.node_warmup,
+                                                   opts.node_batch))
             if mpi_why is None:
                 m = run_mpi(mpi_plan)
                 peers["mpi_am"].append(m["am"])
@@ -331,6 +334,7 @@ def _node_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
         bar.close()
 
     raw_shm = over_reps(peers["raw_shm"])
+    calls = over_reps(peers["calls"])
     mpi_am = over_reps(peers["mpi_am"]) if peers["mpi_am"] else None
     mpi_pp = over_reps(peers["mpi_pingpong"]) if peers["mpi_pingpong"] else None
     missing = f"missing: {mpi_why}" if mpi_why else "missing"
@@ -362,7 +366,8 @@ def _node_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
                 targets.append({"what": f"<= {TARGET_THREADS_VS_PROCS:g}x 2 procs",
                                 "ratio": r_t, "limit": TARGET_THREADS_VS_PROCS,
                                 "met": r_t <= TARGET_THREADS_VS_PROCS})
-                note = f"{r_t:.2f}x 2 procs"
+                note = (f"{r_t:.2f}x 2 procs; {_node.ratio(a, calls):.2f}x python calls (the "
+                        "in-line floor)")
             if prev is not None:
                 r_prev = _node.ratio(a, figs[prev[1]])
                 ok = a["median"] > figs[prev[1]]["median"]
@@ -390,6 +395,8 @@ def _node_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
 
     for key, label, fig, what in (
             ("raw_shm", "raw-shm", raw_shm, "peer: two processes spinning on a shared page"),
+            ("python_calls", "python calls", calls,
+             "peer: the same loop with plain Python functions for amnet (the in-line floor)"),
             ("mpi4py_am", "mpi4py AM emulation", mpi_am,
              "peer: Send + Iprobe/Recv + dict dispatch + reply Send"),
             ("mpi4py_pingpong", "mpi4py Send/Recv", mpi_pp, "peer: 8-byte Send/Recv ping-pong")):
@@ -419,6 +426,11 @@ def _node_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
         "raw-shm: two processes in pure Python, one flag each on a shared anonymous page, "
         f"busy spinning ({peer_info.get('raw_shm', {}).get('spin', '-')} wait here): the "
         "floor for any Python round trip on one node.",
+        "python calls: rank 0's loop in one thread with plain Python functions standing in "
+        "for amnet (request_short calls ping, whose token.reply_short calls pong; wait_until "
+        "calls the predicate once): the same Python frames as an in-line round trip and "
+        "nothing else, the floor for the 2 threads row in CPython "
+        "(amnet.bench._shmpeer.python_calls_rtt).",
     ]
     if mpi_why is None:
         info = peer_info.get("mpi4py", {})

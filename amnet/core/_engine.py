@@ -158,6 +158,9 @@ class Engine:
                             self.T == 1 and not self.thread_safe and not config.progress_thread,
                             CONDUIT_POLL_S if self.throttle else 0.0)
         self.hot.set_spin(self.spin_s)
+        signal = self.conduit.idle_signal()
+        if signal is not None:
+            self.hot.set_conduit_signal(*signal)
         self.drain_lock = self.hot.drain_lock
         self.pshm = None
         if use_pshm:

@@ -11,11 +11,14 @@
  * implementation: whenever a fast path meets anything it does not handle, it calls the
  * Python method with the same arguments, so errors are raised there, with the same text.
  *
- * The queues follow docs/pshm.md: an entry (payload length, flags, header length, the wire
- * header) and its payload are written before the head index that publishes them (one
- * aligned 8-byte sequentially consistent store, which also orders the following load of the
- * receiver's sleeping flag); the receiver reads the head with an acquire load, runs the
- * entry in place and publishes the tail with a release store once the handler returned.
+ * The queues follow docs/pshm.md: an entry (sequence word, payload length, flags and header
+ * length, the wire header) and its payload are written before the entry's sequence word
+ * that publishes them (message k of a queue stores k + 1 there: one aligned 8-byte
+ * sequentially consistent store, which also orders the following load of the receiver's
+ * sleeping flag). The receiver polls the sequence word of the entry at its tail with an
+ * acquire load (a Short AM is one cache line: the word, the lengths and the header), runs
+ * the entry in place and publishes its tail with a release store once the handler returned;
+ * the sender reads that tail only when its own count says the queue may be full.
  *
  * Threads: a process's drain runs under the drain lock (a Lock of this module) unless the
  * engine is "lock-free" (one rank-thread, not thread-safe, no progress thread: only one
@@ -27,6 +30,8 @@
 #include <Python.h>
 
 #include <errno.h>
+#include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
 #include <string.h>
@@ -46,7 +51,7 @@ enum { E_MORE = 1, E_DEPOSITED = 2 };
 #define QHDR 128
 #define W_SLEEP 8
 #define BUDGET 256
-#define YIELD_EVERY 32
+#define YIELD_EVERY 256  /* a spinning rank gives its core away after this many empty polls */
 
 /* ------------------------------------------------------------------------------------ */
 /* module state: the amnet exceptions, the current token of each thread                  */
@@ -78,6 +83,46 @@ mono(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* A cheaper clock for the spin loop and the conduit throttle: the x86-64 time-stamp counter
+ * (constant rate on every CPU the kernel uses it as a clocksource on), scaled to seconds by
+ * a 0.2 ms calibration against CLOCK_MONOTONIC; clock_gettime elsewhere. */
+typedef struct {
+    double scale;                    /* seconds per tick; 0: use mono() */
+    double base;
+    uint64_t t0;
+} Clock;
+
+static void
+clock_init(Clock *c)
+{
+    c->scale = 0.0;
+#if defined(__x86_64__)
+    double m0 = mono();
+    uint64_t t0 = __builtin_ia32_rdtsc();
+    double m1;
+    do {
+        m1 = mono();
+    } while (m1 - m0 < 2e-4);
+    uint64_t t1 = __builtin_ia32_rdtsc();
+    if (t1 > t0 + 1000) {
+        c->scale = (m1 - m0) / (double)(t1 - t0);
+        c->base = m1;
+        c->t0 = t1;
+    }
+#endif
+}
+
+static inline double
+clock_now(const Clock *c)
+{
+#if defined(__x86_64__)
+    if (c->scale > 0.0) {
+        return c->base + (double)(int64_t)(__builtin_ia32_rdtsc() - c->t0) * c->scale;
+    }
+#endif
+    return mono();
+}
+
 static inline int64_t ld_acq(int64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 static inline void st_sc(int64_t *p, int64_t v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
 static inline void st_rel(int64_t *p, int64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
@@ -106,8 +151,10 @@ get_le(const unsigned char *p, int n)
 
 typedef struct {
     PyObject_HEAD
-    PyThread_type_lock lock;
-    int held;
+    int held;                        /* taken with one compare-and-swap */
+    int waiters;                     /* threads sleeping in lock_wait */
+    pthread_mutex_t m;
+    pthread_cond_t c;
 } LockObject;
 
 static PyTypeObject Lock_Type;
@@ -115,29 +162,37 @@ static PyTypeObject Lock_Type;
 static inline int
 lock_try(LockObject *l)
 {
-    if (PyThread_acquire_lock(l->lock, NOWAIT_LOCK)) {
-        l->held = 1;
-        return 1;
-    }
-    return 0;
+    int zero = 0;
+    return __atomic_compare_exchange_n(&l->held, &zero, 1, 0, __ATOMIC_SEQ_CST,
+                                       __ATOMIC_RELAXED);
 }
 
-static inline void
+static void
 lock_wait(LockObject *l)
 {
-    if (!PyThread_acquire_lock(l->lock, NOWAIT_LOCK)) {
-        Py_BEGIN_ALLOW_THREADS
-        PyThread_acquire_lock(l->lock, WAIT_LOCK);
-        Py_END_ALLOW_THREADS
+    if (lock_try(l)) {
+        return;
     }
-    l->held = 1;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&l->m);
+    __atomic_add_fetch(&l->waiters, 1, __ATOMIC_SEQ_CST);
+    while (!lock_try(l)) {
+        pthread_cond_wait(&l->c, &l->m);
+    }
+    __atomic_sub_fetch(&l->waiters, 1, __ATOMIC_SEQ_CST);
+    pthread_mutex_unlock(&l->m);
+    Py_END_ALLOW_THREADS
 }
 
 static inline void
 lock_rel(LockObject *l)
 {
-    l->held = 0;
-    PyThread_release_lock(l->lock);
+    __atomic_store_n(&l->held, 0, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&l->waiters, __ATOMIC_SEQ_CST)) {
+        pthread_mutex_lock(&l->m);
+        pthread_cond_signal(&l->c);
+        pthread_mutex_unlock(&l->m);
+    }
 }
 
 static PyObject *
@@ -151,23 +206,16 @@ Lock_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     if (l == NULL) {
         return NULL;
     }
-    l->lock = PyThread_allocate_lock();
-    if (l->lock == NULL) {
-        Py_DECREF(l);
-        return PyErr_NoMemory();
-    }
+    pthread_mutex_init(&l->m, NULL);
+    pthread_cond_init(&l->c, NULL);
     return (PyObject *)l;
 }
 
 static void
 Lock_dealloc(LockObject *l)
 {
-    if (l->lock != NULL) {
-        if (l->held) {
-            PyThread_release_lock(l->lock);
-        }
-        PyThread_free_lock(l->lock);
-    }
+    pthread_mutex_destroy(&l->m);
+    pthread_cond_destroy(&l->c);
     Py_TYPE(l)->tp_free((PyObject *)l);
 }
 
@@ -192,7 +240,7 @@ Lock_acquire(LockObject *l, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 Lock_release(LockObject *l, PyObject *Py_UNUSED(ignored))
 {
-    if (!l->held) {
+    if (!__atomic_load_n(&l->held, __ATOMIC_SEQ_CST)) {
         PyErr_SetString(PyExc_RuntimeError, "release of an unlocked lock");
         return NULL;
     }
@@ -203,7 +251,7 @@ Lock_release(LockObject *l, PyObject *Py_UNUSED(ignored))
 static PyObject *
 Lock_locked(LockObject *l, PyObject *Py_UNUSED(ignored))
 {
-    return PyBool_FromLong(l->held);
+    return PyBool_FromLong(__atomic_load_n(&l->held, __ATOMIC_SEQ_CST));
 }
 
 static PyObject *
@@ -216,7 +264,7 @@ Lock_enter(LockObject *l, PyObject *Py_UNUSED(ignored))
 static PyObject *
 Lock_exit(LockObject *l, PyObject *args)
 {
-    if (l->held) {
+    if (__atomic_load_n(&l->held, __ATOMIC_SEQ_CST)) {
         lock_rel(l);
     }
     Py_RETURN_FALSE;
@@ -248,7 +296,7 @@ static PyTypeObject Lock_Type = {
 
 typedef struct {
     char *base;                      /* the receiver's object, mapped here */
-    int64_t *head_p, *tail_p, *sleep_p;
+    int64_t *tail_p, *sleep_p;
     Py_ssize_t ents, slots;
     int64_t head, tail;              /* my next entry; the receiver's tail as last read */
     int bell;                        /* the receiver's eventfd, -1 for none */
@@ -256,7 +304,7 @@ typedef struct {
 } OutQ;
 
 typedef struct {
-    int64_t *head_p, *tail_p;
+    int64_t *tail_p;
     Py_ssize_t ents, slots;
     int64_t tail;
     PyObject *frag;                  /* a fragmented payload being reassembled */
@@ -267,7 +315,33 @@ typedef struct {
     PyObject *fns, *cats, *nargs, *names, *by_fn;
     long rank;
     int finalized;
+    Py_ssize_t recent[8];            /* handler indices sent lately, by the function's address */
 } Slot;
+
+/* The table index of handler function fn of slot s, -1 if it is not registered there. A
+ * small direct-mapped cache in front of by_fn; an entry is trusted only if fns[idx] is fn. */
+static Py_ssize_t
+handler_index(Slot *s, PyObject *fn)
+{
+    Py_ssize_t *c = &s->recent[((uintptr_t)fn >> 4) & 7];
+    Py_ssize_t idx = *c;
+    if (idx >= 0 && idx < PyList_GET_SIZE(s->fns) && PyList_GET_ITEM(s->fns, idx) == fn) {
+        return idx;
+    }
+    PyObject *io = PyDict_GetItemWithError(s->by_fn, fn);
+    if (io == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    idx = PyLong_AsSsize_t(io);
+    if (idx < 0 || idx >= PyList_GET_SIZE(s->fns) || idx >= PyList_GET_SIZE(s->cats)
+            || idx >= PyList_GET_SIZE(s->nargs)) {
+        PyErr_Clear();
+        return -1;
+    }
+    *c = idx;
+    return idx;
+}
 
 typedef struct TokenObject TokenObject;
 
@@ -275,7 +349,9 @@ typedef struct {
     PyObject_HEAD
     PyObject *eng;
     PyObject *py_send, *py_dispatch, *py_queue_full, *py_failed, *py_net, *py_wait;
-    PyObject *py_deferred, *py_wake, *deferred;
+    PyObject *py_deferred, *py_wake, *deferred, *delayed;
+    Py_buffer idle_buf;              /* the conduit's "nothing until net_fd" flag */
+    int net_fd;
     LockObject *drain_lock;
     int size, T, first, procs, lockfree, throttle;
     int64_t max_medium, seg_size;
@@ -292,10 +368,12 @@ typedef struct {
     char **segs;
     Py_buffer *seg_bufs;
     double conduit_every, conduit_at, spin_s;
+    Clock clock;
     unsigned long empty;
     uint64_t sent, received, rings, full_waits, handled;
     Slot *slots;
-    TokenObject *spare;
+    TokenObject *spare[4];           /* tokens to reuse (in-line AMs nest two deep) */
+    int nspare;
 } HotObject;
 
 struct TokenObject {
@@ -333,9 +411,8 @@ token_new(HotObject *h, int t, int hidx, PyObject *name, long src, int is_reques
 {
     TokenObject *tok = NULL;
 #ifndef Py_GIL_DISABLED
-    if (h->spare != NULL) {
-        tok = h->spare;
-        h->spare = NULL;
+    if (h->nspare > 0) {
+        tok = h->spare[--h->nspare];
     }
 #endif
     if (tok == NULL) {
@@ -363,9 +440,9 @@ token_done(HotObject *h, TokenObject *tok)
 {
     tok->live = 0;
 #ifndef Py_GIL_DISABLED
-    if (Py_REFCNT(tok) == 1 && h->spare == NULL && tok->hot == h) {
+    if (Py_REFCNT(tok) == 1 && h->nspare < 4 && tok->hot == h) {
         Py_CLEAR(tok->name);
-        h->spare = tok;
+        h->spare[h->nspare++] = tok;
         return;
     }
 #endif
@@ -458,15 +535,14 @@ push(HotObject *h, OutQ *o, const unsigned char *hdr, Py_ssize_t hl, const char 
     int64_t i = head % h->depth;
     char *e = o->base + o->ents + i * ENTRY;
     int64_t *w = (int64_t *)e;
-    w[0] = plen;
-    w[1] = eflags;
-    w[2] = hl;
+    w[1] = plen;
+    w[2] = ((int64_t)hl << 8) | eflags;
     memcpy(e + HDR_AT, hdr, hl);
     if (plen > 0 && !(eflags & E_DEPOSITED)) {
         memcpy(o->base + o->slots + i * h->slot, payload, plen);
     }
     o->head = head + 1;
-    st_sc(o->head_p, head + 1);     /* publish; seq_cst also orders the load below */
+    st_sc(&w[0], head + 1);         /* publish; seq_cst also orders the load below */
     if (ld_acq(o->sleep_p)) {
         ring(h, o);
     }
@@ -581,14 +657,8 @@ fast_send(HotObject *h, int t, int flags, PyObject *dest_o, PyObject *handler,
     if (s->by_fn == NULL) {
         return 1;
     }
-    PyObject *io = PyDict_GetItemWithError(s->by_fn, handler);
-    if (io == NULL) {
-        PyErr_Clear();
-        return 1;
-    }
-    Py_ssize_t idx = PyLong_AsSsize_t(io);
-    if (idx < 0 || idx >= PyList_GET_SIZE(s->cats)) {
-        PyErr_Clear();
+    Py_ssize_t idx = handler_index(s, handler);
+    if (idx < 0) {
         return 1;
     }
     PyObject *c = PyList_GET_ITEM(s->cats, idx);
@@ -826,13 +896,15 @@ drain_queues(HotObject *h, int from, int to, int budget)
     int n = 0;
     for (int qi = from; qi < to; qi++) {
         InQ *q = &h->ins[qi];
-        int64_t head = ld_acq(q->head_p);
-        while (q->tail != head && n < budget) {
+        while (n < budget) {
             int64_t i = q->tail % h->depth;
             char *e = mine + q->ents + i * ENTRY;
             int64_t *w = (int64_t *)e;
-            int64_t plen = w[0], ef = w[1], hl = w[2];
             int64_t tail = q->tail + 1;
+            if (ld_acq(&w[0]) != tail) {
+                break;  /* not published yet */
+            }
+            int64_t plen = w[1], ef = w[2] & 0xff, hl = w[2] >> 8;
             int bad = hl < 0 || hl > ENTRY - HDR_AT || (plen > h->slot && !(ef & E_DEPOSITED));
             char *p = (plen >= 0 && !(ef & E_DEPOSITED)) ? mine + q->slots + i * h->slot : NULL;
             if (bad) {
@@ -898,8 +970,11 @@ drain_queues(HotObject *h, int from, int to, int budget)
 static int
 has_pending(HotObject *h)
 {
+    char *mine = h->bufs[h->li].buf;
     for (int qi = 0; qi < h->nins; qi++) {
-        if (ld_acq(h->ins[qi].head_p) != h->ins[qi].tail) {
+        InQ *q = &h->ins[qi];
+        int64_t *w = (int64_t *)(mine + q->ents + (q->tail % h->depth) * ENTRY);
+        if (ld_acq(w) == q->tail + 1) {
             return 1;
         }
     }
@@ -923,10 +998,11 @@ run_deferred(HotObject *h)
     return 0;
 }
 
-/* Drain the queues, and the conduit (with a throttle when faster paths exist). The caller
- * holds the drain lock (or the engine is lock-free). */
+/* Drain the queues, and the conduit (with a throttle when faster paths exist); now: the
+ * monotonic clock (0 to read it here). The caller holds the drain lock (or the engine is
+ * lock-free). */
 static int
-drain_all(HotObject *h, PyObject *pred)
+drain_all(HotObject *h, PyObject *pred, double now)
 {
     int n = 0;
     if (h->n > 0) {
@@ -935,8 +1011,19 @@ drain_all(HotObject *h, PyObject *pred)
             return -1;
         }
     }
-    double now = h->throttle ? mono() : 0.0;
+    if (h->throttle && now == 0.0) {
+        now = clock_now(&h->clock);
+    }
     if (!h->throttle || now - h->conduit_at >= h->conduit_every) {
+        if (h->net_fd >= 0 && ((volatile char *)h->idle_buf.buf)[0]
+                && PyObject_Length(h->delayed) == 0) {
+            /* the conduit said "nothing until the descriptor is readable" */
+            struct pollfd pfd = {h->net_fd, POLLIN, 0};
+            if (poll(&pfd, 1, 0) == 0) {
+                h->conduit_at = now;
+                return n;
+            }
+        }
         PyObject *r = PyObject_CallOneArg(h->py_net, pred);
         if (r == NULL) {
             return -1;
@@ -952,34 +1039,58 @@ drain_all(HotObject *h, PyObject *pred)
     return n;
 }
 
+/* After a drain that ran something (not lock-free): wake threads waiting on the drainer. */
+static int
+wake_waiters(HotObject *h)
+{
+    static PyObject *name = NULL;
+    if (name == NULL && (name = PyUnicode_InternFromString("waiters")) == NULL) {
+        return -1;
+    }
+    PyObject *w = PyObject_GetAttr(h->eng, name);
+    if (w == NULL) {
+        return -1;
+    }
+    int any = PyObject_IsTrue(w);
+    Py_DECREF(w);
+    if (any <= 0) {
+        return any;
+    }
+    PyObject *r = PyObject_CallNoArgs(h->py_wake);
+    if (r == NULL) {
+        return -1;
+    }
+    Py_DECREF(r);
+    return 0;
+}
+
+/* One look at everything: 1+ ran, 0 nothing, -1 error, -2 another thread drains. */
+static int
+poll_core(HotObject *h, PyObject *pred, double now)
+{
+    if (h->lockfree) {
+        return drain_all(h, pred, now);
+    }
+    if (!lock_try(h->drain_lock)) {
+        return -2;
+    }
+    int n = drain_all(h, pred, now);
+    lock_rel(h->drain_lock);
+    if (n > 0 && wake_waiters(h) < 0) {
+        return -1;
+    }
+    return n;
+}
+
 /* One poll: what ep.poll() does. Returns how many ran, -1 on error. */
 static int
 poll_once(HotObject *h, PyObject *pred)
 {
-    int n;
-    if (h->lockfree) {
-        n = drain_all(h, pred);
-    } else {
-        if (!lock_try(h->drain_lock)) {
-            return run_deferred(h) < 0 ? -1 : 0;
-        }
-        n = drain_all(h, pred);
-        lock_rel(h->drain_lock);
-        if (n > 0) {
-            PyObject *r = PyObject_CallNoArgs(h->py_wake);
-            if (r == NULL) {
-                return -1;
-            }
-            Py_DECREF(r);
-        }
-    }
-    if (n < 0) {
+    int n = poll_core(h, pred, 0.0);
+    if (n == -1 || run_deferred(h) < 0) {
         return -1;
     }
-    if (run_deferred(h) < 0) {
-        return -1;
-    }
-    return n;
+    return n < 0 ? 0 : n;
 }
 
 static int
@@ -1020,9 +1131,14 @@ check_aborted(HotObject *h)
     return -1;
 }
 
-/* The engine's wait_until with the spin phase here: poll until pred() holds; once nothing
- * arrived for spin_s seconds (or in block mode, or when another thread drains), the Python
- * loop takes over (it blocks). Returns a new reference (True/False) or NULL. */
+#define QUEUE_SPINS 16  /* looks at the queues alone between two calls of an idle pred */
+
+/* The engine's wait_until with the spin phase here: poll until pred() holds. While nothing
+ * arrives, the queues are looked at QUEUE_SPINS times between two calls of pred (a message
+ * is seen sooner; pred, which may also watch memory that peers write, still runs every
+ * ~0.1 us). Once nothing arrived for spin_s seconds (or in block mode, or when another
+ * thread drains), the Python loop takes over: it blocks, or waits on the drainer. Returns
+ * a new reference (True/False) or NULL. */
 static PyObject *
 wait_until(HotObject *h, PyObject *pred, PyObject *timeout)
 {
@@ -1036,14 +1152,18 @@ wait_until(HotObject *h, PyObject *pred, PyObject *timeout)
         if (tmo == -1.0 && PyErr_Occurred()) {
             return NULL;
         }
-        deadline = mono() + tmo;
+        deadline = clock_now(&h->clock) + tmo;
     }
     double idle = -1.0;
     unsigned long it = 0;
     int spun = 0;
-    if (h->spin_s > 0.0 && h->lockfree) {
+    if (h->spin_s > 0.0) {
         for (;;) {
-            int n = drain_all(h, pred);
+            double now = clock_now(&h->clock);
+            int n = poll_core(h, pred, now);
+            if (n == -2) {
+                break;  /* another thread drains: wait for it in Python */
+            }
             if (n < 0 || run_deferred(h) < 0) {
                 return NULL;
             }
@@ -1051,7 +1171,6 @@ wait_until(HotObject *h, PyObject *pred, PyObject *timeout)
             if (v != 0) {
                 return v < 0 ? NULL : Py_NewRef(Py_True);
             }
-            double now = mono();
             if (n) {
                 idle = -1.0;
             } else {
@@ -1065,6 +1184,9 @@ wait_until(HotObject *h, PyObject *pred, PyObject *timeout)
                     Py_BEGIN_ALLOW_THREADS
                     sched_yield();
                     Py_END_ALLOW_THREADS
+                } else if (h->n > 0) {
+                    for (int k = 0; k < QUEUE_SPINS && !has_pending(h); k++) {
+                    }
                 }
             }
             if (deadline >= 0.0 && now >= deadline) {
@@ -1081,7 +1203,7 @@ wait_until(HotObject *h, PyObject *pred, PyObject *timeout)
     Py_INCREF(rem);
     if (deadline >= 0.0) {
         Py_DECREF(rem);
-        double left = deadline - mono();
+        double left = deadline - clock_now(&h->clock);
         rem = PyFloat_FromDouble(left > 0.0 ? left : 0.0);
         if (rem == NULL) {
             return NULL;
@@ -1152,6 +1274,7 @@ Hot_clear_refs(HotObject *h)
     Py_CLEAR(h->py_deferred);
     Py_CLEAR(h->py_wake);
     Py_CLEAR(h->deferred);
+    Py_CLEAR(h->delayed);
     if (h->slots != NULL) {
         for (int t = 0; t < h->T; t++) {
             Slot *s = &h->slots[t];
@@ -1163,9 +1286,8 @@ Hot_clear_refs(HotObject *h)
             Py_CLEAR(s->by_fn);
         }
     }
-    if (h->spare != NULL) {
-        TokenObject *sp = h->spare;
-        h->spare = NULL;
+    while (h->nspare > 0) {
+        TokenObject *sp = h->spare[--h->nspare];
         Py_DECREF(sp);
     }
 }
@@ -1183,12 +1305,15 @@ Hot_traverse(HotObject *h, visitproc visit, void *arg)
     Py_VISIT(h->py_deferred);
     Py_VISIT(h->py_wake);
     Py_VISIT(h->deferred);
+    Py_VISIT(h->delayed);
     if (h->slots != NULL) {
         for (int t = 0; t < h->T; t++) {
             Py_VISIT(h->slots[t].rs);
         }
     }
-    Py_VISIT(h->spare);
+    for (int i = 0; i < h->nspare; i++) {
+        Py_VISIT(h->spare[i]);
+    }
     return 0;
 }
 
@@ -1205,6 +1330,9 @@ Hot_dealloc(HotObject *h)
     PyObject_GC_UnTrack(h);
     Hot_clear_refs(h);
     Hot_release_all(h);
+    if (h->idle_buf.obj != NULL) {
+        PyBuffer_Release(&h->idle_buf);
+    }
     Py_XDECREF(h->drain_lock);
     PyMem_Free(h->route);
     PyMem_Free(h->proc_li);
@@ -1257,9 +1385,12 @@ Hot_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     if ((h->py_deferred = getattr_ref(eng, "run_deferred")) == NULL) goto fail;
     if ((h->py_wake = getattr_ref(eng, "wake_waiters")) == NULL) goto fail;
     if ((h->deferred = getattr_ref(eng, "deferred")) == NULL) goto fail;
+    if ((h->delayed = getattr_ref(eng, "delayed")) == NULL) goto fail;
+    h->net_fd = -1;
     h->drain_lock = (LockObject *)PyObject_CallNoArgs((PyObject *)&Lock_Type);
     if (h->drain_lock == NULL) goto fail;
     h->lockfree = lockfree;
+    clock_init(&h->clock);
     h->conduit_every = every;
     h->throttle = every > 0.0;
     if (h->T <= 0 || h->size <= 0) {
@@ -1329,6 +1460,9 @@ Hot_add_rank(HotObject *h, PyObject *args)
     Py_XSETREF(s->by_fn, by_fn);
     s->rank = rank;
     s->finalized = 0;
+    for (int i = 0; i < 8; i++) {
+        s->recent[i] = -1;
+    }
     Py_RETURN_NONE;
 }
 
@@ -1396,7 +1530,6 @@ Hot_pshm_init(HotObject *h, PyObject *args)
             if (s == li) continue;
             int qn = kind * (int)n + s;
             InQ *q = &h->ins[k++];
-            q->head_p = (int64_t *)(base + CTRL + qn * QHDR);
             q->tail_p = (int64_t *)(base + CTRL + qn * QHDR + 64);
             q->ents = ent_off + (Py_ssize_t)qn * depth * ENTRY;
             q->slots = slot_off + (Py_ssize_t)qn * depth * slot;
@@ -1413,8 +1546,7 @@ Hot_pshm_init(HotObject *h, PyObject *args)
             o->ents = ent_off + (Py_ssize_t)qn * depth * ENTRY;
             o->slots = slot_off + (Py_ssize_t)qn * depth * slot;
             o->bell = -1;
-            o->head_p = (int64_t *)(intptr_t)(CTRL + qn * QHDR);  /* offsets until mapped */
-            o->tail_p = (int64_t *)(intptr_t)(CTRL + qn * QHDR + 64);
+            o->tail_p = (int64_t *)(intptr_t)(CTRL + qn * QHDR + 64);  /* an offset until mapped */
         }
     }
     Py_RETURN_NONE;
@@ -1443,7 +1575,6 @@ Hot_pshm_peer(HotObject *h, PyObject *args)
     for (int kind = Q_REQ; kind <= Q_REP; kind++) {
         OutQ *o = &h->out[kind][s];
         o->base = base;
-        o->head_p = (int64_t *)(base + (intptr_t)o->head_p);
         o->tail_p = (int64_t *)(base + (intptr_t)o->tail_p);
         o->sleep_p = (int64_t *)base + W_SLEEP;
         o->bell = bell;
@@ -1598,6 +1729,31 @@ Hot_send(HotObject *h, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* set_conduit_signal(fd, flag): see Conduit.idle_signal */
+static PyObject *
+Hot_set_conduit_signal(HotObject *h, PyObject *args)
+{
+    int fd;
+    PyObject *flag;
+    if (!PyArg_ParseTuple(args, "iO", &fd, &flag)) {
+        return NULL;
+    }
+    if (h->idle_buf.obj != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "the conduit signal is already set");
+        return NULL;
+    }
+    if (PyObject_GetBuffer(flag, &h->idle_buf, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    if (h->idle_buf.len < 1 || fd < 0) {
+        PyBuffer_Release(&h->idle_buf);
+        PyErr_SetString(PyExc_ValueError, "bad conduit signal");
+        return NULL;
+    }
+    h->net_fd = fd;
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 Hot_set_spin(HotObject *h, PyObject *arg)
 {
@@ -1639,6 +1795,7 @@ static PyMethodDef Hot_methods[] = {
     {"run_handler", (PyCFunction)Hot_run_handler, METH_VARARGS, NULL},
     {"send", (PyCFunction)Hot_send, METH_VARARGS, NULL},
     {"set_spin", (PyCFunction)Hot_set_spin, METH_O, NULL},
+    {"set_conduit_signal", (PyCFunction)Hot_set_conduit_signal, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
 

@@ -59,9 +59,12 @@ class ZmqConduit(Conduit):
         self._closed = False
         self._rcvtimeo = -1
         self._poller: Any = None
-        self._idle = False  # EVENTS last said "nothing" (see recv)
+        # _idle[0]: EVENTS last said "nothing" (see recv); a bytearray so that the engine's
+        # C hot path reads it too (idle_signal)
+        self._idle = bytearray(1)
+        self._fd = self._pull.getsockopt(zmq.FD)
         fdp = select.poll()
-        fdp.register(self._pull.getsockopt(zmq.FD), select.POLLIN)
+        fdp.register(self._fd, select.POLLIN)
         self._fd_poll = fdp.poll
         self._poller_fds: tuple[int, ...] = ()
         self._sent = [0] * procs
@@ -116,28 +119,29 @@ class ZmqConduit(Conduit):
         # Cheaper still when idle: once EVENTS said "nothing", libzmq has drained the
         # socket's signal descriptor and signals it again only when a message arrives, so a
         # zero-timeout poll(2) of that descriptor (~0.3 us) answers "still nothing".
-        if self._idle and not ready:
+        idle = self._idle
+        if idle[0] and not ready:
             if not self._fd_poll(0):
                 return None
-            self._idle = False
+            idle[0] = 0
         get = self._pull.get
         while ready or get(_EVENTS) & _POLLIN:
             ready = False
             try:
                 m = self._take(_NOBLOCK)
             except zmq.Again:
-                self._idle = True
+                self._idle[0] = 1
                 return None
             if m is not None:
                 return m
-        self._idle = True
+        self._idle[0] = 1
         return None
 
     def recv_wait(self, timeout: float | None) -> tuple[bytes, Any] | None:
         # one blocking recv (with a receive timeout) instead of poll + recv
         # rounded down: a caller waiting for a delayed message due in 0.7 ms must not sleep 1
         ms = -1 if timeout is None else max(0, int(timeout * 1000))
-        self._idle = False  # libzmq may consume the descriptor's signal in here
+        self._idle[0] = 0  # libzmq may consume the descriptor's signal in here
         if ms != self._rcvtimeo:
             self._pull.setsockopt(zmq.RCVTIMEO, ms)
             self._rcvtimeo = ms
@@ -170,13 +174,13 @@ class ZmqConduit(Conduit):
 
     def wait_readable(self, timeout: float | None) -> bool:
         ms = None if timeout is None else max(0, int(timeout * 1000 + 0.999))
-        self._idle = False
+        self._idle[0] = 0
         return bool(self._pull.poll(ms, zmq.POLLIN))
 
     def wait_readable_fds(self, fds: Sequence[int], timeout: float | None) -> bool:
         if not fds:
             return self.wait_readable(timeout)
-        self._idle = False
+        self._idle[0] = 0
         poller = self._poller
         if poller is None or self._poller_fds != tuple(fds):
             poller = zmq.Poller()
@@ -187,8 +191,11 @@ class ZmqConduit(Conduit):
         ms = None if timeout is None else max(0, int(timeout * 1000 + 0.999))
         return bool(poller.poll(ms))
 
+    def idle_signal(self) -> tuple[int, bytearray]:
+        return self._fd, self._idle
+
     def fileno(self) -> int:
-        return self._pull.getsockopt(zmq.FD)
+        return self._fd
 
     def statistics(self) -> ConduitStatistics:
         return ConduitStatistics(

@@ -117,6 +117,13 @@ class Conduit(abc.ABC):
         r, _, _ = select.select([self.fileno(), *fds], [], [], timeout)
         return bool(r)
 
+    def idle_signal(self) -> tuple[int, bytearray] | None:
+        """A cheap "still nothing" test for the engine's hot path, or None (the default: the
+        engine calls :meth:`recv`). ``(fd, flag)``: while ``flag[0]`` is nonzero the conduit
+        has nothing to receive until ``fd`` becomes readable, so a zero-timeout poll of
+        ``fd`` answers for it; the conduit clears the flag whenever that stops being true."""
+        return None
+
     @abc.abstractmethod
     def fileno(self) -> int:
         """A file descriptor that becomes readable when messages may have arrived."""
