@@ -393,18 +393,21 @@ def _node_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
             prev = (label, key)
         ordering[mode] = held
 
-    for key, label, fig, what in (
-            ("raw_shm", "raw-shm", raw_shm, "peer: two processes spinning on a shared page"),
-            ("python_calls", "python calls", calls,
+    spin = "spin (busy poll)"
+    for key, label, fig, wait, what in (
+            ("raw_shm", "raw-shm", raw_shm, spin,
+             "peer: two processes spinning on a shared page"),
+            ("python_calls", "python calls", calls, "none (one thread)",
              "peer: the same loop with plain Python functions for amnet (the in-line floor)"),
-            ("mpi4py_am", "mpi4py AM emulation", mpi_am,
+            ("mpi4py_am", "mpi4py AM emulation", mpi_am, spin,
              "peer: Send + Iprobe/Recv + dict dispatch + reply Send"),
-            ("mpi4py_pingpong", "mpi4py Send/Recv", mpi_pp, "peer: 8-byte Send/Recv ping-pong")):
+            ("mpi4py_pingpong", "mpi4py Send/Recv", mpi_pp, spin,
+             "peer: 8-byte Send/Recv ping-pong")):
         results.append({"section": "node", "peer": label, "key": key, "figure": fig,
                         "ratio_mpi4py_am": _node.ratio(fig, mpi_am),
                         "ratio_raw_shm": _node.ratio(fig, raw_shm),
                         "missing": None if fig is not None else mpi_why})
-        rows.append([label, "spin (busy poll)", _node.us_cell(fig, missing), "-",
+        rows.append([label, wait, _node.us_cell(fig, missing), "-",
                      _node.ratio_cell(_node.ratio(fig, mpi_am), "missing"),
                      _node.ratio_cell(_node.ratio(fig, raw_shm), "missing"), "",
                      what if fig is not None else f"{what}; {missing}"])
