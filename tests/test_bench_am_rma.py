@@ -259,16 +259,17 @@ def test_am_node_figures(marked):
     amnet_rows = [r for r in rows if "config" in r]
     peer_rows = [r for r in rows if "peer" in r]
     assert [r["config"] for r in amnet_rows] == NODE_LABELS
-    assert [r["peer"] for r in peer_rows] == ["raw-shm", "mpi4py AM emulation",
-                                              "mpi4py Send/Recv"]
+    assert [r["peer"] for r in peer_rows] == ["raw-shm", "python calls",
+                                              "mpi4py AM emulation", "mpi4py Send/Recv"]
     raw_shm = peer_rows[0]["figure"]
     _check_batches(raw_shm, reps=1, batches=2)
-    mpi_am = peer_rows[1]["figure"]
+    _check_batches(peer_rows[1]["figure"], reps=1, batches=2)
+    mpi_am = peer_rows[2]["figure"]
     if mpi_why is None:
         _check_batches(mpi_am, reps=1, batches=2)
-        _check_batches(peer_rows[2]["figure"], reps=1, batches=2)
+        _check_batches(peer_rows[3]["figure"], reps=1, batches=2)
     else:
-        assert mpi_am is None and peer_rows[1]["missing"] == mpi_why
+        assert mpi_am is None and peer_rows[2]["missing"] == mpi_why
     table_rows = res["table"]["rows"]
     by_key = {r["key"]: r for r in amnet_rows}
     for row, cells in zip(amnet_rows, table_rows, strict=False):

@@ -103,6 +103,12 @@ def test_shmpeer_command_line(shm_clean):
 
 
 # -- memcpy -------------------------------------------------------------------------------
+def test_python_calls_rtt_runs_the_handlers_and_batches():
+    r = shmpeer.python_calls_rtt(iters=250, warmup=10, batch=100)
+    assert r["n"] == 3 and len(r["samples"]) == 3  # 250 rounded up to whole batches of 100
+    assert 0 < r["min"] <= r["median"] <= r["max"] < 1e-3
+
+
 def test_memcpy_bw(shm_clean):
     sizes = [8, 1 << 20, 3 << 20]
     r = shmpeer.memcpy_bw(sizes, reps=3, min_bytes=4 << 20)
