@@ -486,9 +486,9 @@ call_handler(HotObject *h, int t, PyObject *fn, int hidx, PyObject *name, long s
     }
     PyObject *r = PyObject_Vectorcall(fn, stack + 1, (1 + nargs) | PY_VECTORCALL_ARGUMENTS_OFFSET,
                                       NULL);
-    PyThread_tss_set(&cur_token, prev);
     h->handled++;
     if (r == NULL && !capture) {
+        /* on_handler_error runs in the handler's context (the token still current) */
         PyObject *exc = PyErr_GetRaisedException();
         PyObject *nm = token_name(tok);
         Slot *s = &h->slots[t];
@@ -502,6 +502,7 @@ call_handler(HotObject *h, int t, PyObject *fn, int hidx, PyObject *name, long s
         Py_XDECREF(nm);
         Py_DECREF(exc);
     }
+    PyThread_tss_set(&cur_token, prev);
     token_done(h, tok);
     return r;
 }
@@ -1039,7 +1040,7 @@ drain_all(HotObject *h, PyObject *pred, double now)
     return n;
 }
 
-/* After a drain that ran something (not lock-free): wake threads waiting on the drainer. */
+/* After a drain (not lock-free): wake the threads waiting on the drainer, if any. */
 static int
 wake_waiters(HotObject *h)
 {
@@ -1076,7 +1077,8 @@ poll_core(HotObject *h, PyObject *pred, double now)
     }
     int n = drain_all(h, pred, now);
     lock_rel(h->drain_lock);
-    if (n > 0 && wake_waiters(h) < 0) {
+    /* threads waiting on the drainer re-check whenever it lets go of the lock */
+    if (n >= 0 && wake_waiters(h) < 0) {
         return -1;
     }
     return n;
@@ -2195,7 +2197,7 @@ EP_put(EPObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
                    && h->segs[dest - h->node_first] != NULL && off >= 0) {
             Py_buffer b;
             if (PyObject_GetBuffer(args[2], &b, PyBUF_SIMPLE) == 0) {
-                if (off + b.len <= h->seg_size) {
+                if (b.len <= h->seg_size && off <= h->seg_size - b.len) {
                     memcpy(h->segs[dest - h->node_first] + off, b.buf, b.len);
                     PyBuffer_Release(&b);
                     Py_RETURN_NONE;
@@ -2225,7 +2227,7 @@ EP_get(EPObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
             PyErr_Clear();
         } else if (src >= h->node_first && src < h->node_first + h->node_ranks
                    && h->segs[src - h->node_first] != NULL && off >= 0 && nb >= 0
-                   && off + nb <= h->seg_size) {
+                   && nb <= h->seg_size && off <= h->seg_size - nb) {
             char *from = h->segs[src - h->node_first] + off;
             if (nargs == 3 || args[3] == Py_None) {
                 return PyByteArray_FromStringAndSize(from, nb);

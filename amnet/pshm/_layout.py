@@ -6,11 +6,11 @@ One object per process of a node, made by that process, mapped by every process 
     | control block (4 KiB)     |  magic, mapped counter, sleeping flag, pid
     +---------------------------+ CTRL
     | queue indices             |  2 x n queues (requests from each node-local process, then
-    |   head @+0, tail @+64     |  replies from each), 128 bytes each: head and tail on
-    |                           |  cache lines of their own
+    |   tail @+64 (+0 unused)   |  replies from each), 128 bytes each: the receiver's tail on
+    |                           |  a cache line of its own
     +---------------------------+ ent_off
-    | entries, depth per queue  |  256 bytes each: payload length, flags, header length, the
-    |                           |  AM header (the conduit's wire format)
+    | entries, depth per queue  |  256 bytes each: sequence word, payload length, header
+    |                           |  length << 8 | flags, the AM header (the wire format) at 24
     +---------------------------+ slot_off
     | payload slots             |  one per entry, max_medium bytes (rounded to 64)
     +---------------------------+ seg_off (page aligned)
@@ -18,16 +18,17 @@ One object per process of a node, made by that process, mapped by every process 
     +---------------------------+ size
 
 The *receiver's* object holds its incoming queues: a sender writes entry and payload into
-the receiver's object, then publishes the new head; the receiver writes the tail in its own
-object. Every index is an aligned int64 written with one store.
+the receiver's object, then publishes the entry by storing its sequence number + 1 into the
+entry's first word; the receiver writes its tail in its own object. Every index is an aligned
+int64 written with one store (amnet/core/_hot.c does both sides).
 """
 
 from __future__ import annotations
 
 CTRL = 4096
-QHDR = 128  # bytes of indices per queue: head at +0, tail at +64
+QHDR = 128  # bytes of indices per queue: the tail at +64 (+0 unused)
 ENTRY = 256  # bytes per queue entry
-HDR_AT = 24  # where the AM header starts inside an entry
+HDR_AT = 24  # where the AM header starts inside an entry (after seq, plen, hlen << 8 | flags)
 PAGE = 4096
 MAGIC = 0x48535054454E4D41  # b"AMNETPSH" little-endian
 
@@ -73,9 +74,6 @@ class Layout:
     def queue(self, kind: int, src: int) -> int:
         """The queue number of ``kind`` (REQ/REP) messages from node-local process ``src``."""
         return kind * self.n + src
-
-    def head_word(self, q: int) -> int:
-        return (CTRL + q * QHDR) // 8
 
     def tail_word(self, q: int) -> int:
         return (CTRL + q * QHDR + 64) // 8

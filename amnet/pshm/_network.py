@@ -6,22 +6,22 @@ processes of the node, and hands the mapped buffers to the engine's C hot path
 (:mod:`amnet.core._hot`), which moves AMs through the queues:
 
 - **send** (``Hot.pshm_send`` and the user-AM fast path): write the entry (and payload)
-  into the receiver's object, then publish the new head with one sequentially consistent
-  8-byte store; ring the receiver's doorbell if it sleeps. While the queue is full the
-  engine polls (requests poll everything, replies poll only replies, so nobody waits on a
-  rank that waits on them).
-- **receive** (``Hot.drain``): compare each incoming queue's head (an acquire load) with the
-  tail this process keeps, run each entry *in place* (a Medium payload is a view of the
+  into the receiver's object, then publish it by storing its sequence number + 1 into the
+  entry's first word with one sequentially consistent 8-byte store; ring the receiver's
+  doorbell if it sleeps. While the queue is full the engine polls (requests poll
+  everything, replies poll only replies, so nobody waits on a rank that waits on them).
+- **receive** (``Hot.drain``): look at the sequence word of the entry at each incoming queue's
+  tail (an acquire load), run each entry *in place* (a Medium payload is a view of the
   slot, valid during the handler; user Short/Medium AMs run straight from C, everything
   else through the engine's checked dispatcher), then publish the new tail (a release
   store) once the handler returned.
 - **sleep** (:meth:`PshmNetwork.sleep`): set the sleeping flag, look once more, then block on
   the doorbell (an eventfd the agent made for this process) and the conduit together.
 
-Memory ordering: the payload and entry are written before the head that publishes them and
-read after it, with ``__atomic`` builtins (no platform assembly), so the protocol holds on
-weakly ordered machines too; on x86-64 (TSO) the acquire loads and release stores are plain
-moves and only the head store (seq_cst) is a locked instruction.
+Memory ordering: the payload and entry are written before the sequence word that publishes
+them and read after it, with ``__atomic`` builtins (no platform assembly), so the protocol
+holds on weakly ordered machines too; on x86-64 (TSO) the acquire loads and release stores are plain
+moves and only the publishing store (seq_cst) is a locked instruction.
 
 Thread safety: the receiving side runs under the engine's drain lock (or in a lock-free
 engine, on its one thread). Request queues may have several producers (the rank-threads of
