@@ -1,4 +1,5 @@
-"""Builds the C extensions (the shared-memory network's primitives, the AM hot path); the metadata is in pyproject.toml."""
+"""Builds the C extensions (the shared-memory network's primitives, the AM hot path); the
+metadata is in pyproject.toml."""
 
 from setuptools import Extension, setup
 

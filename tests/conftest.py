@@ -216,3 +216,19 @@ def marked(monkeypatch):
     yield mark
     assert leftovers(mark) == []
     assert new_shm_objects(before) == set()  # nothing of amnet left in /dev/shm
+
+
+@pytest.fixture(scope="module")
+def mark():
+    """Mark a module's jobs so that anything they leave behind can be found, with no AMNET_*
+    variable of the caller's environment in effect; at the end of the module, fail if a
+    process or an object in /dev/shm is left."""
+    mark = uuid.uuid4().hex
+    before = shm_objects()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AMTEST_MARK", mark)
+        for var in [v for v in os.environ if v.startswith("AMNET_")]:
+            mp.delenv(var)
+        yield mark
+    assert leftovers(mark) == []
+    assert new_shm_objects(before) == set()  # nothing of amnet left in /dev/shm

@@ -19,11 +19,10 @@ import statistics
 import subprocess
 import sys
 import time
-import uuid
 
 import amjobs
 import pytest
-from conftest import DATA, leftovers, new_shm_objects, shm_objects
+from conftest import DATA
 
 import amnet
 
@@ -31,20 +30,6 @@ N4 = {"n": 4, "nodes": 2}  # 4 processes, 2 simulated nodes
 N4T2 = {"n": 4, "nodes": 2, "threads_per_proc": 2}  # 2 processes of 2 rank-threads, 2 nodes
 TOPOS = {"n4-nodes2": N4, "n4-nodes2-T2": N4T2}
 HOST = socket.gethostname()
-
-
-@pytest.fixture(scope="module")
-def mark():
-    """Mark this module's jobs so that anything they leave behind can be found."""
-    mark = uuid.uuid4().hex
-    before = shm_objects()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("AMTEST_MARK", mark)
-        for var in [v for v in os.environ if v.startswith("AMNET_")]:
-            mp.delenv(var)
-        yield mark
-    assert leftovers(mark) == []
-    assert new_shm_objects(before) == set()  # nothing of amnet left in /dev/shm
 
 
 def names(fns) -> list[str]:

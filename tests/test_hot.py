@@ -18,12 +18,10 @@ at the entry points the C code took over, route by route. Every job must leave n
 from __future__ import annotations
 
 import functools
-import os
-import uuid
 
 import hotjobs
 import pytest
-from conftest import leftovers, new_shm_objects, shm_objects
+from conftest import new_shm_objects, shm_objects
 
 import amnet
 
@@ -43,20 +41,6 @@ WAIT_VARIANTS = {
 }
 SEG = 1 << 20
 CTX = "handlers run in a restricted context"
-
-
-@pytest.fixture(scope="module")
-def mark():
-    """Mark this module's jobs so that anything they leave behind can be found."""
-    mark = uuid.uuid4().hex
-    before = shm_objects()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("AMTEST_MARK", mark)
-        for var in [v for v in os.environ if v.startswith("AMNET_")]:
-            mp.delenv(var)
-        yield mark
-    assert leftovers(mark) == []
-    assert new_shm_objects(before) == set()
 
 
 def run_job(fn, shape: dict, **options):
