@@ -116,7 +116,6 @@ class Engine:
         self.conduit = get_conduit(config.conduit)(proc, topo.procs, bind_host, curve, config)
         self.ranks: list[RankState | None] = [None] * self.T
         self.cond = threading.Condition(threading.Lock())
-        self.waiters = 0
         self.gen = 0
         self.latency = config.net_latency_us * 1e-6
         self.delayed: collections.deque = collections.deque()
@@ -427,7 +426,7 @@ class Engine:
                 n = self.drain()
             finally:
                 self.drain_lock.release()
-            if n and self.waiters:
+            if n and self.hot.waiters:
                 self._wake()
             if not n:
                 _yield()
@@ -631,7 +630,7 @@ class Engine:
             n = self.drain()
         finally:
             self.drain_lock.release()
-        if n and self.waiters:
+        if n and self.hot.waiters:
             self._wake()
         if self.deferred:
             self.run_deferred()
@@ -639,7 +638,7 @@ class Engine:
 
     def wake_waiters(self) -> None:
         """After a drain that ran something: wake the threads waiting on the drainer."""
-        if self.waiters:
+        if self.hot.waiters:
             self._wake()
 
     def _wake(self) -> None:
@@ -691,7 +690,7 @@ class Engine:
                             idle = time.monotonic()
                 finally:
                     lock.release()
-                if self.waiters:
+                if self.hot.waiters:
                     self._wake()
                 if n:
                     idle = None
@@ -706,13 +705,13 @@ class Engine:
                 # wakes us after every drain that ran something and whenever it lets go of
                 # the lock, and we only sleep while it still holds it, so no wake-up is lost.
                 with self.cond:
-                    self.waiters += 1
+                    self.hot.waiters += 1
                     try:
                         gen = self.gen
                         if not pred() and lock.locked():
                             self.cond.wait_for(lambda g=gen: self.gen != g, max_block)
                     finally:
-                        self.waiters -= 1
+                        self.hot.waiters -= 1
             if self.deferred:
                 self.run_deferred()
             if pred():
@@ -733,7 +732,7 @@ class Engine:
                 if due is not None:
                     t = min(t, max(0.0, due - time.monotonic()))
                 n = self.drain(None, t)
-            if n and self.waiters:
+            if n and self.hot.waiters:
                 self._wake()
 
 

@@ -370,6 +370,7 @@ typedef struct {
     double conduit_every, conduit_at, spin_s;
     Clock clock;
     unsigned long empty;
+    int waiters;                     /* threads of the Python wait loop sleeping on the drainer */
     uint64_t sent, received, rings, full_waits, handled;
     Slot *slots;
     TokenObject *spare[4];           /* tokens to reuse (in-line AMs nest two deep) */
@@ -1044,18 +1045,8 @@ drain_all(HotObject *h, PyObject *pred, double now)
 static int
 wake_waiters(HotObject *h)
 {
-    static PyObject *name = NULL;
-    if (name == NULL && (name = PyUnicode_InternFromString("waiters")) == NULL) {
-        return -1;
-    }
-    PyObject *w = PyObject_GetAttr(h->eng, name);
-    if (w == NULL) {
-        return -1;
-    }
-    int any = PyObject_IsTrue(w);
-    Py_DECREF(w);
-    if (any <= 0) {
-        return any;
+    if (__atomic_load_n(&h->waiters, __ATOMIC_RELAXED) <= 0) {
+        return 0;
     }
     PyObject *r = PyObject_CallNoArgs(h->py_wake);
     if (r == NULL) {
@@ -1779,6 +1770,24 @@ Hot_get_lockfree(HotObject *h, void *closure)
 }
 
 static PyObject *
+Hot_get_waiters(HotObject *h, void *closure)
+{
+    return PyLong_FromLong(__atomic_load_n(&h->waiters, __ATOMIC_RELAXED));
+}
+
+static int
+Hot_set_waiters(HotObject *h, PyObject *v, void *closure)
+{
+    long n = v == NULL ? -1 : PyLong_AsLong(v);
+    if (n < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "waiters must be >= 0");
+        return -1;
+    }
+    __atomic_store_n(&h->waiters, (int)n, __ATOMIC_RELAXED);
+    return 0;
+}
+
+static PyObject *
 Hot_get_handled(HotObject *h, void *closure)
 {
     return PyLong_FromUnsignedLongLong(h->handled);
@@ -1805,6 +1814,9 @@ static PyGetSetDef Hot_getset[] = {
     {"drain_lock", (getter)Hot_get_drain_lock, NULL, NULL, NULL},
     {"lockfree", (getter)Hot_get_lockfree, NULL, NULL, NULL},
     {"handled", (getter)Hot_get_handled, NULL, NULL, NULL},
+    {"waiters", (getter)Hot_get_waiters, (setter)Hot_set_waiters,
+     "Threads of the Python wait loop sleeping until the drainer makes progress (changed "
+     "under the engine's cond).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
