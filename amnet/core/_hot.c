@@ -1333,12 +1333,6 @@ Hot_dealloc(HotObject *h)
     Py_TYPE(h)->tp_free((PyObject *)h);
 }
 
-static PyObject *
-getattr_ref(PyObject *o, const char *name)
-{
-    return PyObject_GetAttrString(o, name);
-}
-
 /* Hot(engine, route, lockfree, throttle_s): route is the list of each process's route. */
 static PyObject *
 Hot_new(PyTypeObject *type, PyObject *args, PyObject *kw)
@@ -1356,29 +1350,29 @@ Hot_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     h->eng = Py_NewRef(eng);
     PyObject *v;
 #define INT_ATTR(field, name) \
-    if ((v = getattr_ref(eng, name)) == NULL) goto fail; \
+    if ((v = PyObject_GetAttrString(eng, name)) == NULL) goto fail; \
     h->field = (int)PyLong_AsLong(v); Py_DECREF(v); if (PyErr_Occurred()) goto fail;
     INT_ATTR(size, "size")
     INT_ATTR(T, "T")
     INT_ATTR(first, "first")
 #undef INT_ATTR
-    if ((v = getattr_ref(eng, "max_medium")) == NULL) goto fail;
+    if ((v = PyObject_GetAttrString(eng, "max_medium")) == NULL) goto fail;
     h->max_medium = PyLong_AsLongLong(v);
     Py_DECREF(v);
-    if ((v = getattr_ref(eng, "seg_size")) == NULL) goto fail;
+    if ((v = PyObject_GetAttrString(eng, "seg_size")) == NULL) goto fail;
     h->seg_size = PyLong_AsLongLong(v);
     Py_DECREF(v);
     if (PyErr_Occurred()) goto fail;
-    if ((h->py_send = getattr_ref(eng, "send_user")) == NULL) goto fail;
-    if ((h->py_dispatch = getattr_ref(eng, "dispatch")) == NULL) goto fail;
-    if ((h->py_queue_full = getattr_ref(eng, "_queue_full")) == NULL) goto fail;
-    if ((h->py_failed = getattr_ref(eng, "handler_failed")) == NULL) goto fail;
-    if ((h->py_net = getattr_ref(eng, "drain_net")) == NULL) goto fail;
-    if ((h->py_wait = getattr_ref(eng, "wait_slow")) == NULL) goto fail;
-    if ((h->py_deferred = getattr_ref(eng, "run_deferred")) == NULL) goto fail;
-    if ((h->py_wake = getattr_ref(eng, "wake_waiters")) == NULL) goto fail;
-    if ((h->deferred = getattr_ref(eng, "deferred")) == NULL) goto fail;
-    if ((h->delayed = getattr_ref(eng, "delayed")) == NULL) goto fail;
+    if ((h->py_send = PyObject_GetAttrString(eng, "send_user")) == NULL) goto fail;
+    if ((h->py_dispatch = PyObject_GetAttrString(eng, "dispatch")) == NULL) goto fail;
+    if ((h->py_queue_full = PyObject_GetAttrString(eng, "_queue_full")) == NULL) goto fail;
+    if ((h->py_failed = PyObject_GetAttrString(eng, "handler_failed")) == NULL) goto fail;
+    if ((h->py_net = PyObject_GetAttrString(eng, "drain_net")) == NULL) goto fail;
+    if ((h->py_wait = PyObject_GetAttrString(eng, "wait_slow")) == NULL) goto fail;
+    if ((h->py_deferred = PyObject_GetAttrString(eng, "run_deferred")) == NULL) goto fail;
+    if ((h->py_wake = PyObject_GetAttrString(eng, "wake_waiters")) == NULL) goto fail;
+    if ((h->deferred = PyObject_GetAttrString(eng, "deferred")) == NULL) goto fail;
+    if ((h->delayed = PyObject_GetAttrString(eng, "delayed")) == NULL) goto fail;
     h->net_fd = -1;
     h->drain_lock = (LockObject *)PyObject_CallNoArgs((PyObject *)&Lock_Type);
     if (h->drain_lock == NULL) goto fail;
@@ -1434,9 +1428,9 @@ Hot_add_rank(HotObject *h, PyObject *args)
         return NULL;
     }
     Slot *s = &h->slots[t];
-    PyObject *fns = getattr_ref(table, "fns"), *cats = getattr_ref(table, "cats");
-    PyObject *nargs = getattr_ref(table, "nargs"), *names = getattr_ref(table, "names");
-    PyObject *by_fn = getattr_ref(table, "by_fn");
+    PyObject *fns = PyObject_GetAttrString(table, "fns"), *cats = PyObject_GetAttrString(table, "cats");
+    PyObject *nargs = PyObject_GetAttrString(table, "nargs"), *names = PyObject_GetAttrString(table, "names");
+    PyObject *by_fn = PyObject_GetAttrString(table, "by_fn");
     if (!fns || !cats || !nargs || !names || !by_fn || !PyList_CheckExact(fns)
             || !PyList_CheckExact(cats) || !PyList_CheckExact(nargs)
             || !PyList_CheckExact(names) || !PyDict_CheckExact(by_fn)) {
@@ -1764,12 +1758,6 @@ Hot_get_drain_lock(HotObject *h, void *closure)
 }
 
 static PyObject *
-Hot_get_lockfree(HotObject *h, void *closure)
-{
-    return PyBool_FromLong(h->lockfree);
-}
-
-static PyObject *
 Hot_get_waiters(HotObject *h, void *closure)
 {
     return PyLong_FromLong(__atomic_load_n(&h->waiters, __ATOMIC_RELAXED));
@@ -1812,7 +1800,6 @@ static PyMethodDef Hot_methods[] = {
 
 static PyGetSetDef Hot_getset[] = {
     {"drain_lock", (getter)Hot_get_drain_lock, NULL, NULL, NULL},
-    {"lockfree", (getter)Hot_get_lockfree, NULL, NULL, NULL},
     {"handled", (getter)Hot_get_handled, NULL, NULL, NULL},
     {"waiters", (getter)Hot_get_waiters, (setter)Hot_set_waiters,
      "Threads of the Python wait loop sleeping until the drainer makes progress (changed "

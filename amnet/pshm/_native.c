@@ -344,157 +344,86 @@ NP_SELECT(uint64_t, double, f8_of, f8_max, >)
         }                                                                                   \
     } while (0)
 
-static uint32_t
-atomic32(uint32_t *p, int op, int di, uint32_t v, uint32_t v2)
-{
-    uint32_t old;
-    switch (op) {
-    case OP_GET:
-        return __atomic_load_n(p, __ATOMIC_SEQ_CST);
-    case OP_SET:
-    case OP_SWAP:
-        return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST);
-    case OP_CAS:
-        if (di != DT_F4) {
-            old = v;
-            __atomic_compare_exchange_n(p, &old, v2, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
-            return old;
-        }
-        old = __atomic_load_n(p, __ATOMIC_SEQ_CST);
-        for (;;) {
-            if (old != v && !(f4_of(old) == f4_of(v))) {
-                return old;
-            }
-            if (__atomic_compare_exchange_n(p, &old, v2, 0, __ATOMIC_SEQ_CST,
-                                            __ATOMIC_SEQ_CST)) {
-                return old;
-            }
-        }
-    case OP_FAND:
-        return __atomic_fetch_and(p, v, __ATOMIC_SEQ_CST);
-    case OP_FOR:
-        return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST);
-    case OP_FXOR:
-        return __atomic_fetch_xor(p, v, __ATOMIC_SEQ_CST);
-    default:
-        break;
-    }
-    if (di == DT_F4) {
-        switch (op) {
-        case OP_FADD:
-            CAS_LOOP(uint32_t, p, old, f4_add(old, v));
-            return old;
-        case OP_FSUB:
-            CAS_LOOP(uint32_t, p, old, f4_sub(old, v));
-            return old;
-        case OP_FMIN:
-            CAS_LOOP(uint32_t, p, old, f4_min(old, v));
-            return old;
-        default: /* OP_FMAX */
-            CAS_LOOP(uint32_t, p, old, f4_max(old, v));
-            return old;
-        }
-    }
-    switch (op) {
-    case OP_FADD:
-        return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
-    case OP_FSUB:
-        return __atomic_fetch_sub(p, v, __ATOMIC_SEQ_CST);
-    case OP_FMIN:
-        if (di == DT_U4) {
-            CAS_LOOP(uint32_t, p, old, old < v ? old : v);
-        }
-        else {
-            CAS_LOOP(uint32_t, p, old,
-                     (int32_t)old < (int32_t)v ? old : v);
-        }
-        return old;
-    default: /* OP_FMAX */
-        if (di == DT_U4) {
-            CAS_LOOP(uint32_t, p, old, old > v ? old : v);
-        }
-        else {
-            CAS_LOOP(uint32_t, p, old,
-                     (int32_t)old > (int32_t)v ? old : v);
-        }
-        return old;
-    }
+/* atomic32 / atomic64: one body for both widths (UT the unsigned word, ST the signed one,
+ * DF/DU the float and unsigned dtypes of that width, F the float helpers' prefix). */
+#define DEFINE_ATOMIC(NAME, UT, ST, DF, DU, F)                                              \
+static UT                                                                                  \
+NAME(UT *p, int op, int di, UT v, UT v2)                                                   \
+{                                                                                          \
+    UT old;                                                                                \
+    switch (op) {                                                                          \
+    case OP_GET:                                                                           \
+        return __atomic_load_n(p, __ATOMIC_SEQ_CST);                                       \
+    case OP_SET:                                                                           \
+    case OP_SWAP:                                                                          \
+        return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST);                                \
+    case OP_CAS:                                                                           \
+        if (di != DF) {                                                                    \
+            old = v;                                                                       \
+            __atomic_compare_exchange_n(p, &old, v2, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
+            return old;                                                                    \
+        }                                                                                  \
+        old = __atomic_load_n(p, __ATOMIC_SEQ_CST);                                        \
+        for (;;) {                                                                         \
+            if (old != v && !(F##_of(old) == F##_of(v))) {                                 \
+                return old;                                                                \
+            }                                                                              \
+            if (__atomic_compare_exchange_n(p, &old, v2, 0, __ATOMIC_SEQ_CST,              \
+                                            __ATOMIC_SEQ_CST)) {                           \
+                return old;                                                                \
+            }                                                                              \
+        }                                                                                  \
+    case OP_FAND:                                                                          \
+        return __atomic_fetch_and(p, v, __ATOMIC_SEQ_CST);                                 \
+    case OP_FOR:                                                                           \
+        return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST);                                  \
+    case OP_FXOR:                                                                          \
+        return __atomic_fetch_xor(p, v, __ATOMIC_SEQ_CST);                                 \
+    default:                                                                               \
+        break;                                                                             \
+    }                                                                                      \
+    if (di == DF) {                                                                        \
+        switch (op) {                                                                      \
+        case OP_FADD:                                                                      \
+            CAS_LOOP(UT, p, old, F##_add(old, v));                                         \
+            return old;                                                                    \
+        case OP_FSUB:                                                                      \
+            CAS_LOOP(UT, p, old, F##_sub(old, v));                                         \
+            return old;                                                                    \
+        case OP_FMIN:                                                                      \
+            CAS_LOOP(UT, p, old, F##_min(old, v));                                         \
+            return old;                                                                    \
+        default: /* OP_FMAX */                                                             \
+            CAS_LOOP(UT, p, old, F##_max(old, v));                                         \
+            return old;                                                                    \
+        }                                                                                  \
+    }                                                                                      \
+    switch (op) {                                                                          \
+    case OP_FADD:                                                                          \
+        return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);                                 \
+    case OP_FSUB:                                                                          \
+        return __atomic_fetch_sub(p, v, __ATOMIC_SEQ_CST);                                 \
+    case OP_FMIN:                                                                          \
+        if (di == DU) {                                                                    \
+            CAS_LOOP(UT, p, old, old < v ? old : v);                                       \
+        }                                                                                  \
+        else {                                                                             \
+            CAS_LOOP(UT, p, old, (ST)old < (ST)v ? old : v);                               \
+        }                                                                                  \
+        return old;                                                                        \
+    default: /* OP_FMAX */                                                                 \
+        if (di == DU) {                                                                    \
+            CAS_LOOP(UT, p, old, old > v ? old : v);                                       \
+        }                                                                                  \
+        else {                                                                             \
+            CAS_LOOP(UT, p, old, (ST)old > (ST)v ? old : v);                               \
+        }                                                                                  \
+        return old;                                                                        \
+    }                                                                                      \
 }
 
-static uint64_t
-atomic64(uint64_t *p, int op, int di, uint64_t v, uint64_t v2)
-{
-    uint64_t old;
-    switch (op) {
-    case OP_GET:
-        return __atomic_load_n(p, __ATOMIC_SEQ_CST);
-    case OP_SET:
-    case OP_SWAP:
-        return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST);
-    case OP_CAS:
-        if (di != DT_F8) {
-            old = v;
-            __atomic_compare_exchange_n(p, &old, v2, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
-            return old;
-        }
-        old = __atomic_load_n(p, __ATOMIC_SEQ_CST);
-        for (;;) {
-            if (old != v && !(f8_of(old) == f8_of(v))) {
-                return old;
-            }
-            if (__atomic_compare_exchange_n(p, &old, v2, 0, __ATOMIC_SEQ_CST,
-                                            __ATOMIC_SEQ_CST)) {
-                return old;
-            }
-        }
-    case OP_FAND:
-        return __atomic_fetch_and(p, v, __ATOMIC_SEQ_CST);
-    case OP_FOR:
-        return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST);
-    case OP_FXOR:
-        return __atomic_fetch_xor(p, v, __ATOMIC_SEQ_CST);
-    default:
-        break;
-    }
-    if (di == DT_F8) {
-        switch (op) {
-        case OP_FADD:
-            CAS_LOOP(uint64_t, p, old, f8_add(old, v));
-            return old;
-        case OP_FSUB:
-            CAS_LOOP(uint64_t, p, old, f8_sub(old, v));
-            return old;
-        case OP_FMIN:
-            CAS_LOOP(uint64_t, p, old, f8_min(old, v));
-            return old;
-        default: /* OP_FMAX */
-            CAS_LOOP(uint64_t, p, old, f8_max(old, v));
-            return old;
-        }
-    }
-    switch (op) {
-    case OP_FADD:
-        return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
-    case OP_FSUB:
-        return __atomic_fetch_sub(p, v, __ATOMIC_SEQ_CST);
-    case OP_FMIN:
-        if (di == DT_U8) {
-            CAS_LOOP(uint64_t, p, old, old < v ? old : v);
-        }
-        else {
-            CAS_LOOP(uint64_t, p, old, (int64_t)old < (int64_t)v ? old : v);
-        }
-        return old;
-    default: /* OP_FMAX */
-        if (di == DT_U8) {
-            CAS_LOOP(uint64_t, p, old, old > v ? old : v);
-        }
-        else {
-            CAS_LOOP(uint64_t, p, old, (int64_t)old > (int64_t)v ? old : v);
-        }
-        return old;
-    }
-}
+DEFINE_ATOMIC(atomic32, uint32_t, int32_t, DT_F4, DT_U4, f4)
+DEFINE_ATOMIC(atomic64, uint64_t, int64_t, DT_F8, DT_U8, f8)
 
 /* value bits of a dtype: the signed int of its size, as numpy's astype would take it */
 static int
