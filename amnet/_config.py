@@ -162,6 +162,15 @@ OPTIONS: dict[str, Option] = {
             "than one rank-thread; 1 always (the paper's 'thread-safety' rows).",
         ),
         Option(
+            "vis_pipeline",
+            int,
+            4,
+            "an int from 1 to 64",
+            "Chunks of one VIS transfer in flight at once between nodes (each at most "
+            "max_medium bytes).",
+            lambda v: 1 <= v <= 64,
+        ),
+        Option(
             "conduit",
             str,
             "zmq",

@@ -132,9 +132,9 @@ class Engine:
         self._progress: threading.Thread | None = None
         self._stop = False
         self.closed = False
-        from ._sys import SYSTEM_HANDLERS  # put/get/atomic/barrier/rpc, by index
+        from ._sys import system_table  # put/get/atomic/barrier/rpc, then VIS, by index
 
-        self.sys = SYSTEM_HANDLERS
+        self.sys = system_table()
         # how each destination process is reached: INLINE (this process), PSHM (the node's
         # shared memory) or NET (the conduit; also node-local with PSHM off)
         node_procs = topo.procs_of_node(topo.node_of_proc(proc))

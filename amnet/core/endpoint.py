@@ -85,7 +85,7 @@ class Endpoint(EndpointBase, AMMixin, ExtendedMixin):
     :class:`amnet.core._hot.EndpointBase`.
     """
 
-    __slots__ = ("_ctx", "_eng", "_rs", "_topo", "bootstrap", "host", "local_ranks",
+    __slots__ = ("_ctx", "_eng", "_rs", "_topo", "_vis", "bootstrap", "host", "local_ranks",
                  "max_medium", "node", "nodes", "proc", "procs", "procs_per_node", "rank",
                  "size", "thread", "threads_per_proc")
     _SETTABLE = frozenset({"on_handler_error"})
@@ -99,7 +99,7 @@ class Endpoint(EndpointBase, AMMixin, ExtendedMixin):
             ("thread", topo.thread_of(ctx.rank)), ("threads_per_proc", topo.threads_per_proc),
             ("procs_per_node", topo.procs_per_node), ("node", node), ("nodes", topo.nodes),
             ("local_ranks", topo.ranks_of_node(node)), ("host", ctx.host),
-            ("bootstrap", Bootstrap(ctx)), ("max_medium", eng.max_medium),
+            ("bootstrap", Bootstrap(ctx)), ("max_medium", eng.max_medium), ("_vis", None),
         ):
             object.__setattr__(self, name, value)
         self._bind(eng.hot, ctx.rank - eng.first)
@@ -114,6 +114,18 @@ class Endpoint(EndpointBase, AMMixin, ExtendedMixin):
     def config(self):
         """The job's resolved configuration (read-only)."""
         return self._ctx.config
+
+    @property
+    def vis(self) -> Any:
+        """Vector, indexed and strided put/get to and from other ranks' segments
+        (:class:`amnet.vis.VIS`, DESIGN.md section 9)."""
+        v = self._vis
+        if v is None:
+            from ._sys import extension
+
+            v = extension("vis").attach(self)
+            object.__setattr__(self, "_vis", v)
+        return v
 
     def is_local(self, rank: int) -> bool:
         """True when ``rank`` is on my node (shares memory with me).
