@@ -17,6 +17,8 @@ The dict a suite returns has these keys:
              node): a list of ``{"section", "title", "columns", "rows", "notes"}`` printed
              in order, each under its title; ``table`` is then the first and ``notes`` all
              the tables' notes
+``figures``  optional: plots that ``--out DIR`` draws as DIR/<file> PNGs (see
+             :func:`amnet.bench._report.plot`)
 
 Nothing in :mod:`amnet` imports this package.
 """
@@ -53,5 +55,6 @@ def suite(name: str) -> Callable[[Suite], Suite]:
 from . import am as am  # noqa: E402
 from . import rma as rma  # noqa: E402
 from . import startup as startup  # noqa: E402
+from . import vis as vis  # noqa: E402
 
 __all__ = ["SUITES", "BenchError", "suite"]

@@ -156,7 +156,48 @@ def write(out: Path, result: dict[str, Any], machine: dict[str, Any], argv: Sequ
     js, md = out / "results.json", out / "results.md"
     js.write_text(json.dumps(doc, indent=2) + "\n")
     md.write_text(markdown(result, machine, date))
+    for fig in result.get("figures", ()):
+        plot(out / fig["file"], fig)
     return js, md
+
+
+def plot(path: Path, fig: dict[str, Any]) -> Path:
+    """Draw one figure of a suite's result (``figures``: title, labels, log axes, series of
+    ``{"label", "x", "y", "style", "group"}``; a group keeps one colour) as a PNG.
+
+    Raises:
+        BenchError: matplotlib is not installed (``pip install 'amnet[peers]'``).
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        from . import BenchError
+
+        raise BenchError("plots need matplotlib: pip install 'amnet[peers]' (or leave out "
+                         "--out)") from None
+    f, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
+    colours: dict[str, str] = {}
+    for s in fig["series"]:
+        group = s.get("group", s["label"])
+        line = ax.plot(s["x"], s["y"], s.get("style", "-"), marker="o", markersize=3,
+                       label=s["label"], color=colours.get(group))[0]
+        colours.setdefault(group, line.get_color())
+    if fig.get("xlog"):
+        ax.set_xscale("log", base=2)
+    if fig.get("ylog"):
+        ax.set_yscale("log")
+    ax.set_xlabel(fig["xlabel"])
+    ax.set_ylabel(fig["ylabel"])
+    ax.set_title(fig["title"], fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    f.tight_layout()
+    f.savefig(path)
+    plt.close(f)
+    return path
 
 
 class Progress:

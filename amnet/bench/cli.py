@@ -80,8 +80,12 @@ def amnet_bench(
     machine = report.machine_info()
     print(report.markdown(result, machine, date), end="")
     if out is not None:
-        js, md = report.write(out, result, machine, ["amnet-bench", *sys.argv[1:]], date)
-        print(f"amnet-bench: wrote {js} and {md}", file=sys.stderr)
+        try:
+            js, md = report.write(out, result, machine, ["amnet-bench", *sys.argv[1:]], date)
+        except BenchError as e:
+            _fail(f"{suite}: {e}", code=1)
+        pngs = "".join(f", {out / f['file']}" for f in result.get("figures", ()))
+        print(f"amnet-bench: wrote {js}, {md}{pngs}", file=sys.stderr)
 
 
 def main() -> None:
