@@ -30,6 +30,8 @@ EXPECTED = {
                  "a missing key raised KeyError: ok",
     "halo_put_get.py": "halo_put_get: 4 ranks x 1000 cells, 25 steps: result equals the serial "
                        "computation (norm 72.364726204): ok",
+    "halo_vis.py": "halo_vis: 4 ranks, 2x2 grid of 16x16 blocks, 20 steps: equals the serial "
+                   "computation (norm 11.581995621): ok",
 }
 
 

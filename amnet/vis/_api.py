@@ -73,9 +73,9 @@ class VIS:
         C.same_total(dst.total, src.total, what)
         if isinstance(dst, Pieces):
             C.pieces_overlap(dst, what)
-        elif isinstance(dst, Views):
-            C.views_overlap(dst.views, what)
-        elif dst.overlaps():  # a strided remote side of another node
+        elif is_get:  # local buffers
+            C.views_overlap(dst.views, f"{what}: destination buffer")
+        elif C.region_overlaps(dst):  # a strided remote region, mapped or not
             raise ValueError(f"{what}: the destination region overlaps itself (two "
                              "elements share a byte)")
         if seg is not None or not dst.total:

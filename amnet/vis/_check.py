@@ -160,6 +160,18 @@ def buffer_list(bufs: Any, writable: bool, what: str, each: int | None = None) -
     return views
 
 
+def region_overlaps(region: Views | Strided) -> bool:
+    """True when a strided destination region (one mapped view, or the description of
+    one on another node) has two elements sharing a byte."""
+    if isinstance(region, Strided):
+        return region.overlaps()
+    v = region.views[0] if region.views else None
+    if v is None:
+        return False
+    cs, ss, e = simplify(tuple(reversed(v.shape)), tuple(reversed(v.strides)), 1)
+    return self_overlaps(cs, ss, e)
+
+
 def views_overlap(views: list[np.ndarray], what: str) -> None:
     """Raise ValueError when destination buffers (or one buffer with itself) share a byte."""
     spans = []
