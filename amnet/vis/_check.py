@@ -6,6 +6,7 @@ moves. Remote sides are checked against the segment size, local ones against the
 
 from __future__ import annotations
 
+from itertools import chain
 from math import prod
 from typing import Any
 
@@ -15,7 +16,7 @@ from .._errors import SegmentBoundsError
 from ._layout import U8, Pieces, Views, extent, self_overlaps, simplify, strided_view
 
 MAX_LEVELS = 31  # numpy arrays have at most 32 dimensions; the element's bytes take one
-_INT64_MAX = (1 << 63) - 1
+INT64_MAX = _INT64_MAX = (1 << 63) - 1
 
 
 def as_int(v: Any, what: str) -> int:
@@ -48,6 +49,13 @@ def int_array(seq: Any, what: str, shape_hint: str) -> np.ndarray:
                             f"{type(seq).__name__}") from None
         if not seq:
             return np.zeros(0, dtype=np.int64)
+        flat = seq if not isinstance(seq[0], list | tuple) else chain.from_iterable(seq)
+        try:
+            kinds = set(map(type, flat))
+        except TypeError:  # ragged: refused below, naming the entry
+            kinds = set()
+        if bool in kinds or np.bool_ in kinds:  # numpy would take True for 1
+            raise TypeError(f"{what} must hold ints ({shape_hint}), not bools")
         try:
             arr = np.array(seq)
         except (ValueError, OverflowError):
