@@ -106,8 +106,10 @@ class VIS:
         rlen = C.as_int(rlen, f"{what}: {side[:3]}_len")
         blen = C.as_int(blen, f"{what}: {bside[:3]}_len")
         for n, nm in ((rlen, side[:3]), (blen, bside[:3])):
-            if not 0 <= n <= C.INT64_MAX:
-                raise ValueError(f"{what}: {nm}_len must be in 0..2**63-1, got {n}")
+            if n < 0:
+                raise ValueError(f"{what}: {nm}_len must be >= 0, got {n}")
+            if n > C.INT64_MAX:
+                raise ValueError(f"{what}: {nm}_len = {n} does not fit in int64")
         offs = C.int_array(offsets, f"{what}: {side}", "[offset, ...]")
         if offs.ndim != 1:
             raise ValueError(f"{what}: {side} must be a flat list of offsets")

@@ -55,7 +55,7 @@ def int_array(seq: Any, what: str, shape_hint: str) -> np.ndarray:
         except TypeError:  # ragged: refused below, naming the entry
             kinds = set()
         if bool in kinds or np.bool_ in kinds:  # numpy would take True for 1
-            raise TypeError(f"{what} must hold ints ({shape_hint}), not bools")
+            raise TypeError(f"every entry of {what} must be an int, got bool")
         try:
             arr = np.array(seq)
         except (ValueError, OverflowError):
