@@ -27,6 +27,7 @@ reply. Replies arrive in order (FIFO per pair of ranks), which the get side reli
 
 from __future__ import annotations
 
+import threading
 from functools import partial
 from typing import Any
 
@@ -51,7 +52,7 @@ class VisOp(Op):
     """
 
     __slots__ = ("depth", "done_n", "ends", "hidx", "local", "nxt", "opid", "reqs",
-                 "stage", "total")
+                 "sending", "stage", "total")
 
     def __init__(self, rs: Any, peer: int, is_get: bool, bucket: Any, hidx: int,
                  reqs: list, local: Any, ends: list[int], total: int, depth: int) -> None:
@@ -66,6 +67,9 @@ class VisOp(Op):
         self.done_n = 0  # put: chunks acknowledged; get: bytes received
         self.stage = 0  # get: stages fully received
         self.opid = 0
+        # held while requests are claimed and sent, so they leave in order whichever thread
+        # sends them (a get's replies must arrive in order)
+        self.sending = threading.Lock()
 
 
 # -- planning (initiator) -------------------------------------------------------------------
@@ -184,10 +188,8 @@ def start(eng: Any, rs: Any, peer: int, is_get: bool, remote: Any, local: Views 
     op = VisOp(rs, peer, is_get, bucket, hidx, reqs, local if is_get else None, ends,
                local.total, depth)
     op.opid = rs.new_op(op)
-    op.nxt = min(first, len(reqs))
     try:
-        for i in range(op.nxt):
-            _send(eng, rs, op, i)
+        _send_more(eng, rs, op, first)
     except BaseException as e:
         rs.ops.pop(op.opid, None)
         op.complete(error=e)
@@ -202,16 +204,15 @@ def _send(eng: Any, rs: Any, op: VisOp, i: int) -> None:
 
 
 def _send_more(eng: Any, rs: Any, op: VisOp, k: int) -> None:
-    """Send the next ``k`` requests of ``op`` (claimed under the rank's lock: another thread
-    may be sending too)."""
-    with rs.lock:
-        i = op.nxt
-        j = min(len(op.reqs), i + k)
-        if i >= j or op.done:
-            return
-        op.nxt = j
-    for x in range(i, j):
-        _send(eng, rs, op, x)
+    """Send the next ``k`` requests of ``op``, in order: another thread of the process may
+    be sending its next ones too (the caller while a draining thread handles replies)."""
+    with op.sending:
+        for _ in range(k):
+            i = op.nxt
+            if i >= len(op.reqs) or op.done:
+                return
+            op.nxt = i + 1
+            _send(eng, rs, op, i)
 
 
 def _progress(eng: Any, rs: Any, op: VisOp, more: int) -> None:

@@ -402,6 +402,7 @@ def run_cases(ep: Any, cases: list[dict]) -> dict:
         same(after, window, f"rank {r}, case {i}: the target window after the gets")
     ep.barrier()
     return {"done": done, "probe": probe(r), "max_medium": ep.max_medium,
+            "refused": ep.statistics().refused,
             "vis_pipeline": ep.config.vis_pipeline,
             "local": [ep.is_local(p) for p in others]}
 
@@ -512,7 +513,8 @@ def fanout(ep: Any, rounds: int = 3) -> dict:
             same(got(), d["data"], f"rank {r}: {d['kind']} get back from {p}, round {rnd}")
             counts["get"] += 1
         ep.barrier()
-    return {"counts": counts, "probe": probe(r), "local": [ep.is_local(p) for p in others]}
+    return {"counts": counts, "probe": probe(r), "local": [ep.is_local(p) for p in others],
+            "refused": ep.statistics().refused}
 
 
 # -- bad input ---------------------------------------------------------------------------------
@@ -666,11 +668,15 @@ def bad_input(ep: Any) -> dict:
     V = ValueError
     no(V, "negative length", "put_vector", t, [(0, -1)], [])
     no(V, "negative length", "get_vector", t, [], [(0, 2), (4, -2)])
-    no(V, "dst_len must be >= 0", "put_indexed", t, [0], -1, [], 0)
-    no(V, "src_len must be >= 0", "put_indexed", t, [], 0, [b""], -1)
-    no(V, "src_len must be >= 0", "get_indexed", t, [], 0, [0], -4)
+    no(V, "dst_len must be >= 0, got -1", "put_indexed", t, [0], -1, [], 0)
+    no(V, "src_len must be >= 0, got -1", "put_indexed", t, [], 0, [b""], -1)
+    no(V, "src_len must be >= 0, got -4", "get_indexed", t, [], 0, [0], -4)
     no(V, "count[1] must be >= 0", "put_strided", t, 0, [1, 1], b"", 0, [1, 1], 1, [1, -1])
     no(V, "elemsz must be >= 0", "get_strided", t, out, 0, [], 0, [], -1, [])
+    # entries beyond int64
+    no(V, "does not fit in int64", "put_indexed", t, [0], 2**70, [b"a"], 1)
+    no(V, "does not fit in int64", "get_indexed", t, [out], 64, [0], 2**63)
+    no(V, "does not fit in int64", "put_vector", t, [(0, 1), (2**70, 1)], [b"ab"])
     # totals that differ
     no(V, "must be equal", "put_vector", t, [(0, 4)], [b"abc"])
     no(V, "must be equal", "get_vector", t, [out], [(0, 4)])
@@ -713,7 +719,13 @@ def bad_input(ep: Any) -> dict:
     no(T, "must be an int", "put_vector", t, [(0, 1.0)], [b"x"])
     no(T, "must be an int", "get_vector", t, [out], [(None, 64)])
     no(T, "must be an int", "put_indexed", t, [0.5], 1, [b"x"], 1)
-    no(T, "must be an int", "put_indexed", t, [True], 1, [b"x"], 1)
+    # bools, alone or among ints (numpy would make [8, True] an int64 array: [8, 1])
+    no(T, "must be an int, got bool", "put_indexed", t, [True], 1, [b"x"], 1)
+    no(T, "must be an int, got bool", "put_indexed", t, [8, True], 1, [b"ab"], 2)
+    no(T, "must be an int, got bool", "get_indexed", t, [out], 32, [np.int64(0), np.True_], 32)
+    no(T, "must be an int, got bool", "put_vector", t, [(True, 1)], [b"x"])
+    no(T, "must be an int, got bool", "put_vector", t, [(0, 1), (4, True)], [b"xy"])
+    no(T, "must be an int, got bool", "get_vector", t, [out], [(0, 63), (np.False_, 1)])
     no(T, "dst_len must be an int", "put_indexed", t, [0], 1.0, [b"x"], 1)
     no(T, "src_len must be an int", "put_indexed", t, [0], 1, [b"x"], True)
     no(T, "dst_len must be an int", "get_indexed", t, [out], 64.0, [0], 64)
@@ -838,33 +850,22 @@ def noop(ep: Any) -> int:
     return ep.rank
 
 
-def bool_offsets(ep: Any) -> list:
-    """The minimal reproducers of the bool offsets bug: what each call did (rank 0 -> 1)."""
-    if ep.rank != 0:
-        ep.barrier()
-        return []
-    res = []
-    ep.put(1, 0, bytes(16))
-    for what, fn in [
-        ("put_vector [(True, 1)]", lambda: ep.vis.put_vector(1, [(True, 1)], [b"x"])),
-        ("put_vector [(0, True)]", lambda: ep.vis.put_vector(1, [(0, True)], [b"y"])),
-        ("put_indexed [8, True]", lambda: ep.vis.put_indexed(1, [8, True], 1, [b"ab"], 2)),
-    ]:
-        res.append([what, *outcome(fn), bytes(ep.get(1, 0, 16)).hex()])
-        ep.put(1, 0, bytes(16))
+# -- the order of a get's requests when another thread drains ---------------------------------
+def get_stages(ep: Any, reps: int, npieces: int) -> dict:
+    """Every rank gets ``npieces`` one-byte pieces (three request stages at max_medium 4096)
+    from a rank of the other node, ``reps`` times, while another thread of its process (a
+    rank-thread, or the progress thread) drains: the replies of a request may then run
+    while the call is still sending its first requests."""
+    install_probe()
+    n, r = ep.size, ep.rank
+    t = (r + n // 2) % n
+    offs = [2 * i for i in range(npieces)]
+    ep.segment[:2 * npieces] = np.arange(2 * npieces, dtype=np.int64).astype(U8)
+    want = bytes(np.arange(0, 2 * npieces, 2, dtype=np.int64).astype(U8))
     ep.barrier()
-    return res
-
-
-def huge_len(ep: Any) -> list:
-    """The minimal reproducer of the huge length bug: what the call raised."""
-    res = []
-    if ep.rank == 0:
-        for what, fn in [
-            ("put_indexed dst_len 2**70", lambda: ep.vis.put_indexed(1, [0], 2**70, [b"a"], 1)),
-            ("get_indexed src_len 2**63", lambda: ep.vis.get_indexed(1, [bytearray(1)], 1,
-                                                                      [0], 2**63)),
-        ]:
-            res.append([what, *outcome(fn)])
+    for i in range(reps):
+        bufs = [bytearray(1) for _ in range(npieces)]
+        ep.vis.get_indexed(t, bufs, 1, offs, 1)
+        assert b"".join(bufs) == want, f"rank {r}: get {i} from {t} delivered wrong bytes"
     ep.barrier()
-    return res
+    return {"reps": reps, "refused": ep.statistics().refused, "probe": probe(r)}
