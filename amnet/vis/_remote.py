@@ -22,7 +22,9 @@ With ``P = AMNET_VIS_PIPELINE`` (default 4) and ``M = max_medium``:
   fully received request lets the next one go.
 
 So at most ``2P`` chunks of a transfer are in flight. The operation completes with its last
-reply. Replies arrive in order (FIFO per pair of ranks), which the get side relies on.
+reply. Replies arrive in order (FIFO per pair of ranks), which the get side relies on: a
+transfer's requests are sent under its own lock, in order, whether the caller or a thread
+draining replies sends them.
 """
 
 from __future__ import annotations
