@@ -16,7 +16,7 @@ from .._errors import SegmentBoundsError
 from ._layout import U8, Pieces, Views, extent, self_overlaps, simplify, strided_view
 
 MAX_LEVELS = 31  # numpy arrays have at most 32 dimensions; the element's bytes take one
-INT64_MAX = _INT64_MAX = (1 << 63) - 1
+INT64_MAX = (1 << 63) - 1
 
 
 def as_int(v: Any, what: str) -> int:
@@ -61,7 +61,7 @@ def int_array(seq: Any, what: str, shape_hint: str) -> np.ndarray:
         except (ValueError, OverflowError):
             arr = np.array(seq, dtype=object)
     if arr.dtype.kind == "u":
-        if arr.size and int(arr.max()) > _INT64_MAX:
+        if arr.size and int(arr.max()) > INT64_MAX:
             raise ValueError(f"{what}: an entry does not fit in int64")
         return arr.astype(np.int64)
     if arr.dtype.kind == "i":
@@ -70,7 +70,7 @@ def int_array(seq: Any, what: str, shape_hint: str) -> np.ndarray:
         return arr.astype(np.int64)
     for x in arr.ravel().tolist():  # name the first bad entry
         as_int(x, f"every entry of {what}")
-        if not -_INT64_MAX - 1 <= x <= _INT64_MAX:
+        if not -INT64_MAX - 1 <= x <= INT64_MAX:
             raise ValueError(f"{what}: {x} does not fit in int64")
     raise TypeError(f"{what} must hold ints ({shape_hint})")
 
@@ -331,7 +331,3 @@ def same_total(dst: int, src: int, what: str) -> None:
     if dst != src:
         raise ValueError(f"{what}: the destination describes {dst} bytes and the source "
                          f"{src}; they must be equal")
-
-
-def one_view(v: np.ndarray) -> Views:
-    return Views([v])

@@ -221,7 +221,7 @@ def _progress(eng: Any, rs: Any, op: VisOp, more: int) -> None:
     """After a reply: complete ``op``, or send ``more`` requests of it. The conduit never
     blocks a send (no queue to fill, unlike the shared-memory network), so they go out from
     here, without waiting for the next poll."""
-    if op.done_n == op.total if op.is_get else op.done_n == len(op.reqs):
+    if op.done_n == (op.total if op.is_get else len(op.reqs)):
         rs.ops.pop(op.opid, None)
         op.complete()
     elif more:
