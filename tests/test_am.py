@@ -52,6 +52,10 @@ CORE_JOBS = {  # the default max_medium once, small ones elsewhere to keep it fa
     "n4-1node-T2-depth2": dict(n=4, nodes=1, threads_per_proc=2, segment_size="2M",
                                max_medium=4096, pshm_network_depth=2),
     "n2-1node-ts": dict(n=2, nodes=1, segment_size="2M", thread_safe="1"),
+    # the tcp conduit between nodes, with threads (senders and drainers of one process)
+    "n4-nodes2-tcp": dict(N4, segment_size="2M", conduit="tcp"),
+    "n4-nodes2-T2-tcp-nopshm": dict(N4T2, segment_size="2M", max_medium=4096, conduit="tcp",
+                                    pshm=False),
 }
 
 

@@ -67,12 +67,14 @@ def test_registry_has_am_and_rma():
 
 def test_am_figures(marked):
     res = am_mod.am(["--iters", "20", "--warmup", "2", "--reps", "2", "--sizes", "8,1K",
-                     "--latency-us", "5", "--wait-mode", "auto,block", "--no-node"],
-                    progress=False)
+                     "--latency-us", "5", "--wait-mode", "auto,block", "--no-node",
+                     "--conduit", "tcp"], progress=False)
     assert res["suite"] == "am"
     cfg = res["config"]
     assert (cfg["iters"], cfg["warmup"], cfg["reps"], cfg["sizes"]) == (20, 2, 2, [8, 1024])
     assert cfg["latency_us"] == 5 and cfg["amnet_options"]["net_latency_us"] == 5
+    assert cfg["amnet_options"]["conduit"] == "tcp" and "over the tcp conduit" in \
+        res["tables"][0]["title"]
     assert cfg["wait_modes"] == ["auto", "block"] and cfg["pin"] == "none"
     assert not any(n.startswith("--pin") for n in res["notes"])
     # one row per (shape, amnet wait mode): Short, Medium 8 B, Medium 1 KiB
@@ -165,6 +167,8 @@ def test_am_pinned_to_one_core_skips_the_spinning_peer(marked):
     ("am", ["--sizes", "8,nope"]),
     ("am", ["--wait-mode", "fast"]),
     ("am", ["--latency-us", "-1"]),
+    ("am", ["--conduit", "carrier-pigeon"]),
+    ("am", ["--conduit", "zmq,tcp"]),  # one conduit per run
     ("rma", ["--window", "0"]),
     ("rma", ["--bytes", "lots"]),
     ("rma", ["--sizes", "0"]),

@@ -32,11 +32,13 @@ def test_vis_figures(marked):
     assert res["suite"] == "vis"
     cfg = res["config"]
     assert cfg["sizes"] == [1024, 16384, 1 << 20] and cfg["latencies_us"] == [0.0, 10.0]
+    assert cfg["conduits"] == ["zmq", "tcp"]  # the default: both, a job each
     assert cfg["elem"] == 256 and cfg["stride"] == 850
     assert cfg["segment_size"] >= (1 << 20) // 256 * 850
     rows = res["results"]
-    assert [(r["latency_us"], r["size"]) for r in rows] == [
-        (lat, s) for lat in (0.0, 10.0) for s in (1024, 16384, 1 << 20)]
+    assert [(r["conduit"], r["latency_us"], r["size"]) for r in rows] == [
+        (cd, lat, s) for cd in ("zmq", "tcp") for lat in (0.0, 10.0)
+        for s in (1024, 16384, 1 << 20)]
     for r in rows:
         for m in vis_mod.METHODS:
             assert len(r["samples"][m]) == 2 and all(x > 0 for x in r["samples"][m])
@@ -47,17 +49,19 @@ def test_vis_figures(marked):
     assert all(len(row) == len(table["columns"]) for row in table["rows"])
     one = [r for r in rows if r["size"] == 1 << 20]
     targets = [n for n in res["notes"] if ", 1 MiB: VIS = " in n]
-    assert len(targets) == 2
+    assert len(targets) == 4
     for r, note in zip(one, targets, strict=True):
+        assert note.startswith(f"{r['conduit']}, latency {r['latency_us']:g} µs, 1 MiB")
         vf = r["mb_s"]["vis"] / r["mb_s"]["flood"]
         vc = r["mb_s"]["vis"] / r["mb_s"]["contig"]
         assert f"{vf:.1f}x the flood" in note and f"{vc:.2f}x the contiguous" in note
         assert ("target >= 20x: met" in note) == (vf >= 20)
         assert ("target >= 0.5x: met" in note) == (vc >= 0.5)
-    fig = res["figures"][0]
-    assert fig["file"] == "vis_fig6.png" and len(fig["series"]) == 6
-    for s in fig["series"]:
-        assert s["x"] == cfg["sizes"] and len(s["y"]) == 3 and all(y > 0 for y in s["y"])
+    assert [f["file"] for f in res["figures"]] == ["vis_fig6_zmq.png", "vis_fig6_tcp.png"]
+    for fig in res["figures"]:
+        assert len(fig["series"]) == 6
+        for s in fig["series"]:
+            assert s["x"] == cfg["sizes"] and len(s["y"]) == 3 and all(y > 0 for y in s["y"])
     text = markdown(res)
     assert text.startswith("## amnet-bench vis") and all(f"- {n}" in text for n in res["notes"])
 
@@ -70,6 +74,8 @@ def test_vis_figures(marked):
     ["--latency", "fast"],
     ["--min-time", "0"],
     ["--sizes", "2G"],  # spans more than 1 GiB of segment
+    ["--conduit", "carrier-pigeon"],
+    ["--conduit", ""],
 ])
 def test_bad_options_are_refused(args):
     with pytest.raises(SystemExit) as e:
@@ -80,16 +86,18 @@ def test_bad_options_are_refused(args):
 def test_cli_writes_json_markdown_and_png(marked, tmp_path):
     out = tmp_path / "b"
     p = subprocess.run([*BENCH, "vis", "--reps", "1", "--sizes", "1K,4K", "--latency", "0",
-                        "--samples", "1", "--min-time", "0.001", "--out", str(out)],
+                        "--samples", "1", "--min-time", "0.001", "--conduit", "tcp",
+                        "--out", str(out)],
                        capture_output=True, text=True, timeout=240)
     assert p.returncode == 0, p.stderr
     assert p.stdout.startswith("## amnet-bench vis")
     doc = json.loads((out / "results.json").read_text())
     assert doc["suite"] == "vis" and len(doc["results"]) == 2
     assert (out / "results.md").read_text().startswith("## amnet-bench vis")
-    png = (out / "vis_fig6.png").read_bytes()
+    assert not (out / "vis_fig6_zmq.png").exists()
+    png = (out / "vis_fig6_tcp.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
-    assert str(out / "vis_fig6.png") in p.stderr
+    assert str(out / "vis_fig6_tcp.png") in p.stderr
 
 
 def test_plot_without_matplotlib_is_a_bench_error(monkeypatch, tmp_path):

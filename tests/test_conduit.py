@@ -395,6 +395,77 @@ def test_zmq_drops_what_a_stranger_sends(zmq_pair):
     assert b.statistics().dropped == 4
 
 
+@pytest.fixture
+def tcp_pair():
+    a, b = make("tcp", 0), make("tcp", 1)
+    for c in (a, b):
+        c.set_peers([a.address, b.address])
+    try:
+        yield a, b
+    finally:
+        a.close()
+        b.close()
+
+
+def _stranger(address: str, data: bytes):
+    import socket
+
+    host, _, port = address[len("tcp://"):].rpartition(":")
+    s = socket.create_connection((host, int(port)), timeout=10)
+    s.sendall(data)
+    return s
+
+
+def test_tcp_drops_what_a_stranger_sends(tcp_pair):
+    """A connection that does not speak the conduit's protocol is closed and counted once;
+    what a valid connection sent before going wrong is delivered; the job's own traffic
+    goes on."""
+    a, b = tcp_pair
+    hello = struct.pack("<4sIII", b"AMNT", 1, 0, 2)
+
+    def msg(h: bytes, p: bytes | None = None) -> bytes:
+        if p is None:
+            return struct.pack("<IQ", len(h), 0) + h
+        return struct.pack("<IQ", len(h) | 1 << 31, len(p)) + h + p
+
+    bad = [
+        b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",  # not a hello at all
+        struct.pack("<4sIII", b"AMNT", 1, 0, 3),  # a hello from a job of another size
+        struct.pack("<4sIII", b"AMNT", 1, 7, 2),  # from a process the job does not have
+        hello + msg(b"good", b"payload") + struct.pack("<IQ", MAX_HEADER + 1, 0),
+        hello + struct.pack("<IQ", 4, 5) + b"hhhh",  # a length without the payload bit
+        hello + msg(b"half", b"0123456789")[:-4],  # leaves in the middle of a message
+    ]
+    socks = [_stranger(b.address, d) for d in bad]
+    socks[-1].close()
+    assert recv_one(b) == (b"good", b"payload")
+    deadline = time.monotonic() + 10
+    while b.statistics().dropped < len(bad) and time.monotonic() < deadline:
+        b.wait_readable(0.1)
+        assert b.recv() is None
+    st = b.statistics()
+    assert st.dropped == len(bad) and st.received == 1, st
+    for s in socks[:-1]:  # the conduit hung up on each of them
+        s.settimeout(10)
+        assert s.recv(1) == b""
+        s.close()
+    a.send(1, b"from a", b"ok")
+    assert recv_one(b) == (b"from a", b"ok")
+    assert b.statistics().dropped == len(bad)
+
+
+def test_tcp_sends_a_backlog_while_the_sender_does_nothing(tcp_pair):
+    """More than the kernel takes at once waits in the backlog, and the flusher sends it
+    while the sending conduit is never called again (a rank computing)."""
+    a, b = tcp_pair
+    big = bytes(range(256)) * (32 * MiB // 256)
+    a.send(1, b"big", big)
+    a.send(1, b"after", b"x")
+    h, p = recv_one(b, timeout=60)
+    assert h == b"big" and p == big
+    assert recv_one(b) == (b"after", b"x")
+
+
 def test_zmq_count_dropped_by_the_core(zmq_pair):
     a, b, _ = zmq_pair
     b.count_dropped()

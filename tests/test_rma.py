@@ -30,6 +30,9 @@ TOPOLOGIES = [
                  id="N4-1node-T2-depth2"),
     pytest.param(dict(n=4, nodes=1, pshm_network_depth=2), id="N4-1node-depth2"),
     pytest.param(dict(n=2, nodes=1, thread_safe="1"), id="N2-1node-ts"),
+    pytest.param(dict(n=4, nodes=2, conduit="tcp"), id="N4-2nodes-tcp"),
+    pytest.param(dict(n=4, nodes=2, threads_per_proc=2, conduit="tcp", pshm=False),
+                 id="N4-2nodes-T2-tcp-nopshm"),
 ]
 SEGMENT = 4 << 20
 

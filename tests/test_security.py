@@ -26,6 +26,7 @@ from amnet._security import (
     mechanism,
     needs_curve,
 )
+from amnet.core.conduit import CONDUITS
 from amnet.launch._spec import build_spec, curve_for
 from amnet.launch.spawners import make_spawner
 
@@ -169,6 +170,19 @@ def test_spawners_decide_curve(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     for name in ("srun", "mpirun"):
         assert curve_for(make_spawner(name, topo), None, insecure=False, warn=said.append)
+
+
+def test_a_conduit_that_cannot_encrypt_is_refused_where_curve_is_needed():
+    topo = Topology.make(2, nodes=2)
+    said: list[str] = []
+    far = make_spawner("custom", topo, hosts="localhost,192.0.2.1", spawn_cmd="%C")
+    with pytest.raises(amnet.ConfigError, match=r"tcp conduit does not encrypt.*--insecure"):
+        curve_for(far, None, insecure=False, warn=said.append, conduit="tcp")
+    assert not curve_for(far, None, insecure=True, warn=said.append, conduit="tcp")
+    local = make_spawner("local", topo)  # loopback: nothing to encrypt
+    assert not curve_for(local, None, insecure=False, warn=said.append, conduit="tcp")
+    with pytest.raises(amnet.ConfigError, match="does not encrypt"):  # asked for anyway
+        CONDUITS["tcp"](0, 2, "127.0.0.1", {"server_public": "x"}, None)
 
 
 def test_spec_carries_keys_only_when_curve_is_on():

@@ -83,6 +83,19 @@ def pin_note(pin: str) -> str | None:
     return note
 
 
+def parse_conduits(text: Any) -> list[str]:
+    """A comma list of registered conduit names (``--conduit``), duplicates dropped."""
+    from ..core.conduit import CONDUITS, load_plugins
+
+    names = list(dict.fromkeys(t.strip() for t in str(text).split(",") if t.strip()))
+    if any(n not in CONDUITS for n in names):
+        load_plugins()
+    if not names or any(n not in CONDUITS for n in names):
+        raise argparse.ArgumentTypeError(f"expected a comma list of registered conduits "
+                                         f"({', '.join(sorted(CONDUITS))}), got {text!r}")
+    return names
+
+
 def run_amnet(fn: Callable, plan: dict[str, Any], **options: Any) -> dict[str, Any]:
     """Run ``fn(ep, plan)`` as a 2-rank, 2-node amnet job; return rank 0's result."""
     import amnet

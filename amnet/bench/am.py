@@ -5,7 +5,7 @@ beside raw-shm and mpi4py (the node section). ``--no-node`` / ``--no-network`` r
 Network section.
 
 **amnet**: a 2-rank job with one rank per simulated node (``amnet.run(fn, n=2, nodes=2)``, so
-every message crosses the zmq conduit over TCP loopback). Rank 0 sends
+every message crosses the conduit, ``--conduit``, default zmq, over TCP loopback). Rank 0 sends
 ``request_short(1, ping, i)`` and waits with ``ep.wait_until`` until the ``pong`` reply handler
 has run; rank 1 serves inside ``ep.wait_until``. Then the same with Medium AMs per payload
 size: ``request_medium(1, mping, payload, i)``, answered by ``reply_medium`` with the same
@@ -59,6 +59,7 @@ from ._twonode import (
     cpu_count,
     dist,
     over_reps,
+    parse_conduits,
     parse_modes,
     parse_sizes,
     pin_note,
@@ -77,14 +78,21 @@ TARGET_PROCS_VS_RAW_SHM = 3.0  # "2 procs" <= 3x raw-shm
 TARGET_THREADS_VS_PROCS = 0.25  # "2 threads" <= 0.25x "2 procs"
 
 
+def _one_conduit(text: str) -> str:
+    names = parse_conduits(text)
+    if len(names) != 1:
+        raise argparse.ArgumentTypeError(f"expected one conduit, got {text!r}")
+    return names[0]
+
+
 def _parser(iters: int, warmup: int, reps: int, sizes: Any, latency_us: float,
             wait_modes: Any, pin: str, node: bool, network: bool, node_iters: int,
-            node_warmup: int, node_batch: int) -> argparse.ArgumentParser:
+            node_warmup: int, node_batch: int, conduit: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="amnet-bench am",
         description="Network section: Short and Medium AM round trip across 2 simulated nodes "
-                    "(zmq conduit, TCP loopback) beside raw pyzmq ping-pong with the same "
-                    "message shapes (blocking and spinning receivers). Node section: the "
+                    "(--conduit, TCP loopback) beside raw pyzmq ping-pong with the same message "
+                    "shapes (blocking and spinning receivers). Node section: the "
                     "hybrid paper's Table 2, Short-AM round trip between 2 ranks of one node "
                     "as 2 threads, 2 procs (PSHM), + thread-safety, + loopback, beside "
                     "raw-shm and mpi4py (AM emulation, Send/Recv). Peers interleaved in the "
@@ -103,6 +111,9 @@ def _parser(iters: int, warmup: int, reps: int, sizes: Any, latency_us: float,
                    help="AMNET_NET_LATENCY_US for amnet; the raw peer holds each received "
                         "message as long (default: %(default)s)")
     p.add_argument("--pin", choices=PINS, default=pin, help=PIN_HELP)
+    p.add_argument("--conduit", type=_one_conduit, default=conduit, metavar="C",
+                   help="network section: the conduit between the nodes (default: "
+                        "%(default)s)")
     p.add_argument("--wait-mode", type=parse_modes, default=parse_modes(wait_modes),
                    metavar="M,M", dest="wait_modes",
                    help="amnet wait modes to run, each its own row (both sections): auto, "
@@ -126,10 +137,10 @@ def am(args: Sequence[str] | None = None, *, iters: int = 2000, warmup: int = 20
        reps: int = 7, sizes: str | Iterable[int] = "8,1K,64K", latency_us: float = 0.0,
        wait_modes: str | Iterable[str] = "auto", pin: str = "none", node: bool = True,
        network: bool = True, node_iters: int = 10000, node_warmup: int = 1000,
-       node_batch: int = 200, progress: bool = True) -> dict[str, Any]:
+       node_batch: int = 200, conduit: str = "zmq", progress: bool = True) -> dict[str, Any]:
     """AM round trip: across 2 nodes vs raw pyzmq; on one node (Table 2) vs raw-shm, mpi4py."""
     parser = _parser(iters, warmup, reps, sizes, latency_us, wait_modes, pin, node, network,
-                     node_iters, node_warmup, node_batch)
+                     node_iters, node_warmup, node_batch, conduit)
     opts = parser.parse_args(list(args or []))
     for name in ("iters", "reps", "node_iters", "node_batch"):
         if getattr(opts, name) < 1:
@@ -168,7 +179,8 @@ def am(args: Sequence[str] | None = None, *, iters: int = 2000, warmup: int = 20
 def _network(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
     """The network section: its config, results and table (with its notes)."""
     plan = {"warmup": opts.warmup, "iters": opts.iters, "sizes": opts.sizes, "pin": opts.pin}
-    amnet_opts: dict[str, Any] = {"max_medium": max(65536, max(opts.sizes))}
+    amnet_opts: dict[str, Any] = {"max_medium": max(65536, max(opts.sizes)),
+                                  "conduit": opts.conduit}
     if opts.latency_us:
         amnet_opts["net_latency_us"] = opts.latency_us
     shapes = ["short", *(str(s) for s in opts.sizes)]
@@ -242,7 +254,7 @@ def _network(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
         f"(after {opts.warmup} untimed); amnet and the raw peers interleaved in the same run, "
         "fresh processes every repetition.",
         "amnet: `amnet.run(fn, n=2, nodes=2)`, one rank per simulated node, every AM over the "
-        "zmq conduit (TCP loopback). Rank 0: `request_short(1, ping, i)` / "
+        f"{opts.conduit} conduit (TCP loopback). Rank 0: `request_short(1, ping, i)` / "
         "`request_medium(1, mping, payload, i)`, then `ep.wait_until(reply handler ran)`; "
         "rank 1 answers in the handler with `reply_short` / `reply_medium` of the same payload.",
         "raw-zmq: two processes, PULL bound on 127.0.0.1 + PUSH to the other's (the conduit's "
@@ -283,8 +295,9 @@ def _network(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
                          "rank-0 thread CPU µs/round trip: amnet / block / spin"],
              "rows": rows}
     return {"config": config, "results": results,
-            "table": {"section": "network", "title": "Across nodes: AM round trip over the zmq "
-                      "conduit (TCP loopback) vs raw-zmq", **table, "notes": notes}}
+            "table": {"section": "network", "title": f"Across nodes: AM round trip over the "
+                      f"{opts.conduit} conduit (TCP loopback) vs raw-zmq", **table,
+                      "notes": notes}}
 
 
 def _node_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:

@@ -4,12 +4,14 @@ A strided get of ``--elem``-byte elements (256) ``--stride`` bytes apart (850) a
 for totals of 1 KiB..4 MiB, done three ways in the same job (:mod:`amnet.bench._visjob`):
 one ``ep.vis.get_strided`` call, a flood of single ``ep.get_nbi`` of one element each (then
 ``wait_nbi``), and one contiguous ``ep.get`` of the same number of bytes (the bandwidth
-ceiling). The job is ``amnet.run(fn, n=2, nodes=2)`` (zmq conduit, TCP loopback) once per
-``--latency`` value (``AMNET_NET_LATENCY_US``, default 0 and 10) and repetition, fresh
-processes each; within a job the three are interleaved, each sample at least ``--min-time``
-of back-to-back calls. Figures are MB/s (10^6 bytes per second) of the medians over
-repetitions of each repetition's median. Targets at 1 MiB: VIS >= 20x the flood and >= 0.5x
-the contiguous get. With ``--out``, ``vis_fig6.png`` plots the three curves per latency.
+ceiling). The job is ``amnet.run(fn, n=2, nodes=2)`` (TCP loopback between the nodes) once
+per ``--conduit`` (default both: ``zmq`` and ``tcp``), ``--latency`` value
+(``AMNET_NET_LATENCY_US``, default 0 and 10) and repetition, fresh processes each; within a
+job the three are interleaved, each sample at least ``--min-time`` of back-to-back calls.
+Figures are MB/s (10^6 bytes per second) of the medians over repetitions of each
+repetition's median. Targets at 1 MiB: VIS >= 20x the flood and >= 0.5x the contiguous get,
+judged per conduit. With ``--out``, ``vis_fig6_<conduit>.png`` plots the three curves per
+latency.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 
 from . import suite
 from ._report import Progress, comma_items, median
-from ._twonode import parse_sizes, run_amnet, size_label
+from ._twonode import parse_conduits, parse_sizes, run_amnet, size_label
 from ._visjob import vis_job
 
 TARGET_SIZE = 1 << 20
@@ -41,7 +43,7 @@ def _latencies(text: Any) -> list[float]:
 
 
 def _parser(reps: int, sizes: Any, elem: int, stride: int, latencies: Any, samples: int,
-            min_time: float) -> argparse.ArgumentParser:
+            min_time: float, conduits: Any) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="amnet-bench vis",
         description="Strided get across 2 simulated nodes (the autoNB paper's Fig. 6): one "
@@ -59,6 +61,9 @@ def _parser(reps: int, sizes: Any, elem: int, stride: int, latencies: Any, sampl
     p.add_argument("--latency", type=_latencies, default=_latencies(latencies),
                    metavar="US,US", dest="latencies",
                    help="AMNET_NET_LATENCY_US values, a job each (default: 0,10)")
+    p.add_argument("--conduit", type=parse_conduits, default=parse_conduits(conduits),
+                   metavar="C,C", dest="conduits",
+                   help="conduits between the nodes, a job each (default: zmq,tcp)")
     p.add_argument("--samples", type=int, default=samples, metavar="N",
                    help="timed samples per size and method in each job (default: "
                         "%(default)s)")
@@ -72,9 +77,10 @@ def _parser(reps: int, sizes: Any, elem: int, stride: int, latencies: Any, sampl
 def vis(args: Sequence[str] | None = None, *, reps: int = 3,
         sizes: str | Iterable[int] = "1K,4K,16K,64K,256K,1M,4M", elem: int = 256,
         stride: int = 850, latencies: str | Iterable[float] = "0,10", samples: int = 3,
-        min_time: float = 0.02, progress: bool = True) -> dict[str, Any]:
+        min_time: float = 0.02, conduits: str | Iterable[str] = "zmq,tcp",
+        progress: bool = True) -> dict[str, Any]:
     """Strided get across 2 nodes: one VIS call vs a flood of gets vs a contiguous get."""
-    parser = _parser(reps, sizes, elem, stride, latencies, samples, min_time)
+    parser = _parser(reps, sizes, elem, stride, latencies, samples, min_time, conduits)
     opts = parser.parse_args(list(args or []))
     for name in ("reps", "elem", "samples"):
         if getattr(opts, name) < 1:
@@ -94,49 +100,54 @@ def vis(args: Sequence[str] | None = None, *, reps: int = 3,
     plan = {"sizes": opts.sizes, "elem": opts.elem, "stride": opts.stride,
             "samples": opts.samples, "min_s": opts.min_time}
 
-    bar = Progress("vis", opts.reps * len(opts.latencies), progress)
-    per: dict[tuple[float, int, str], list[float]] = {}
+    bar = Progress("vis", opts.reps * len(opts.conduits) * len(opts.latencies), progress)
+    per: dict[tuple[str, float, int, str], list[float]] = {}
     for rep in range(opts.reps):
-        for lat in opts.latencies:
-            got = run_amnet(vis_job, plan, net_latency_us=lat, segment_size=segment)
-            for size in opts.sizes:
-                for m in METHODS:
-                    per.setdefault((lat, size, m), []).append(median(got[str(size)][m]))
-            bar.step(f"rep {rep + 1}, latency {lat:g} µs")
+        for cd in opts.conduits:
+            for lat in opts.latencies:
+                got = run_amnet(vis_job, plan, net_latency_us=lat, segment_size=segment,
+                                conduit=cd)
+                for size in opts.sizes:
+                    for m in METHODS:
+                        per.setdefault((cd, lat, size, m), []).append(
+                            median(got[str(size)][m]))
+                bar.step(f"rep {rep + 1}, {cd}, latency {lat:g} µs")
     bar.close()
 
     results, rows, notes = [], [], []
     figures: list[dict[str, Any]] = []
-    series: list[dict[str, Any]] = []
-    for lat in opts.latencies:
-        curves: dict[str, list[float]] = {m: [] for m in METHODS}
-        for size in opts.sizes:
-            sec = {m: median(per[(lat, size, m)]) for m in METHODS}
-            mbs = {m: size / sec[m] / 1e6 for m in METHODS}
-            for m in METHODS:
-                curves[m].append(mbs[m])
-            results.append({"latency_us": lat, "size": size, "seconds": sec, "mb_s": mbs,
-                            "samples": {m: per[(lat, size, m)] for m in METHODS}})
-            vf, vc = mbs["vis"] / mbs["flood"], mbs["vis"] / mbs["contig"]
-            rows.append([f"{lat:g}", size_label(size), f"{mbs['vis']:.1f}",
-                         f"{mbs['flood']:.1f}", f"{mbs['contig']:.1f}", f"{vf:.1f}x",
-                         f"{vc:.2f}x"])
-            if size == TARGET_SIZE:
-                notes.append(
-                    f"latency {lat:g} µs, 1 MiB: VIS = {vf:.1f}x the flood (target >= "
-                    f"{TARGET_FLOOD:g}x: {'met' if vf >= TARGET_FLOOD else 'missed'}), "
-                    f"{vc:.2f}x the contiguous get (target >= {TARGET_CONTIG:g}x: "
-                    f"{'met' if vc >= TARGET_CONTIG else 'missed'})")
-        style = "-" if lat == opts.latencies[0] else "--"
-        for m, label in (("vis", "VIS get_strided"), ("flood", "flood of single gets"),
-                         ("contig", "contiguous get")):
-            series.append({"label": f"{label}, {lat:g} µs", "x": list(opts.sizes),
-                           "y": curves[m], "style": style, "group": m})
-    figures.append({"file": "vis_fig6.png",
-                    "title": f"Strided get across 2 nodes: {opts.elem} B elements, stride "
-                             f"{opts.stride} B",
-                    "xlabel": "total bytes per transfer", "ylabel": "MB/s",
-                    "xlog": True, "ylog": True, "series": series})
+    for cd in opts.conduits:
+        series: list[dict[str, Any]] = []
+        for lat in opts.latencies:
+            curves: dict[str, list[float]] = {m: [] for m in METHODS}
+            for size in opts.sizes:
+                taken = {m: per[(cd, lat, size, m)] for m in METHODS}
+                sec = {m: median(taken[m]) for m in METHODS}
+                mbs = {m: size / sec[m] / 1e6 for m in METHODS}
+                for m in METHODS:
+                    curves[m].append(mbs[m])
+                results.append({"conduit": cd, "latency_us": lat, "size": size,
+                                "seconds": sec, "mb_s": mbs, "samples": taken})
+                vf, vc = mbs["vis"] / mbs["flood"], mbs["vis"] / mbs["contig"]
+                rows.append([cd, f"{lat:g}", size_label(size), f"{mbs['vis']:.1f}",
+                             f"{mbs['flood']:.1f}", f"{mbs['contig']:.1f}", f"{vf:.1f}x",
+                             f"{vc:.2f}x"])
+                if size == TARGET_SIZE:
+                    notes.append(
+                        f"{cd}, latency {lat:g} µs, 1 MiB: VIS = {vf:.1f}x the flood (target "
+                        f">= {TARGET_FLOOD:g}x: {'met' if vf >= TARGET_FLOOD else 'missed'}), "
+                        f"{vc:.2f}x the contiguous get (target >= {TARGET_CONTIG:g}x: "
+                        f"{'met' if vc >= TARGET_CONTIG else 'missed'})")
+            style = "-" if lat == opts.latencies[0] else "--"
+            for m, label in (("vis", "VIS get_strided"), ("flood", "flood of single gets"),
+                             ("contig", "contiguous get")):
+                series.append({"label": f"{label}, {lat:g} µs", "x": list(opts.sizes),
+                               "y": curves[m], "style": style, "group": m})
+        figures.append({"file": f"vis_fig6_{cd}.png",
+                        "title": f"Strided get across 2 nodes ({cd} conduit): {opts.elem} B "
+                                 f"elements, stride {opts.stride} B",
+                        "xlabel": "total bytes per transfer", "ylabel": "MB/s",
+                        "xlog": True, "ylog": True, "series": series})
     notes.append(f"{opts.reps} repetitions x {opts.samples} samples per size and method; a "
                  f"sample is at least {opts.min_time:g} s of back-to-back calls. Ratios are "
                  "of medians from the same jobs.")
@@ -145,9 +156,9 @@ def vis(args: Sequence[str] | None = None, *, reps: int = 3,
         "config": {"reps": opts.reps, "sizes": opts.sizes, "elem": opts.elem,
                    "stride": opts.stride, "latencies_us": opts.latencies,
                    "samples": opts.samples, "min_time_s": opts.min_time,
-                   "segment_size": segment},
+                   "segment_size": segment, "conduits": opts.conduits},
         "results": results,
-        "table": {"columns": ["latency µs", "total", "VIS MB/s", "flood MB/s",
+        "table": {"columns": ["conduit", "latency µs", "total", "VIS MB/s", "flood MB/s",
                               "contiguous MB/s", "VIS / flood", "VIS / contiguous"],
                   "rows": rows},
         "notes": notes,

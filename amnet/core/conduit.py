@@ -193,6 +193,7 @@ def load_plugins() -> None:
 
 
 # The conduits register themselves on import; all of them are listed here, in one place.
+from . import _tcpconduit as _tcpconduit  # noqa: E402
 from . import _zmqconduit as _zmqconduit  # noqa: E402
 
 __all__ = ["CONDUITS", "MAX_HEADER", "Conduit", "ConduitStatistics", "get_conduit",

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .._config import Config
+from .._errors import ConfigError
 from .._security import INSECURE_WARNING, make_job_keys, needs_curve, require_curve
 from .._topology import Topology
 
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 
 
 def curve_for(spawner: Spawner, bootstrap_addr: str | None, *, insecure: bool,
-              warn: Callable[[str], None]) -> bool:
+              warn: Callable[[str], None], conduit: str = "zmq") -> bool:
     """Whether a job started by ``spawner`` uses CurveZMQ on all its sockets.
 
     It does when any agent runs on another host, or the bootstrap service is bound beyond
@@ -26,12 +27,20 @@ def curve_for(spawner: Spawner, bootstrap_addr: str | None, *, insecure: bool,
 
     Raises:
         CurveUnavailable: curve is needed and libzmq has no CURVE support.
+        ConfigError: curve is needed and ``conduit`` cannot encrypt (``tcp``).
     """
     if not needs_curve(spawner.agent_hosts(), bootstrap_addr):
         return False
     if insecure:
         warn(INSECURE_WARNING)
         return False
+    from ..core.conduit import get_conduit
+
+    if not getattr(get_conduit(conduit), "encrypts", True):
+        raise ConfigError(f"the {conduit} conduit does not encrypt, and this job reaches "
+                          "beyond this host (agents on other hosts, or a bootstrap address "
+                          "beyond loopback): use AMNET_CONDUIT=zmq (CurveZMQ), or --insecure "
+                          "on a trusted network")
     require_curve("this job reaches beyond this host (agents on other hosts, or a bootstrap "
                   "address beyond loopback), so it needs CurveZMQ")
     return True

@@ -85,7 +85,7 @@ def run(
     if timeout is not None and not timeout > 0:
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
     sp = make_spawner(spawner, topo, hosts=hosts, hostfile=hostfile, spawn_cmd=spawn_cmd)
-    curve = curve_for(sp, bootstrap_addr, insecure=insecure,
+    curve = curve_for(sp, bootstrap_addr, insecure=insecure, conduit=config.conduit,
                       warn=lambda msg: print(f"amnet.run: {msg}", file=sys.stderr, flush=True))
     spec = build_spec(topo, config, label=label, fn=payload, main_path=main_path, curve=curve)
     out = run_job(spec, sp, timeout=timeout, bootstrap_addr=bootstrap_addr)

@@ -128,7 +128,7 @@ def amnet_run(
     try:
         sp = make_spawner(spawner.value, topo, hosts=hosts, hostfile=hostfile,
                           spawn_cmd=spawn_cmd)
-        curve = curve_for(sp, bootstrap_addr, insecure=insecure,
+        curve = curve_for(sp, bootstrap_addr, insecure=insecure, conduit=config.conduit,
                           warn=lambda msg: print(f"amnet-run: {msg}", file=sys.stderr))
         spec = build_spec(topo, config, label=label, script=script, argv=args or [],
                           curve=curve)
