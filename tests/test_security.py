@@ -359,3 +359,36 @@ def test_job_across_namespaces_refuses_a_stranger(runner, netns, insecure):
         assert refused in err  # through the handshake, then stopped by the token check
     else:
         assert err == ""  # zmq refused it before a single message reached the service
+
+
+TCP_JOB = """
+import amnet
+ep = amnet.init()
+peer = (ep.rank + 2) % ep.size  # a rank of the other node
+ep.segment[:8] = ep.rank + 1
+ep.barrier()
+got = bytes(ep.get(peer, 0, 8))
+assert got == bytes([peer + 1]) * 8, got
+st = ep.statistics().conduit
+print(f"rank {ep.rank} conduit {st.name} data {st.address}", flush=True)
+ep.barrier()
+"""
+
+
+def test_tcp_conduit_across_namespaces_only_with_insecure(runner, netns):
+    """The tcp conduit does not encrypt: a job with agents on another host that asks for it
+    is refused before anything starts, unless --insecure; then its AMs cross on plain TCP
+    bound to the other host's interface."""
+    ns, _, ns_ip = netns
+    s = runner.script("tcpjob.py", TCP_JOB)
+    args = ["-n", "4", "--nodes", "2", "--spawner", "custom", "--hosts", ns_ip,
+            "--spawn-cmd", f"ip netns exec {ns} %C"]
+    out = runner(*args, s, env={"AMNET_CONDUIT": "tcp"})
+    assert out.returncode == 2, out.stderr
+    assert "tcp conduit does not encrypt" in out.stderr and "--insecure" in out.stderr
+    assert out.stdout == ""
+    out = runner(*args, "--insecure", s, env={"AMNET_CONDUIT": "tcp"})
+    assert out.returncode == 0, out.stderr
+    lines = sorted(out.stdout.splitlines())
+    assert len(lines) == 4, lines
+    assert all(" conduit tcp data tcp://" + ns_ip + ":" in ln for ln in lines), lines

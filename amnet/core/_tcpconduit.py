@@ -331,21 +331,23 @@ class TcpConduit(Conduit):
 
     def _read(self, conn: _In) -> None:
         sock = conn.sock
-        if conn.big is not None:  # the rest of a large payload, straight into its buffer
-            try:
-                k = sock.recv_into(conn.big[conn.bigpos:])
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError:
-                k = 0
-            if not k:
-                self.dropped += 1  # the peer left in the middle of a message
-                return self._drop_conn(conn)
-            conn.bigpos += k
-            if conn.bigpos == len(conn.big):
-                self._deliver(conn.header, conn.big)
-                conn.big = None
-            return
+        big = conn.big
+        if big is not None:  # the rest of a large payload, straight into its buffer
+            while True:  # while the kernel has more of it
+                try:
+                    k = sock.recv_into(big[conn.bigpos:])
+                except (BlockingIOError, InterruptedError):
+                    return
+                except OSError:
+                    k = 0
+                if not k:
+                    self.dropped += 1  # the peer left in the middle of a message
+                    return self._drop_conn(conn)
+                conn.bigpos += k
+                if conn.bigpos == len(big):
+                    self._deliver(conn.header, big)
+                    conn.big = None
+                    return
         end = conn.end
         try:
             k = sock.recv_into(conn.mv[end:])
