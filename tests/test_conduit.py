@@ -454,6 +454,31 @@ def test_tcp_drops_what_a_stranger_sends(tcp_pair):
     assert b.statistics().dropped == len(bad)
 
 
+def test_tcp_idle_flag_is_never_up_while_a_message_waits(tcp_pair):
+    """The engine's hot path skips ``recv`` while the idle flag is up and the descriptor
+    is quiet: a message the conduit already read must never sit behind a raised flag. Here
+    a read completes one message and brings a second whole, so nothing more arrives."""
+    import select
+
+    _, b = tcp_pair
+    m1 = struct.pack("<IQ", 5 | 1 << 31, 100) + b"first" + b"x" * 100
+    m2 = struct.pack("<IQ", 6 | 1 << 31, 1) + b"second" + b"y"
+    s = _stranger(b.address, struct.pack("<4sIII", b"AMNT", 1, 0, 2) + m1[:50])
+    later = threading.Timer(0.3, lambda: s.sendall(m1[50:] + m2))
+    later.start()
+    try:
+        m = b.recv_wait(10.0)  # reads half of m1, then the rest of it and all of m2
+        assert m is not None and bytes(m[0]) == b"first"
+        fd, flag = b.idle_signal()
+        p = select.poll()
+        p.register(fd, select.POLLIN)
+        assert flag[0] == 0 or p.poll(0), "idle flag up while a message waits"
+        assert recv_one(b) == (b"second", b"y")
+    finally:
+        later.join()
+        s.close()
+
+
 def test_tcp_sends_a_backlog_while_the_sender_does_nothing(tcp_pair):
     """More than the kernel takes at once waits in the backlog, and the flusher sends it
     while the sending conduit is never called again (a rank computing)."""

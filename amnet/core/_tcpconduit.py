@@ -13,6 +13,10 @@ twice as fast.
 - **Sends never block.** What the kernel does not take at once (a socket buffer is some
   megabytes) waits in a per-peer backlog, copied unless ``copy=False``, and a flusher thread,
   started the first time that happens, sends it as the socket drains. It sleeps otherwise.
+- **The first send to a peer connects**, in the caller's thread: at once when the peer
+  is up (its address is published only once it listens); a peer that cannot be reached
+  within 10 s raises ``ConnectionError`` where zmq would queue for ever. A message to a
+  peer that has gone (its connection reset) is dropped: the launcher is ending the job.
 - **No encryption.** The conduit refuses a job that needs CurveZMQ (any agent on another
   host, unless ``--insecure``); use ``zmq`` there.
 
@@ -25,9 +29,12 @@ counted as dropped, since its stream can no longer be trusted.
 from __future__ import annotations
 
 import collections
+import itertools
+import os
 import select
 import socket
 import struct
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -45,6 +52,10 @@ _RX = 1 << 18  # receive buffer per connection: many small messages per read
 _BIG = 1 << 15  # a payload this large is read straight into its own buffer
 _EPOLLIN = select.EPOLLIN
 _CONNECT_S = 10.0  # how long a first send waits for the peer to accept
+_NOSIG = socket.MSG_NOSIGNAL  # a dead peer is an error to handle, not a SIGPIPE
+# the receive buffer holds a hello, a prefix, a header and anything below _BIG whole
+if _RX < _HELLO.size + 12 + MAX_HEADER + _BIG:
+    raise ImportError("amnet's tcp conduit: _RX is too small for its _BIG")
 
 
 class _In:
@@ -120,6 +131,7 @@ class TcpConduit(Conduit):
         self._pending: set[int] = set()  # peers with a backlog, for the flusher
         self._fcond = threading.Condition(threading.Lock())
         self._flusher: threading.Thread | None = None
+        self._wake = -1  # an eventfd that wakes the flusher
         self._closed = False
         self._poller: Any = None
         self._poller_fds: tuple[int, ...] = ()
@@ -183,7 +195,7 @@ class TcpConduit(Conduit):
                 return
             if not out.backlog:
                 try:
-                    k = out.sock.sendmsg(frame)
+                    k = out.sock.sendmsg(frame, (), _NOSIG)
                 except BlockingIOError:
                     k = 0
                 except OSError:
@@ -212,9 +224,12 @@ class TcpConduit(Conduit):
             with self._fcond:
                 self._pending.add(proc)
                 if self._flusher is None:
+                    self._wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
                     self._flusher = threading.Thread(target=self._flush_loop, daemon=True,
                                                      name="amnet-tcp-flusher")
                     self._flusher.start()
+                else:
+                    os.eventfd_write(self._wake, 1)  # it may be polling other sockets
                 self._fcond.notify()
 
     def _flush(self, proc: int, out: _Out) -> None:
@@ -222,7 +237,7 @@ class TcpConduit(Conduit):
         bl = out.backlog
         while bl:
             try:
-                k = out.sock.sendmsg(list(bl)[:64])
+                k = out.sock.sendmsg(list(itertools.islice(bl, 64)), (), _NOSIG)
             except BlockingIOError:
                 return
             except OSError:
@@ -240,32 +255,43 @@ class TcpConduit(Conduit):
         self._pending.discard(proc)
 
     def _flush_loop(self) -> None:
-        """The flusher thread: send backlogs as their sockets drain, sleep when none."""
-        fcond = self._fcond
+        """The flusher thread: send backlogs as their sockets drain, sleep when none. A
+        new backlog (or close) wakes it through ``_wake`` while it polls the others."""
+        fcond, wake = self._fcond, self._wake
         while True:
-            with fcond:
-                while not self._pending and not self._closed:
-                    fcond.wait()
-                if self._closed:
-                    return
-                procs = tuple(self._pending)
-            outs = {}
-            for proc in procs:
-                out = self._out[proc]
-                if out is not None:
-                    outs[out.sock.fileno()] = (proc, out)
-            pl = select.poll()
-            for fd in outs:
-                pl.register(fd, select.POLLOUT)
             try:
-                ready = [fd for fd, _ in pl.poll(50)]
-            except (OSError, ValueError):  # a socket closed under us: close() is running
-                continue
-            for fd in ready:
-                proc, out = outs[fd]
-                with out.lock:
-                    if out.sock.fileno() >= 0:  # not closed by close()
-                        self._flush(proc, out)
+                with fcond:
+                    while not self._pending and not self._closed:
+                        fcond.wait()
+                    if self._closed:
+                        return
+                    procs = tuple(self._pending)
+                pl = select.poll()
+                pl.register(wake, select.POLLIN)
+                outs = {}
+                for proc in procs:
+                    out = self._out[proc]
+                    fd = -1 if out is None or out.dead else out.sock.fileno()
+                    if fd < 0:
+                        self._pending.discard(proc)  # nothing more will go to it
+                        continue
+                    outs[fd] = (proc, out)
+                    pl.register(fd, select.POLLOUT)
+                for fd, _ in pl.poll(1000):
+                    if fd == wake:
+                        try:
+                            os.eventfd_read(wake)
+                        except BlockingIOError:
+                            pass
+                        continue
+                    proc, out = outs[fd]
+                    with out.lock:
+                        if out.sock.fileno() >= 0:  # not closed by close()
+                            self._flush(proc, out)
+            except Exception as e:  # never die: a backlog would stay unsent
+                print(f"amnet: the tcp conduit's flusher: {type(e).__name__}: {e}",
+                      file=sys.stderr, flush=True)
+                time.sleep(0.01)
 
     # -- receiving ----------------------------------------------------------------------
     def recv(self, ready: bool = False) -> tuple[bytes, Any] | None:
@@ -288,6 +314,7 @@ class TcpConduit(Conduit):
         """Read what the ready sockets hold (waiting up to ``timeout`` s, -1: forever) and
         return the first message, if any."""
         inbox = self._inbox
+        self._idle[0] = 0  # it is 1 only while nothing, not even inbox, waits (idle_signal)
         for _ in range(4):  # a new connection, a hello or part of a message: look again
             evs = self._ep.poll(timeout)
             for fd, ev in evs:
@@ -459,8 +486,12 @@ class TcpConduit(Conduit):
             self._closed = True
         with self._fcond:
             self._fcond.notify()
+            if self._flusher is not None:
+                os.eventfd_write(self._wake, 1)
         if self._flusher is not None and self._flusher is not threading.current_thread():
             self._flusher.join(1.0)
+            if not self._flusher.is_alive():
+                os.close(self._wake)
         deadline = time.monotonic() + max(0.0, linger)
         for proc, out in enumerate(self._out):
             if out is None:
