@@ -42,7 +42,8 @@ from typing import Any
 
 import numpy as np
 
-from .conduit import MAX_HEADER, Conduit, ConduitStatistics, register_conduit
+from ._sockconduit import SocketConduit
+from .conduit import MAX_HEADER, register_conduit
 
 _PRE = struct.Struct("<IQ")  # header length | HAS_PAYLOAD, payload length
 _HAS = 1 << 31
@@ -91,7 +92,7 @@ def _nbytes(payload: Any) -> int:
 
 
 @register_conduit("tcp")
-class TcpConduit(Conduit):
+class TcpConduit(SocketConduit):
     """Plain TCP, read and written by the calling threads. See the module docstring."""
 
     encrypts = False
@@ -117,39 +118,21 @@ class TcpConduit(Conduit):
         port = ls.getsockname()[1]
         host = f"[{bind_host}]" if ":" in bind_host else bind_host
         self._address = f"tcp://{host}:{port}"
-        self._peers: list[str] = []
         self._out: list[_Out | None] = [None] * procs
-        self._open_lock = threading.Lock()
         self._in: dict[int, _In] = {}
         self._inbox: collections.deque = collections.deque()
         self._ep = select.epoll()
         self._ep.register(ls.fileno(), _EPOLLIN)
-        self._efd = self._ep.fileno()
+        self._fd = self._ep.fileno()  # _idle[0] is up once a look found nothing to deliver
         efd_poll = select.poll()  # poll(2), not select(2): no limit on descriptor numbers
-        efd_poll.register(self._efd, select.POLLIN)
-        self._efd_poll = efd_poll.poll
+        efd_poll.register(self._fd, select.POLLIN)
+        self._fd_poll = efd_poll.poll
         self._pending: set[int] = set()  # peers with a backlog, for the flusher
         self._fcond = threading.Condition(threading.Lock())
         self._flusher: threading.Thread | None = None
         self._wake = -1  # an eventfd that wakes the flusher
-        self._closed = False
         self._poller: Any = None
         self._poller_fds: tuple[int, ...] = ()
-        # _idle[0]: the last look found nothing and nothing waits to be sent, so until the
-        # epoll descriptor is readable there is nothing to do (idle_signal)
-        self._idle = bytearray(1)
-        self._sent = [0] * procs
-        self._bytes_sent = [0] * procs
-        self.received = self.bytes_received = self.dropped = 0
-
-    @property
-    def address(self) -> str:
-        return self._address
-
-    def set_peers(self, addresses: Sequence[str]) -> None:
-        if len(addresses) != self.procs:
-            raise ValueError(f"expected {self.procs} addresses, got {len(addresses)}")
-        self._peers = list(addresses)
 
     # -- sending ------------------------------------------------------------------------
     def _open(self, proc: int) -> _Out:
@@ -305,7 +288,7 @@ class TcpConduit(Conduit):
 
     def _quiet(self) -> bool:
         """The epoll descriptor is not readable (nothing arrived since the last look)."""
-        if self._efd_poll(0):
+        if self._fd_poll(0):
             self._idle[0] = 0
             return False
         return True
@@ -453,7 +436,7 @@ class TcpConduit(Conduit):
             return True
         self._idle[0] = 0
         ms = None if timeout is None else max(0, int(timeout * 1000 + 0.999))
-        return bool(self._efd_poll(ms))
+        return bool(self._fd_poll(ms))
 
     def wait_readable_fds(self, fds: Sequence[int], timeout: float | None) -> bool:
         if self._inbox:
@@ -462,28 +445,18 @@ class TcpConduit(Conduit):
         poller = self._poller
         if poller is None or self._poller_fds != tuple(fds):
             poller = select.poll()
-            for fd in (self._efd, *fds):
+            for fd in (self._fd, *fds):
                 poller.register(fd, select.POLLIN)
             self._poller, self._poller_fds = poller, tuple(fds)
         ms = None if timeout is None else max(0, int(timeout * 1000 + 0.999))
         return bool(poller.poll(ms))
 
-    def idle_signal(self) -> tuple[int, bytearray]:
-        return self._efd, self._idle
-
-    def fileno(self) -> int:
-        return self._efd
-
-    def statistics(self) -> ConduitStatistics:
-        return ConduitStatistics(
-            self.name, self._address, sum(self._sent), self.received, sum(self._bytes_sent),
-            self.bytes_received, self.dropped, sum(o is not None for o in self._out))
+    def _opened(self) -> int:
+        return sum(o is not None for o in self._out)
 
     def close(self, linger: float = 0.5) -> None:
-        with self._open_lock:
-            if self._closed:
-                return
-            self._closed = True
+        if not self._begin_close():
+            return
         with self._fcond:
             self._fcond.notify()
             if self._flusher is not None:

@@ -20,7 +20,8 @@ from typing import Any
 
 import zmq
 
-from .conduit import MAX_HEADER, Conduit, ConduitStatistics, register_conduit
+from ._sockconduit import SocketConduit
+from .conduit import MAX_HEADER, register_conduit
 
 _EVENTS, _POLLIN, _NOBLOCK, _RCVMORE, _SNDMORE = (
     int(zmq.EVENTS), int(zmq.POLLIN), int(zmq.NOBLOCK), int(zmq.RCVMORE), int(zmq.SNDMORE))
@@ -31,7 +32,7 @@ _brecv = zmq.backend.Socket.recv
 
 
 @register_conduit("zmq")
-class ZmqConduit(Conduit):
+class ZmqConduit(SocketConduit):
     """zmq over TCP (loopback on one host). See the module docstring."""
 
     def __init__(self, proc: int, procs: int, bind_host: str = "127.0.0.1",
@@ -52,33 +53,16 @@ class ZmqConduit(Conduit):
         port = pull.bind_to_random_port(f"tcp://{bind_host}")
         self._pull = pull
         self._address = f"tcp://{bind_host}:{port}"
-        self._peers: list[str] = []
         self._push: list[Any] = [None] * procs
         self._locks = [threading.Lock() for _ in range(procs)]
-        self._open_lock = threading.Lock()
-        self._closed = False
         self._rcvtimeo = -1
         self._poller: Any = None
-        # _idle[0]: EVENTS last said "nothing" (see recv); a bytearray so that the engine's
-        # C hot path reads it too (idle_signal)
-        self._idle = bytearray(1)
+        # _idle[0] is up once EVENTS said "nothing" (see recv)
         self._fd = self._pull.getsockopt(zmq.FD)
         fdp = select.poll()
         fdp.register(self._fd, select.POLLIN)
         self._fd_poll = fdp.poll
         self._poller_fds: tuple[int, ...] = ()
-        self._sent = [0] * procs
-        self._bytes_sent = [0] * procs
-        self.received = self.bytes_received = self.dropped = 0
-
-    @property
-    def address(self) -> str:
-        return self._address
-
-    def set_peers(self, addresses: Sequence[str]) -> None:
-        if len(addresses) != self.procs:
-            raise ValueError(f"expected {self.procs} addresses, got {len(addresses)}")
-        self._peers = list(addresses)
 
     def _open(self, proc: int) -> Any:
         with self._open_lock:
@@ -191,22 +175,12 @@ class ZmqConduit(Conduit):
         ms = None if timeout is None else max(0, int(timeout * 1000 + 0.999))
         return bool(poller.poll(ms))
 
-    def idle_signal(self) -> tuple[int, bytearray]:
-        return self._fd, self._idle
-
-    def fileno(self) -> int:
-        return self._fd
-
-    def statistics(self) -> ConduitStatistics:
-        return ConduitStatistics(
-            self.name, self._address, sum(self._sent), self.received, sum(self._bytes_sent),
-            self.bytes_received, self.dropped, sum(s is not None for s in self._push))
+    def _opened(self) -> int:
+        return sum(s is not None for s in self._push)
 
     def close(self, linger: float = 0.5) -> None:
-        with self._open_lock:
-            if self._closed:
-                return
-            self._closed = True
+        if not self._begin_close():
+            return
         ms = max(0, int(linger * 1000))
         for sock in self._push:
             if sock is not None:
