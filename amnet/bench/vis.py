@@ -50,7 +50,8 @@ def _parser(reps: int, sizes: Any, elem: int, stride: int, latencies: Any, sampl
                     "VIS call vs a flood of single gets vs one contiguous get of the same "
                     "bytes, per emulated network latency. Reports MB/s (higher is better).")
     p.add_argument("--reps", type=int, default=reps, metavar="R",
-                   help="repetitions (a fresh job per latency each) (default: %(default)s)")
+                   help="repetitions (a fresh job per conduit and latency each) (default: "
+                        "%(default)s)")
     p.add_argument("--sizes", type=parse_sizes, default=parse_sizes(sizes), metavar="S,S",
                    help="total bytes per transfer (default: 1K,4K,16K,64K,256K,1M,4M)")
     p.add_argument("--elem", type=int, default=elem, metavar="B",
