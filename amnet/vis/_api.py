@@ -74,7 +74,8 @@ class VIS:
         if isinstance(dst, Pieces):
             C.pieces_overlap(dst, what)
         elif is_get:  # local buffers
-            C.views_overlap(dst.views, f"{what}: destination buffer")
+            if not dst.checked:
+                C.views_overlap(dst.views, f"{what}: destination buffer")
         elif C.region_overlaps(dst):  # a strided remote region, mapped or not
             raise ValueError(f"{what}: the destination region overlaps itself (two "
                              "elements share a byte)")
@@ -128,7 +129,7 @@ class VIS:
         local = C.local_strided(buf, local_offset, local_strides, elemsz, counts, lside,
                                 writable, what)
         remote = Views([r.view(seg)]) if seg is not None else r
-        return remote, Views([local])
+        return remote, Views([local], checked=writable)
 
     # -- builders: (what, peer, seg, *user args) -> (remote side, local side) -------------
     def _put_vector(self, what, peer, seg, dst_list, src_list):

@@ -15,6 +15,7 @@ import numpy as np
 from .._errors import SegmentBoundsError
 from ._layout import U8, Pieces, Views, extent, self_overlaps, simplify, strided_view
 
+_U8 = np.dtype(U8)
 MAX_LEVELS = 31  # numpy arrays have at most 32 dimensions; the element's bytes take one
 INT64_MAX = (1 << 63) - 1
 
@@ -131,6 +132,10 @@ def byte_view(buf: Any, writable: bool, what: str) -> np.ndarray:
         TypeError: not bytes-like, holds Python objects, or read-only where written.
     """
     if isinstance(buf, np.ndarray):
+        if buf.dtype is _U8 and buf.ndim == 1:  # the common case, as it is
+            if writable and not buf.flags.writeable:
+                raise TypeError(f"{what} is read-only")
+            return buf
         arr = buf
     else:
         try:
@@ -182,6 +187,8 @@ def region_overlaps(region: Views | Strided) -> bool:
 
 def views_overlap(views: list[np.ndarray], what: str) -> None:
     """Raise ValueError when destination buffers (or one buffer with itself) share a byte."""
+    if len(views) == 1 and views[0].flags.c_contiguous:
+        return  # one contiguous buffer: nothing to share a byte with
     spans = []
     for i, v in enumerate(views):
         if not v.size:
@@ -273,7 +280,8 @@ def counts_of(elemsz: Any, count: Any, what: str) -> tuple[int, tuple[int, ...]]
 
 def local_strided(buf: Any, offset: Any, strides: Any, elemsz: int, counts: tuple,
                   side: str, writable: bool, what: str) -> np.ndarray:
-    """The local side of a strided transfer as one uint8 view.
+    """The local side of a strided transfer as one uint8 view; a destination
+    (``writable``) is checked not to overlap itself.
 
     Either ``offset`` and ``strides`` describe the region in a contiguous buffer, or both
     are None and ``buf`` is a numpy array whose own shape and strides describe it (its C-order
@@ -295,6 +303,8 @@ def local_strided(buf: Any, offset: Any, strides: Any, elemsz: int, counts: tupl
         if elemsz and buf.itemsize and elemsz % buf.itemsize:
             raise ValueError(f"{what}: elemsz {elemsz} is not a whole number of {buf.dtype} "
                              f"values ({buf.itemsize} bytes each)")
+        if writable:
+            views_overlap([v], f"{what}: destination buffer")
         return v
     if offset is None or strides is None:
         raise TypeError(f"{what}: give both {side}_offset and {side}_strides, or neither")
@@ -319,6 +329,8 @@ def local_strided(buf: Any, offset: Any, strides: Any, elemsz: int, counts: tupl
 
 
 def _seq(v: Any, what: str) -> list:
+    if type(v) is list:
+        return v
     if isinstance(v, int | np.integer) or isinstance(v, str | bytes):
         raise TypeError(f"{what} must be a sequence of ints, got {type(v).__name__}")
     try:

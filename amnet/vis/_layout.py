@@ -128,9 +128,10 @@ def self_overlaps(counts: tuple[int, ...], strides: tuple[int, ...], elemsz: int
 class Views:
     """A side made of numpy uint8 views, read and written in C order one after another."""
 
-    __slots__ = ("cum", "total", "views")
+    __slots__ = ("checked", "cum", "total", "views")
 
-    def __init__(self, views: list[np.ndarray]) -> None:
+    def __init__(self, views: list[np.ndarray], checked: bool = False) -> None:
+        self.checked = checked  # a destination already known not to overlap itself
         self.views = [v for v in views if v.size]
         if len(self.views) == 1:
             self.total = self.views[0].size
