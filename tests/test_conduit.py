@@ -491,6 +491,19 @@ def test_tcp_sends_a_backlog_while_the_sender_does_nothing(tcp_pair):
     assert recv_one(b) == (b"after", b"x")
 
 
+@pytest.mark.parametrize("topo", [dict(n=6, nodes=6), dict(n=6, nodes=3, threads_per_proc=2)],
+                         ids=["6procs", "3procs-T2"])
+def test_tcp_all_to_all_oversubscribed(marked, topo):
+    """The tcp conduit with more processes than cores (blocking waits): every pair at once,
+    puts, gets and VIS, then megabytes queued to every peer at once (backlogs and the
+    flusher), round after round; every byte checked."""
+    res = amnet.run(functools.partial(conduitjobs.all_to_all, rounds=8), conduit="tcp",
+                    segment_size="16M", timeout=120, **topo)
+    for me, got in enumerate(res):
+        assert [p for p, *_ in got] == [p for p in range(6) if p != me]
+        assert all(ok for *_, ok in got), got
+
+
 def test_zmq_count_dropped_by_the_core(zmq_pair):
     a, b, _ = zmq_pair
     b.count_dropped()

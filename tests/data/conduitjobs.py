@@ -218,3 +218,38 @@ def forged(ep, cases):
         out["pong"] = PONG[0]
     ep.barrier()
     return out
+
+
+def all_to_all(ep, rounds):
+    """Every rank, each round: a 4 KiB put_nbi, a small get and a strided VIS get to every
+    other rank, checked; then 1 MiB put_nbi to every other rank at once (megabytes waiting
+    to be sent: the tcp conduit's backlogs), the source overwritten, ``wait_nbi`` and a
+    barrier. Returns the bytes
+    each rank finally holds from each peer's last 1 MiB put, as (peer, first, last, ok)."""
+    import numpy as np
+
+    n, me = ep.size, ep.rank
+    seg = ep.segment
+    seg[:] = me
+    slot = 1 << 20  # byte 4 MiB + slot * peer: the 1 MiB puts
+    ep.barrier()
+    for r in range(rounds):
+        big = np.full(slot, (me + r) % 251, np.uint8)
+        for k in range(1, n):
+            peer = (me + k) % n
+            ep.put_nbi(peer, 4096 * me, big[:4096])
+            got = bytes(ep.get(peer, 3 << 20, 64))
+            assert got == bytes([peer]) * 64, (r, peer, got[:4])
+            out = np.zeros(64 * 850, np.uint8)
+            ep.vis.get_strided(peer, out, 0, [850], 3 << 20, [850], 256, [64])
+            assert (np.lib.stride_tricks.as_strided(out, (64, 256), (850, 1)) == peer).all()
+        ep.barrier()  # everyone is done reading before the 1 MiB puts land
+        for k in range(1, n):
+            ep.put_nbi((me + k) % n, (4 << 20) + slot * me, big)
+        big[:] = 255  # a put's source may be reused at once, queued bytes or not
+        ep.wait_nbi()
+        ep.barrier()
+    last = (rounds - 1)
+    return [(p, int(seg[(4 << 20) + slot * p]), int(seg[(4 << 20) + slot * (p + 1) - 1]),
+             bool((seg[(4 << 20) + slot * p:(4 << 20) + slot * (p + 1)] == (p + last) % 251)
+                  .all())) for p in range(n) if p != me]
