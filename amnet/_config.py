@@ -174,7 +174,7 @@ OPTIONS: dict[str, Option] = {
             "conduit",
             str,
             "zmq",
-            "the name of a registered conduit (see amnet.core.conduit.CONDUITS)",
+            "the name of a registered conduit: zmq, tcp, or one an installed package registers",
             "The conduit that carries AMs between processes.",
             _known_conduit,
         ),

@@ -50,6 +50,16 @@ def test_hello_readme_command(runner):
         for r in range(4))
 
 
+def test_conduit_option_picks_the_conduit(runner):
+    s = runner.script("cname.py", "import amnet\nep = amnet.init()\n"
+                                  "print(ep.rank, ep.statistics().conduit.name, flush=True)\n"
+                                  "ep.barrier()\n")
+    for flag, name in ((["--conduit", "tcp"], "tcp"), ([], "zmq")):
+        out = runner("-n", "2", "--nodes", "2", *flag, s)
+        assert out.returncode == 0, out.stderr
+        assert sorted(out.stdout.split("\n")[:2]) == [f"0 {name}", f"1 {name}"], out.stdout
+
+
 def test_console_script_and_module_are_the_same(runner):
     exe = shutil.which("amnet-run") or str(Path(sys.executable).parent / "amnet-run")
     out = subprocess.run([exe, "-n", "2", "--label", HELLO], capture_output=True, text=True,
@@ -333,6 +343,9 @@ def test_init_twice_fails_the_job(runner):
     (["-n", "4", "--nodes", "2", "--procs-per-node", "1"], "disagree"),
     (["-n", "2", "--segment-size", "tiny"],
      "bad value 'tiny' for segment_size (from --segment-size)"),
+    (["-n", "2", "--conduit", "pigeon"],
+     "bad value 'pigeon' for conduit (from --conduit): expected the name of a registered "
+     "conduit: zmq, tcp"),
     (["-n", "2", "--hosts", "a,b"], "--hosts/--hostfile place agents on other hosts"),
     (["-n", "2", "--spawner", "custom", "--spawn-cmd", "x %C %"], "unknown placeholder '%'"),
     (["-n", "2", "--timeout", "0"], "--timeout must be a positive number of seconds"),

@@ -71,6 +71,10 @@ def amnet_run(
         "--no-pshm",
         help="Carry node-local traffic through the conduit's loopback instead of shared "
              "memory [env AMNET_PSHM=0].")] = False,
+    conduit: Annotated[str | None, typer.Option(
+        "--conduit", metavar="NAME",
+        help="The conduit between nodes: zmq (CurveZMQ across hosts) or tcp (plain sockets, "
+             "faster with few cores, unencrypted) [env AMNET_CONDUIT; default zmq].")] = None,
     label: Annotated[bool, typer.Option(
         "--label", help="Prefix each output line with [rank].")] = False,
     timeout: Annotated[float | None, typer.Option(
@@ -108,7 +112,8 @@ def amnet_run(
     try:
         topo = Topology.make(n, procs_per_node, threads_per_proc, nodes)
         config = Config.resolve(
-            overrides={"segment_size": segment_size, "pshm": False if no_pshm else None},
+            overrides={"segment_size": segment_size, "pshm": False if no_pshm else None,
+                       "conduit": conduit},
             from_flags=True)
         check_for_topology(config, topo.threads_per_proc)
     except ConfigError as e:
