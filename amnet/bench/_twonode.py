@@ -83,6 +83,27 @@ def pin_note(pin: str) -> str | None:
     return note
 
 
+def merge_sections(suite: str, net: dict[str, Any] | None,
+                   node: dict[str, Any] | None) -> dict[str, Any]:
+    """A suite's result from its network and node sections (each a dict of ``config``,
+    ``results`` and ``table``, or None when not run): both tables, the first as ``table``."""
+    tables: list[dict[str, Any]] = []
+    out: dict[str, Any] = {"suite": suite, "config": {}, "results": []}
+    if net is not None:
+        out["config"].update(net["config"])
+        out["results"] += net["results"]
+        tables.append(net["table"])
+    if node is not None:
+        out["config"]["node"] = node["config"]
+        out["results"] += node["results"]
+        tables.append(node["table"])
+    out["config"]["sections"] = [t["section"] for t in tables]
+    out["tables"] = tables
+    out["table"] = {"columns": tables[0]["columns"], "rows": tables[0]["rows"]}
+    out["notes"] = [n for t in tables for n in t["notes"]]
+    return out
+
+
 def parse_conduits(text: Any) -> list[str]:
     """A comma list of registered conduit names (``--conduit``), duplicates dropped."""
     from ..core.conduit import CONDUITS, load_plugins

@@ -58,6 +58,7 @@ from ._twonode import (
     cpu_cells,
     cpu_count,
     dist,
+    merge_sections,
     over_reps,
     parse_conduits,
     parse_modes,
@@ -157,23 +158,8 @@ def am(args: Sequence[str] | None = None, *, iters: int = 2000, warmup: int = 20
     if not (opts.node or opts.network):
         parser.error("--no-node and --no-network leave nothing to run")
 
-    tables: list[dict[str, Any]] = []
-    out: dict[str, Any] = {"suite": "am", "config": {}, "results": []}
-    if opts.network:
-        net = _network(opts, progress)
-        out["config"].update(net["config"])
-        out["results"] += net["results"]
-        tables.append(net["table"])
-    if opts.node:
-        nd = _node_section(opts, progress)
-        out["config"]["node"] = nd["config"]
-        out["results"] += nd["results"]
-        tables.append(nd["table"])
-    out["config"]["sections"] = [t["section"] for t in tables]
-    out["tables"] = tables
-    out["table"] = {"columns": tables[0]["columns"], "rows": tables[0]["rows"]}
-    out["notes"] = [n for t in tables for n in t["notes"]]
-    return out
+    return merge_sections("am", _network(opts, progress) if opts.network else None,
+                          _node_section(opts, progress) if opts.node else None)
 
 
 def _network(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:

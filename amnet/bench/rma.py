@@ -63,6 +63,7 @@ from ._twonode import (
     cpu_cells,
     cpu_count,
     dist,
+    merge_sections,
     over_reps,
     parse_modes,
     parse_sizes,
@@ -205,23 +206,8 @@ def rma(args: Sequence[str] | None = None, *, reps: int = 7,
     if max(opts.node_lat_sizes + opts.node_bw_sizes) > 1 << 30:
         parser.error("node section sizes are at most 1 GiB")
 
-    tables: list[dict[str, Any]] = []
-    out: dict[str, Any] = {"suite": "rma", "config": {}, "results": []}
-    if opts.network:
-        net = _network(parser, opts, progress)
-        out["config"].update(net["config"])
-        out["results"] += net["results"]
-        tables.append(net["table"])
-    if opts.node:
-        nd = _node_section(opts, progress)
-        out["config"]["node"] = nd["config"]
-        out["results"] += nd["results"]
-        tables.append(nd["table"])
-    out["config"]["sections"] = [t["section"] for t in tables]
-    out["tables"] = tables
-    out["table"] = {"columns": tables[0]["columns"], "rows": tables[0]["rows"]}
-    out["notes"] = [n for t in tables for n in t["notes"]]
-    return out
+    return merge_sections("rma", _network(parser, opts, progress) if opts.network else None,
+                          _node_section(opts, progress) if opts.node else None)
 
 
 def _network(parser: argparse.ArgumentParser, opts: argparse.Namespace,
