@@ -17,7 +17,7 @@ from typing import Any
 
 from . import BenchError
 from ._report import find_mpiexec
-from ._twonode import JOB_TIMEOUT_S
+from ._twonode import JOB_TIMEOUT_S, cpu_count
 
 #: The hybrid paper's Table 2 configurations, in the paper's (expected ascending) order:
 #: (label, short name, amnet.run keywords). Every option is given explicitly, so AMNET_*
@@ -66,6 +66,24 @@ def run_node(fn: Callable, plan: dict[str, Any], **options: Any) -> dict[str, An
         raise BenchError(f"the amnet job {fn.__name__} (n=2, one node, {options}) failed: "
                          f"{type(e).__name__}: {e}") from e
     return res[0]
+
+
+def auto_and_pin_notes(opts: Any, pin: str, resolved: dict, unpinned: str,
+                       split: str) -> list[str]:
+    """The node section's notes on what ``auto`` resolved to (``resolved``: (key, mode) ->
+    the modes it ran as) and on ``--pin``: ``unpinned`` names the peers that know no
+    pinning, ``split`` says where ``--pin split`` put everything."""
+    notes = []
+    if "auto" in opts.wait_modes:
+        got = sorted({m for (_, mode), ms in resolved.items() if mode == "auto" for m in ms})
+        notes.append(f"amnet's auto wait mode resolved to {'/'.join(got) or '-'} here "
+                     f"(2 ranks on one node, {cpu_count()} usable cores).")
+    if pin != opts.pin:
+        notes.append(f"--pin {opts.pin} applies to the network section; the node section ran "
+                     f"unpinned ({unpinned} know none and split).")
+    elif pin == "split":
+        notes.append(f"--pin split: {split}")
+    return notes
 
 
 def mpi_missing() -> str | None:

@@ -455,16 +455,10 @@ def _node_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
         "(each row slower than the one before).")
     for mode, held in ordering.items():
         notes.append(f"ordering ({mode}): " + "; ".join(held) + ".")
-    if "auto" in opts.wait_modes:
-        got = sorted({m for (key, mode), ms in resolved.items() if mode == "auto" for m in ms})
-        notes.append(f"amnet's auto wait mode resolved to {'/'.join(got) or '-'} here "
-                     f"(2 ranks on one node, {cpu_count()} usable cores).")
-    if pin != opts.pin:
-        notes.append(f"--pin {opts.pin} applies to the network section; the node section ran "
-                     "unpinned (raw-shm and mpi4py know none and split).")
-    elif pin == "split":
-        notes.append("--pin split: rank 0 / side A on the first usable core, rank 1 / side B "
-                     "on the second (for 2 threads: each rank's thread only).")
+    notes += _node.auto_and_pin_notes(
+        opts, pin, resolved, "raw-shm and mpi4py",
+        "rank 0 / side A on the first usable core, rank 1 / side B on the second (for 2 "
+        "threads: each rank's thread only).")
     config = {"iters": opts.node_iters, "warmup": opts.node_warmup, "batch": batch,
               "reps": opts.reps, "pin": pin, "wait_modes": opts.wait_modes,
               "configs": {label: {"n": 2, **kw} for label, _, kw in _node.CONFIGS},

@@ -535,16 +535,10 @@ def _node_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
         f"latency <= {TARGET_NODE_PUT:g}x mpi4py RMA put; put and get bandwidth >= "
         f"{TARGET_NODE_BW:g}x memcpy for sizes >= {size_label(TARGET_NODE_BW_SIZE)}. Ratios: "
         "amnet / peer, lower is better for latency, higher for bandwidth.")
-    if "auto" in opts.wait_modes:
-        got = sorted({w for (k, mode), ws in resolved.items() if mode == "auto" for w in ws})
-        notes.append(f"amnet's auto wait mode resolved to {'/'.join(got) or '-'} here "
-                     f"(2 ranks on one node, {cpu_count()} usable cores).")
-    if pin != opts.pin:
-        notes.append(f"--pin {opts.pin} applies to the network section; the node section ran "
-                     "unpinned (memcpy and mpi4py know none and split).")
-    elif pin == "split":
-        notes.append("--pin split: rank 0 on the first usable core, rank 1 on the second "
-                     "(for 2 threads: each rank's thread only); memcpy on the first.")
+    notes += _node.auto_and_pin_notes(
+        opts, pin, resolved, "memcpy and mpi4py",
+        "rank 0 on the first usable core, rank 1 on the second (for 2 threads: each rank's "
+        "thread only); memcpy on the first.")
     config = {"reps": opts.reps, "pin": pin, "wait_modes": opts.wait_modes,
               "lat_sizes": lat_sizes, "iters": opts.node_iters, "warmup": opts.node_warmup,
               "batch": batch, "bw_sizes": bw_sizes, "bw_bytes": opts.node_bytes,
