@@ -1,7 +1,14 @@
 """amnet: a GASNet-style active-message communication layer for Python.
 
+What exists: the launcher (``amnet-run``, :func:`amnet.run`), the AM core and extended API
+(handlers, Short/Medium/Long requests and replies, put/get, atomics, barriers, rpc), the
+shared-memory network inside a node (:mod:`amnet.pshm`), vector/indexed/strided transfers
+(``ep.vis``) and the ``amnet-bench`` measurements. Planned, each with its own issue:
+automatic nonblocking scheduling (:mod:`amnet.nbcomm`, an empty placeholder today), teams and
+collectives, and the UPC runtime client (:mod:`upc_rt`, an empty placeholder today).
+
 The public namespace is curated here; everything else lives in private modules. See
-``docs/user-guide.md`` to run jobs and DESIGN.md for the contract.
+``docs/user-guide.md`` to run jobs and ``docs/design.md`` for the architecture and contract.
 """
 
 from ._config import Config as Config

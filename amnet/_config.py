@@ -1,4 +1,4 @@
-"""The configuration object (DESIGN.md section 12).
+"""The configuration object (docs/design.md §12).
 
 A closed set of typed options. Each option has an ``AMNET_<NAME>`` environment variable;
 ``amnet-run`` flags override the environment, which overrides the default. An unknown

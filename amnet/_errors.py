@@ -53,7 +53,7 @@ class BarrierMismatch(CollectiveMismatch):
 
 
 class AMContextError(AMNetError, RuntimeError):
-    """Raised when a call breaks the restricted handler context (DESIGN.md section 3).
+    """Raised when a call breaks the restricted handler context (docs/design.md §3).
 
     A request handler replied twice, replied after it returned, or sent anything but its
     reply; a reply handler sent anything; any handler polled, waited, entered a barrier or

@@ -1,4 +1,4 @@
-"""Job topology: how ranks map to threads, processes and nodes (DESIGN.md section 2).
+"""Job topology: how ranks map to threads, processes and nodes (docs/design.md §2).
 
 Ranks are numbered node-major, then process, then thread::
 

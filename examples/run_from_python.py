@@ -6,6 +6,10 @@ amnet.run(fn, n=...) runs fn(ep) on every rank of a new job and returns the resu
 list indexed by rank. fn travels by name, so it must be a module-level function; the ranks
 load this file again under another name, which is why the driver code below sits under
 ``if __name__ == "__main__":``.
+
+The second job fails on purpose (rank 2 raises), to show the exception re-raised in the
+caller; rank 2 prints its traceback on stderr, and the script says beforehand that it is
+expected.
 """
 
 import amnet
@@ -38,7 +42,10 @@ if __name__ == "__main__":
         assert rank == (node * p + local_proc) * t + thread, (rank, node, proc, thread)
         print(f"rank {rank}: node {node}, proc {proc}, thread {thread} on {host}")
 
-    # An exception in a rank is re-raised here, with the rank named in a note.
+    # An exception in a rank is re-raised here, with the rank named in a note. The failing
+    # rank also prints its traceback on stderr: say so first, so nobody takes it for a bug.
+    print("next: a job whose rank 2 raises ValueError on purpose; the traceback that follows "
+          "(rank 2's stderr) is expected", flush=True)
     try:
         amnet.run(fails_on_rank_2, n=4)
     except ValueError as e:

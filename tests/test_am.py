@@ -41,7 +41,7 @@ CORE_JOBS = {  # the default max_medium once, small ones elsewhere to keep it fa
     "n4-nodes2": dict(N4, segment_size="2M"),
     "n4-nodes2-T2": dict(N4T2, segment_size="2M", max_medium=4096),
     "n1": dict(n=1, segment_size="2M", max_medium=4096),
-    # the shared-memory network (DESIGN.md section 6): each backing, PSHM off, T = 1, 2, 4
+    # the shared-memory network (docs/design.md §6): each backing, PSHM off, T = 1, 2, 4
     # with processes sharing a node, the smallest queue depth, forced thread safety
     "n4-1node-sysv": dict(n=4, nodes=1, segment_size="2M", max_medium=4096,
                           pshm_backing="sysv"),
@@ -152,7 +152,7 @@ def check_context(res: list[dict]) -> None:
         waits = [p for p in probes if p[1] in ("handle pending", "handle.wait")]
         if c["direct"]:
             # the last rank is on my node with PSHM on: a put to it is a direct copy,
-            # complete on return (DESIGN.md section 5), so no handle can be left pending
+            # complete on return (docs/design.md §5), so no handle can be left pending
             assert waits == []
             assert c["local_put_done"] is (True if r["rank"] == 0 else None)
         elif r["rank"] == 0 and n > 1:
@@ -460,7 +460,7 @@ def test_exception_in_handler_cli_diagnosis(runner, topo):
 def test_register_handlers_serves_ams_while_it_waits(mark):
     """Rank 0 waits in the register_handlers collective while rank 1 (another process) sends
     it a request and waits for the reply before joining: rank 0 must make AM progress
-    (DESIGN.md section 4: every amnet call polls), or the job deadlocks."""
+    (docs/design.md §4: every amnet call polls), or the job deadlocks."""
     got = amnet.run(amjobs.register_while_peer_waits, n=2, timeout=60)
     replied, seconds = got[1]
     assert replied, f"rank 0 did not reply in {seconds:.1f} s while in register_handlers"

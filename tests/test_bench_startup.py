@@ -104,6 +104,22 @@ def test_cli_list():
     assert p.returncode == 0 and "startup" in p.stdout
 
 
+def test_cli_help_says_what_out_writes():
+    p = subprocess.run([*BENCH, "--help"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    out_help = " ".join(p.stdout.split())  # the help is wrapped to the terminal's width
+    for what in ("DIR/results.json", "DIR/results.md", "PNG plots", "matplotlib", "--version"):
+        assert what in out_help, p.stdout
+
+
+def test_cli_version():
+    from importlib import metadata
+
+    p = subprocess.run([*BENCH, "--version"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == f"amnet-bench {metadata.version('amnet')}\n"
+
+
 def test_cli_unknown_suite():
     p = subprocess.run([*BENCH, "no-such-suite"], capture_output=True, text=True, timeout=60)
     assert p.returncode != 0

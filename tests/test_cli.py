@@ -408,6 +408,54 @@ def test_help_is_for_humans(runner):
         assert word in out.stdout
 
 
+def test_version(runner):
+    from importlib import metadata
+
+    out = runner("--version")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == f"amnet-run {metadata.version('amnet')}\n"
+    assert out.stderr == ""
+    assert "--version" in runner("--help").stdout
+    # after SCRIPT, --version is the script's argument like any other
+    s = runner.script("argv.py", "import sys\nprint(sys.argv[1:])\n")
+    out = runner("-n", "1", s, "--version")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "['--version']\n"
+
+
+@pytest.mark.parametrize("label", [[], ["--label"]], ids=["plain", "label"])
+def test_a_script_that_does_not_compile_is_reported_once(runner, label):
+    s = runner.script("bad.py", "import amnet\ndef f(:\n    pass\n")
+    out = runner("-n", "4", "--nodes", "2", *label, s)
+    assert out.returncode == 1, out.stderr  # as for a rank's uncaught exception
+    assert out.stdout == ""
+    # Python's report, once, as a rank would print it (no [rank] label: no rank ran)
+    assert out.stderr.splitlines()[:4] == [
+        f'  File "{s}", line 2', "    def f(:", "          ^", "SyntaxError: invalid syntax"]
+    assert out.stderr.count("SyntaxError") == 2  # the report, then the diagnosis
+    assert out.stderr.splitlines()[4:] == [
+        f"amnet-run: app script {s!r} does not compile: SyntaxError: invalid syntax "
+        "(bad.py, line 2); no rank was started"]
+
+
+def test_only_compiling_is_checked_before_the_start(runner):
+    # a SyntaxError raised while the script runs is a rank's exception, as before
+    s = runner.script("late_syntax.py", "import amnet\nep = amnet.init()\n"
+                                        "if ep.rank == 1:\n    exec('def f(:')\n"
+                                        "ep.barrier()\n")
+    out = runner("-n", "2", s)
+    assert out.returncode == 1
+    assert f"amnet-run: rank 1 (node 0, proc 1, host {HOST}) raised SyntaxError: " \
+        in out.stderr
+    assert "does not compile" not in out.stderr
+    # the launcher compiles the bytes as the ranks do: a coding declaration is honoured
+    latin = runner.tmp / "latin.py"
+    latin.write_bytes(b"# -*- coding: latin-1 -*-\nprint('caf\xe9')\n")
+    out = runner("-n", "1", str(latin))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "caf\u00e9\n"
+
+
 def test_a_rank_that_ended_before_the_others_enter_init(runner):
     """The ended rank is known first; the others arrive later and must not wait forever."""
     flag = runner.tmp / "first"

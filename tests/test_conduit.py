@@ -1,4 +1,4 @@
-"""Conduit conformance (DESIGN.md section 7), in the style of dask.distributed's comm tests.
+"""Conduit conformance (docs/design.md §7), in the style of dask.distributed's comm tests.
 
 One set of ``check_*`` functions runs against every conduit in
 ``amnet.core.conduit.CONDUITS`` (plugins of the ``amnet.conduits`` entry-point group

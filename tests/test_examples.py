@@ -50,8 +50,12 @@ def test_run_from_python_example(runner):
                          cwd=runner.tmp)
     assert out.returncode == 0, out.stdout + out.stderr
     lines = out.stdout.splitlines()
-    assert len(lines) == 10 and lines[-1] == "ok", out.stdout
-    assert lines[8].startswith("caught ValueError from the job: raised on rank 2"), lines[8]
+    assert len(lines) == 11 and lines[-1] == "ok", out.stdout
+    # the failing rank's traceback is announced as expected before it comes
+    assert lines[8].startswith("next: a job whose rank 2 raises ValueError on purpose; the "
+                               "traceback that follows (rank 2's stderr) is expected"), lines[8]
+    assert "Traceback (most recent call last):" in out.stderr
+    assert lines[9].startswith("caught ValueError from the job: raised on rank 2"), lines[9]
     for rank, line in enumerate(lines[:8]):
         node, proc, thread = rank // 4, rank // 2, rank % 2
         assert line.startswith(f"rank {rank}: node {node}, proc {proc}, thread {thread} on "), line

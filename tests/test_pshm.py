@@ -1,4 +1,4 @@
-"""The shared-memory network between the processes of a node (DESIGN.md section 6), in real
+"""The shared-memory network between the processes of a node (docs/design.md §6), in real
 jobs: floods at the smallest queue depth, kill -9 in the middle of one, segment views and
 direct copies, node-local atomics, in-line AMs within a process, fragmented rpc, the space
 check at start, doorbells, and the PSHM options.

@@ -1,5 +1,5 @@
 """The extended API in real jobs: put/get (blocking, NB, NBI), access regions, fence, atomics,
-rpc, and bad input (DESIGN.md section 5).
+rpc, and bad input (docs/design.md §5).
 
 Each test runs one job per topology (4 ranks over 2 simulated nodes, one rank per process or
 two rank-threads per process); the checks live in ``tests/data/rmajobs.py`` and raise
@@ -19,7 +19,7 @@ import amnet
 TOPOLOGIES = [
     pytest.param(dict(n=4, nodes=2), id="N4-2nodes"),
     pytest.param(dict(n=4, nodes=2, threads_per_proc=2), id="N4-2nodes-T2"),
-    # the shared-memory network (DESIGN.md section 6): each backing, PSHM off, T = 1, 2, 4
+    # the shared-memory network (docs/design.md §6): each backing, PSHM off, T = 1, 2, 4
     # with processes sharing a node, the smallest queue depth, forced thread safety
     pytest.param(dict(n=4, nodes=1, pshm_backing="sysv"), id="N4-1node-sysv"),
     pytest.param(dict(n=4, nodes=2, pshm_backing="file"), id="N4-2nodes-file"),

@@ -1,4 +1,4 @@
-"""Job topology: shapes, rank numbering and every bad shape (DESIGN.md section 2)."""
+"""Job topology: shapes, rank numbering and every bad shape (docs/design.md §2)."""
 
 import itertools
 

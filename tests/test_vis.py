@@ -1,4 +1,4 @@
-"""VIS (``ep.vis``, DESIGN.md section 9) in real jobs, in the spirit of GASNet's testvis.
+"""VIS (``ep.vis``, docs/design.md §9) in real jobs, in the spirit of GASNet's testvis.
 
 Property tests: hypothesis draws lists of transfers (vector, indexed, strided; random piece
 lists cut differently on the two sides, zero-length entries, negative and permuted strides,

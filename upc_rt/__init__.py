@@ -1,5 +1,6 @@
-"""upc_rt: a thin UPC runtime on top of amnet (DESIGN.md section 11).
+"""upc_rt: the UPC runtime client of amnet. Planned, not written yet: this package is an
+empty placeholder and provides nothing today.
 
-Shared arrays, pointers-to-shared, memget/memput, barriers, locks and collectives arrive with
-the upc_rt issues; this package is the place they live.
+Shared arrays, pointers-to-shared, memget/memput, barriers, locks and collectives are to
+arrive with the upc_rt issues, built on amnet's public interfaces (docs/design.md §11).
 """

@@ -71,14 +71,21 @@ def mpich_version(mpiexec: str | None = None) -> str | None:
     return m.group(1) if m else None
 
 
-def machine_info() -> dict[str, Any]:
-    """Where and with what a run was made: host, cores, Python, amnet, pyzmq/libzmq, MPICH."""
+def amnet_version() -> str:
+    """amnet's version, from the installed package's metadata (``amnet.__version__`` when
+    amnet runs from a tree that was never installed)."""
     from importlib import metadata
 
     try:
-        amnet_version = metadata.version("amnet")
+        return metadata.version("amnet")
     except metadata.PackageNotFoundError:
-        from amnet import __version__ as amnet_version
+        from amnet import __version__
+
+        return __version__
+
+
+def machine_info() -> dict[str, Any]:
+    """Where and with what a run was made: host, cores, Python, amnet, pyzmq/libzmq, MPICH."""
     info: dict[str, Any] = {
         "hostname": socket.gethostname(),
         "platform": platform.platform(),
@@ -87,7 +94,7 @@ def machine_info() -> dict[str, Any]:
         else None,
         "python": sys.version.split()[0],
         "python_executable": sys.executable,
-        "amnet": amnet_version,
+        "amnet": amnet_version(),
     }
     try:
         import zmq

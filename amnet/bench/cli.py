@@ -35,6 +35,12 @@ def _fail(msg: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"amnet-bench {report.amnet_version()}")
+        raise typer.Exit(0)
+
+
 def _suite_list() -> str:
     width = max(map(len, SUITES), default=0)
     return "\n".join(f"  {name.ljust(width)}  {(fn.__doc__ or '').strip().splitlines()[0]}"
@@ -50,13 +56,17 @@ def amnet_bench(
                                                 help="The suite to run (see --list).")] = None,
     out: Annotated[Path | None, typer.Option(
         "--out", metavar="DIR",
-        help="Write DIR/results.json (machine, config, every sample) and DIR/results.md.")]
+        help="Write DIR/results.json (machine, config, every sample), DIR/results.md and, "
+             "for suites that draw curves, PNG plots (DIR/*.png; needs matplotlib).")]
         = None,
     list_suites: Annotated[bool, typer.Option("--list", help="List the suites and exit.")]
         = False,
     show_help: Annotated[bool, typer.Option(
         "-h", "--help", help="Show this message and exit; after SUITE, the suite's options.")]
         = False,
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True,
+        help="Print amnet-bench's version and exit.")] = False,
 ) -> None:
     """Run a measurement SUITE: print a Markdown table of figures beside their peer."""
     if list_suites:

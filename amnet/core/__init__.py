@@ -1,1 +1,4 @@
-"""amnet.core: the endpoint, bootstrap collectives and (next) the AM core and extended API."""
+"""amnet.core: the endpoint, the AM core, the extended API and the conduits.
+
+See docs/design.md §3-7 and docs/am-guide.md.
+"""

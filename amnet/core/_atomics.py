@@ -1,4 +1,4 @@
-"""Remote atomics (DESIGN.md section 5): ops, dtypes, and how values travel as int64.
+"""Remote atomics (docs/design.md §5): ops, dtypes, and how values travel as int64.
 
 An atomic runs at the owner of the target word, inside the owner's progress (one handler at
 a time per process), so concurrent atomics on a word from every rank are serialised there.

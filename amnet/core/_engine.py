@@ -358,7 +358,7 @@ class Engine:
     # -- in-line (same process) -----------------------------------------------------------
     def _inline_user(self, rs: RankState, flags: int, dest: int, idx: int, payload: Any,
                      length: int, offset: int, args: tuple) -> None:
-        """Run the handler of an AM to a rank of this process right here (DESIGN.md 3)."""
+        """Run the handler of an AM to a rank of this process right here (docs/design.md §3)."""
         drs = self.ranks[dest - self.first]
         table = drs.table if drs is not None else None
         if table is None or idx >= len(table.fns):

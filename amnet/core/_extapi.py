@@ -1,5 +1,5 @@
 """The extended API of the Endpoint: put/get (blocking, NB, NBI), access regions, atomics,
-fence, split-phase barriers and rpc (DESIGN.md section 5)."""
+fence, split-phase barriers and rpc (docs/design.md §5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The conduit interface: how AM frames travel between processes (DESIGN.md section 7).
+"""The conduit interface: how AM frames travel between processes (docs/design.md §7).
 
 A conduit moves opaque *messages* between the processes of a job. A message is a header
 (``bytes``, at most :data:`MAX_HEADER` long) and an optional payload (any bytes-like object,

@@ -1,4 +1,4 @@
-"""The Endpoint: one rank's handle on the job (DESIGN.md sections 3-5).
+"""The Endpoint: one rank's handle on the job (docs/design.md §3-5).
 
 It carries the topology and the bootstrap collectives (here), the core AM API
 (:mod:`amnet.core._amapi`) and the extended API (:mod:`amnet.core._extapi`).
@@ -118,7 +118,7 @@ class Endpoint(EndpointBase, AMMixin, ExtendedMixin):
     @property
     def vis(self) -> Any:
         """Vector, indexed and strided put/get to and from other ranks' segments
-        (:class:`amnet.vis.VIS`, DESIGN.md section 9)."""
+        (:class:`amnet.vis.VIS`, docs/design.md §9)."""
         v = self._vis
         if v is None:
             from ._sys import extension

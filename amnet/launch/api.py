@@ -50,7 +50,7 @@ def run(
 ) -> list[Any]:
     """Run ``fn(ep)`` on every rank of a new job and return the results, indexed by rank.
 
-    The job has the shape of ``amnet-run -n N ...`` (see DESIGN.md section 2). Each rank calls
+    The job has the shape of ``amnet-run -n N ...`` (see docs/design.md §2). Each rank calls
     ``amnet.init()``, then ``fn(ep)``, then ``amnet.finalize()``. ``fn`` travels by reference,
     so it must be importable (a module-level function, or one in the running script guarded
     by ``if __name__ == "__main__":``); return values travel by pickle. Output of the ranks goes

@@ -44,6 +44,55 @@ def _fail(msg: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+def _version() -> str:
+    """amnet's version, from the installed package's metadata (``amnet.__version__`` when
+    amnet runs from a tree that was never installed)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("amnet")
+    except metadata.PackageNotFoundError:
+        from .. import __version__
+
+        return __version__
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"amnet-run {_version()}")
+        raise typer.Exit(0)
+
+
+def _check_compiles(script: str) -> None:
+    """Compile the app script here, once, before anything starts.
+
+    Every rank compiles the script again when it runs it (:mod:`amnet.core._procmain`, with
+    the same ``compile`` call), so a script that does not compile would fail every rank with
+    the same ``SyntaxError``, printed once per rank. Here it is printed once, as a rank would
+    print it, followed by a one-line diagnosis; the exit status is 1, that of a rank's
+    uncaught exception. Warnings that compiling raises (``SyntaxWarning``, ...) are left to
+    the ranks, which show them as plain Python would.
+    """
+    import traceback
+    import warnings
+
+    path = os.path.abspath(script)  # the name the ranks compile it under (the job spec's)
+    try:
+        with open(path, "rb") as f:
+            source = f.read()
+    except OSError as e:
+        _fail(f"cannot read app script {script!r}: {e.strerror or e}")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(source, path, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError) as e:  # ValueError: null bytes (Python 3.11)
+        sys.stderr.write("".join(traceback.format_exception_only(type(e), e)))
+        print(f"amnet-run: app script {script!r} does not compile: {type(e).__name__}: {e}; "
+              f"no rank was started", file=sys.stderr)
+        raise typer.Exit(1)
+
+
 @app.command(context_settings={"allow_interspersed_args": False,
                                "ignore_unknown_options": True,
                                "help_option_names": ["-h", "--help"]},
@@ -100,6 +149,9 @@ def amnet_run(
         "--insecure",
         help="No CurveZMQ for jobs across hosts: traffic unauthenticated and unencrypted "
              "(trusted networks only; warns).")] = False,
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True,
+        help="Print amnet-run's version and exit.")] = False,
 ) -> None:
     """Run SCRIPT as an SPMD job of N ranks: threads in processes in (simulated) nodes."""
     from .._config import Config, check_for_topology
@@ -126,6 +178,7 @@ def amnet_run(
         _fail(f"app script {script!r} is not readable")
     if timeout is not None and not timeout > 0:
         _fail(f"--timeout must be a positive number of seconds, got {timeout:g}")
+    _check_compiles(script)
     from ._spec import build_spec, curve_for
     from .agent import set_child_subreaper, stop_children
     from .spawners import LocalSpawner, make_spawner

@@ -1,4 +1,4 @@
-"""Spawners: how the launcher starts one agent per node (DESIGN.md section 8).
+"""Spawners: how the launcher starts one agent per node (docs/design.md §8).
 
 A spawner binds the bootstrap socket where its agents can reach it and starts the agents.
 They are registered in one place, :data:`SPAWNERS`, by name.

@@ -1,4 +1,5 @@
-"""amnet.nbcomm: automatic nonblocking scheduling of memput/memget (DESIGN.md section 10).
+"""amnet.nbcomm: automatic nonblocking scheduling of memput/memget. Planned, not written
+yet: this package is an empty placeholder and provides nothing today.
 
-Built by its own issue, on top of amnet.vis.
+It is to be built by its own issue, on top of amnet.vis (docs/design.md §10).
 """

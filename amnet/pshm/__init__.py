@@ -1,6 +1,5 @@
-"""amnet.pshm: the shared-memory network inside a node (DESIGN.md section 6).
+"""amnet.pshm: the shared-memory network inside a node (docs/design.md §6).
 
 Per-process shared objects holding AM request/reply queues, payload slots and the segments
-of the process's ranks. Built by the PSHM issue; today node-local traffic has no data path
-beyond the bootstrap service.
+of the process's ranks, mapped by every process of the node; see docs/pshm.md.
 """

@@ -1,4 +1,4 @@
-"""The shared-memory AM network of one process (DESIGN.md section 6).
+"""The shared-memory AM network of one process (docs/design.md §6).
 
 :class:`PshmNetwork` makes this process's shared object (control block, incoming request
 and reply queues, payload slots, the segments of its ranks), maps the objects of the other

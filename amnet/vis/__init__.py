@@ -1,4 +1,4 @@
-"""amnet.vis: vector, indexed and strided put/get with aggregation (DESIGN.md section 9).
+"""amnet.vis: vector, indexed and strided put/get with aggregation (docs/design.md §9).
 
 Use it as ``ep.vis`` (a :class:`VIS`); see docs/vis.md. Within a node transfers are direct
 numpy copies; between nodes they are packed into chunks of system AMs, pipelined.

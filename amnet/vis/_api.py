@@ -1,6 +1,6 @@
 """``ep.vis``: GASNet-EX VIS put/get (vector, indexed, strided), each blocking, ``_nb``
 (returning an :class:`amnet.Handle`) and ``_nbi`` (completed by ``ep.wait_nbi`` or the
-enclosing access region). DESIGN.md section 9.
+enclosing access region). docs/design.md §9.
 """
 
 from __future__ import annotations

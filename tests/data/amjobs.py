@@ -570,7 +570,7 @@ def sec_context(ep, s: State) -> dict:
     # goes to the last rank, whose process sleeps without progress meanwhile. (With one
     # process there is no such rank: put_nb polls, so a put to myself may be done at once.
     # With PSHM on and the last rank on my node, a put to it is a direct copy, complete on
-    # return: DESIGN.md section 5.)
+    # return: docs/design.md §5.)
     ep.barrier()
     direct = ep.segment_view(ep.size - 1) is not None
     local_put_done = None

@@ -1,5 +1,5 @@
 """Jobs and handlers for tests/test_pshm.py: the shared-memory network between the processes
-of a node (DESIGN.md section 6), in-line AMs within a process, direct copies and atomics.
+of a node (docs/design.md §6), in-line AMs within a process, direct copies and atomics.
 
 Handlers reach their rank's state through ``FLOOD[token.rank]`` (this module is shared by the
 rank-threads of a process; a handler may run on any thread of the destination process, or on

@@ -265,7 +265,7 @@ def completion(ep, park_dir: str):
     B = n - 1  # another process than rank 0 in every topology tested
     assert not ep.same_process(B) or r != 0
     # With PSHM on and B on rank 0's node, puts and gets to B are direct copies, complete on
-    # return (DESIGN.md section 5): nothing can be left pending, see completion_direct.
+    # return (docs/design.md §5): nothing can be left pending, see completion_direct.
     direct = ep.bootstrap.allgather(ep.segment_view(B) is not None)[0]  # as rank 0 sees it
     assert direct or not ep.is_local(B) or not ep.config.pshm or r != 0
     region_put = data(3, 1, size=5000)

@@ -1,4 +1,4 @@
-"""Job functions for tests/test_vis.py: ``ep.vis`` (DESIGN.md section 9) in real jobs, in the
+"""Job functions for tests/test_vis.py: ``ep.vis`` (docs/design.md §9) in real jobs, in the
 spirit of GASNet's testvis.
 
 A *case* is plain data (lists, ints, strings; made by the test's hypothesis strategies or
