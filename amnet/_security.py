@@ -1,4 +1,4 @@
-"""CurveZMQ for a job's sockets (DESIGN.md section 7, "Security").
+"""CurveZMQ for a job's sockets (docs/design.md §7, "Security").
 
 When any agent of a job runs on another host, ``amnet-run`` makes a fresh set of CURVE keys for
 the job (:func:`make_job_keys`) and puts them in the job spec as ``spec["curve"]`` (``None``
