@@ -1,19 +1,31 @@
-"""CurveZMQ for a job's sockets (docs/design.md §7, "Security").
+"""Who may talk to a job's sockets: the job's secret, PLAIN or CURVE, and ``--insecure``.
 
-When any agent of a job runs on another host, ``amnet-run`` makes a fresh set of CURVE keys for
-the job (:func:`make_job_keys`) and puts them in the job spec as ``spec["curve"]`` (``None``
-when curve is off). Every socket of the job then uses them: a socket that binds (the launcher's
-bootstrap ROUTER, a rank's data socket) calls :func:`apply_server`, a socket that connects to
-one (an agent's or a rank's DEALER, a data PUSH/DEALER) calls :func:`apply_client`, both before
-``bind``/``connect``.
+Every socket of a job that listens (the launcher's bootstrap service, each process's conduit
+socket) admits only connections that prove they hold the job's **secret**, before it reads
+any of their messages. The secret is ``spec["token"]``, 128 random bits that ``amnet-run``
+makes per job; it reaches agents on standard input or in the environment and ranks from
+their agent, never on a command line (see :mod:`amnet.launch.spawners`). A stranger on the
+same host, or anyone who can reach the ports, is refused (docs/user-guide.md, "Security").
 
-All processes of the job share one server key pair and one client key pair. The server's
+- **zmq sockets** (the bootstrap service and the ``zmq`` conduit): a socket that binds gets
+  a :class:`amnet._guard.Guard`, a ZAP handler that checks every handshake; a socket that
+  connects calls :func:`apply_client` before ``connect``. On one host the mechanism is
+  PLAIN with the secret as password: a check at connection time, nothing per message, and
+  the password never leaves the host (a loopback or abstract Unix socket, which other users
+  cannot read). When any agent runs on another host, ``amnet-run`` also makes CURVE keys for
+  the job (:func:`make_job_keys`, ``spec["curve"]``): every socket is then a CURVE server or
+  client, which encrypts and authenticates, and the guard admits only the job's client key.
+- **The ``tcp`` conduit** opens each connection with a hello that carries an HMAC-SHA256 of
+  the secret over the hello and a fresh nonce (:func:`hello_mac`); the receiver checks it
+  before it reads anything more and refuses a nonce it has seen (no replay).
+
+All processes of a job share one CURVE server key pair and one client key pair. The server's
 public key is itself a secret of the job: it travels only inside the spec and never on the
-wire (the CURVE handshake proves knowledge of it without sending it), so a peer that lacks the
-keys cannot complete the handshake; zmq drops its connection before a single message reaches
-the application. A peer with the wrong keys fares the same. Accepted *client* keys are not
-checked further: that would need a ZAP handler thread in every process that binds, and would
-add nothing, as the client keys travel in the same spec as the server public key.
+wire (the CURVE handshake proves knowledge of it without sending it).
+
+``--insecure`` (jobs across hosts only) turns encryption off: PLAIN's password and the tcp
+conduit's hello then cross the network in clear, which keeps out whoever cannot see the job's
+traffic, not whoever can.
 
 This module is shared by the launcher (``amnet.launch``) and the ranks (``amnet.core``); it
 imports neither.
@@ -21,6 +33,8 @@ imports neither.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import ipaddress
 import socket
 from collections.abc import Iterable, Mapping
@@ -31,8 +45,8 @@ from ._errors import ConfigError
 
 __all__ = [
     "INSECURE_WARNING", "KEY_NAMES", "CurveUnavailable", "apply_client", "apply_server",
-    "bootstrap_exposed", "is_local_host", "make_job_keys", "mechanism", "needs_curve",
-    "require_curve",
+    "bootstrap_exposed", "curve_key", "hello_mac", "is_local_host", "make_job_keys",
+    "mechanism", "needs_curve", "require_curve",
 ]
 
 #: the key names of a job's keys dict (values: 40-character z85 text)
@@ -40,9 +54,9 @@ KEY_NAMES = ("server_public", "server_secret", "client_public", "client_secret")
 
 #: what ``--insecure`` (``amnet.run(..., insecure=True)``) says on stderr, one line
 INSECURE_WARNING = (
-    "WARNING: --insecure: CurveZMQ is OFF: this job's bootstrap and data traffic crosses the "
-    "network unauthenticated and unencrypted; anyone who can reach its ports can read it or "
-    "inject into it")
+    "WARNING: --insecure: CurveZMQ is OFF: this job's bootstrap and data traffic, and the "
+    "secret that admits its connections, cross the network unencrypted; anyone who can watch "
+    "that network can read the traffic, or take the secret and inject into the job")
 
 _LOCAL_NAMES = {"localhost", "127.0.0.1", "::1", "ip6-localhost"}
 
@@ -78,7 +92,8 @@ def require_curve(why: str = "this job needs CurveZMQ") -> None:
             f"--insecure runs the job without it")
 
 
-def _key(keys: Mapping[str, str], name: str) -> bytes:
+def curve_key(keys: Mapping[str, str], name: str) -> bytes:
+    """One of the job's CURVE keys (``KEY_NAMES``) as z85 bytes."""
     value = keys[name]
     return value.encode("ascii") if isinstance(value, str) else bytes(value)
 
@@ -86,7 +101,9 @@ def _key(keys: Mapping[str, str], name: str) -> bytes:
 def apply_server(sock: zmq.Socket, keys: Mapping[str, str] | None) -> None:
     """Make ``sock`` (a socket that binds: ROUTER, PULL) a CURVE server with the job's keys.
 
-    Call it before ``bind``. A no-op when ``keys`` is ``None`` (curve off).
+    Call it before ``bind``. A no-op when ``keys`` is ``None`` (curve off). Only the half
+    of the job's guard that picks the mechanism: every server socket of a job gets a
+    :class:`amnet._guard.Guard`, which calls this.
 
     Raises:
         CurveUnavailable: libzmq has no CURVE support.
@@ -95,24 +112,39 @@ def apply_server(sock: zmq.Socket, keys: Mapping[str, str] | None) -> None:
         return
     require_curve("the job spec asks for CurveZMQ")
     sock.setsockopt(zmq.CURVE_SERVER, 1)
-    sock.setsockopt(zmq.CURVE_SECRETKEY, _key(keys, "server_secret"))
-    sock.setsockopt(zmq.CURVE_PUBLICKEY, _key(keys, "server_public"))
+    sock.setsockopt(zmq.CURVE_SECRETKEY, curve_key(keys, "server_secret"))
+    sock.setsockopt(zmq.CURVE_PUBLICKEY, curve_key(keys, "server_public"))
 
 
-def apply_client(sock: zmq.Socket, keys: Mapping[str, str] | None) -> None:
-    """Make ``sock`` (a socket that connects: DEALER, PUSH) a CURVE client of the job's servers.
+def apply_client(sock: zmq.Socket, keys: Mapping[str, str] | None, secret: str) -> None:
+    """Make ``sock`` (a socket that connects: DEALER, PUSH) present the job's credentials.
 
-    Call it before ``connect``. A no-op when ``keys`` is ``None`` (curve off).
+    With ``keys``, a CURVE client of the job's servers; without, PLAIN credentials: user
+    ``amnet``, the job's ``secret`` as password. Call it before ``connect``.
 
     Raises:
-        CurveUnavailable: libzmq has no CURVE support.
+        CurveUnavailable: ``keys`` are given and libzmq has no CURVE support.
+        ValueError: ``secret`` is empty.
     """
-    if keys is None:
+    if keys is not None:
+        require_curve("the job spec asks for CurveZMQ")
+        sock.setsockopt(zmq.CURVE_SERVERKEY, curve_key(keys, "server_public"))
+        sock.setsockopt(zmq.CURVE_PUBLICKEY, curve_key(keys, "client_public"))
+        sock.setsockopt(zmq.CURVE_SECRETKEY, curve_key(keys, "client_secret"))
         return
-    require_curve("the job spec asks for CurveZMQ")
-    sock.setsockopt(zmq.CURVE_SERVERKEY, _key(keys, "server_public"))
-    sock.setsockopt(zmq.CURVE_PUBLICKEY, _key(keys, "client_public"))
-    sock.setsockopt(zmq.CURVE_SECRETKEY, _key(keys, "client_secret"))
+    if not secret:
+        raise ValueError("a job's sockets need the job's secret (spec['token'])")
+    from ._guard import PLAIN_USER
+
+    sock.setsockopt(zmq.PLAIN_USERNAME, PLAIN_USER)
+    sock.setsockopt(zmq.PLAIN_PASSWORD, secret.encode())
+
+
+def hello_mac(secret: str, nonce: bytes, hello: bytes) -> bytes:
+    """The tcp conduit's proof of the job's secret: HMAC-SHA256 keyed with the secret over
+    a label, the connection's ``nonce`` and its ``hello`` (sender, receiver, job size)."""
+    return hmac.new(secret.encode(), b"amnet-tcp-hello\0" + nonce + hello,
+                    hashlib.sha256).digest()
 
 
 def mechanism(sock: zmq.Socket) -> str:

@@ -147,10 +147,14 @@ import msgpack, zmq
 from zmq.utils.monitor import recv_monitor_message
 
 address, kind, timeout = sys.argv[1], sys.argv[2], float(sys.argv[3])
-keys = json.loads(sys.stdin.read() or "null")
+creds = json.loads(sys.stdin.read() or "null") or {}
+keys, password = creds.get("keys"), creds.get("password")
 ctx = zmq.Context()
 s = ctx.socket(getattr(zmq, kind))
 s.linger = 0
+if password:
+    s.plain_username = b"amnet"
+    s.plain_password = password.encode()
 if keys:
     s.curve_serverkey = keys["server_public"].encode()
     s.curve_publickey = keys["client_public"].encode()
@@ -179,13 +183,15 @@ print(json.dumps(seen))
 
 
 def stranger_connects(ns: str | None, address: str, *, keys: dict[str, str] | None = None,
-                      socket_type: str = "DEALER", timeout: float = 5.0) -> bool:
+                      password: str | None = None, socket_type: str = "DEALER",
+                      timeout: float = 5.0) -> bool:
     """Whether a stranger process gets through zmq's handshake with the socket at ``address``.
 
     The stranger runs in network namespace ``ns`` (``None``: this one), opens a ``socket_type``
     socket (``"DEALER"`` for a ROUTER or DEALER peer, ``"PUSH"`` for a PULL one) with the NULL
-    mechanism, or as a CURVE client with ``keys`` (a dict like ``make_job_keys()``'s, e.g. the
-    wrong job's), connects and sends a bootstrap ``hello`` with a made-up token.
+    mechanism, as a PLAIN client with ``password`` (a job secret, e.g. the wrong one), or as a
+    CURVE client with ``keys`` (a dict like ``make_job_keys()``'s, e.g. the wrong job's),
+    connects and sends a bootstrap ``hello`` with a made-up token.
 
     Returns True when the handshake succeeded (its message can reach the application), False
     when the stranger reached the socket (TCP connected) and zmq refused the handshake. Fails
@@ -197,7 +203,7 @@ def stranger_connects(ns: str | None, address: str, *, keys: dict[str, str] | No
     if ns is not None:
         cmd = ["ip", "netns", "exec", ns, *cmd]
     # the keys go on stdin, never on a command line
-    out = subprocess.run(cmd, input=json.dumps(keys), capture_output=True, text=True,
+    out = subprocess.run(cmd, input=json.dumps({"keys": keys, "password": password}), capture_output=True, text=True,
                          timeout=timeout + 30)
     assert out.returncode == 0, out.stderr
     seen = json.loads(out.stdout.splitlines()[-1])

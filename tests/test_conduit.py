@@ -30,8 +30,12 @@ MiB = 1 << 20
 load_plugins()  # conduits of other installed packages get the same suite
 
 
-def make(name: str, proc: int) -> Conduit:
-    return CONDUITS[name](proc, 2, "127.0.0.1", None, amnet.Config.resolve(env={}))
+SECRET = "0123456789abcdef0123456789abcdef"  # the test job's secret (spec["token"])
+
+
+def make(name: str, proc: int, secret: str = SECRET) -> Conduit:
+    return CONDUITS[name](proc, 2, "127.0.0.1", None, amnet.Config.resolve(env={}),
+                          secret=secret)
 
 
 @pytest.fixture(params=sorted(CONDUITS))
@@ -359,40 +363,106 @@ def test_registry():
     assert amnet.Config.resolve(env={}).conduit in CONDUITS
 
 
-# -- malformed input from a stranger (zmq only) -------------------------------------------
+# -- strangers, and malformed input from the job's own processes ---------------------------
+def wait_refused(c: Conduit, n: int, timeout: float = 10.0) -> None:
+    """Poll ``c`` until it counted ``n`` refused connections; nothing may be delivered."""
+    deadline = time.monotonic() + timeout
+    while c.statistics().refused < n and time.monotonic() < deadline:
+        c.wait_readable(0.05)
+        assert c.recv() is None
+    assert c.statistics().refused >= n, c.statistics()
+
+
+def assert_hung_up(s) -> None:
+    """The other end closed socket ``s`` (a reset, if it left our bytes unread)."""
+    s.settimeout(10)
+    try:
+        while s.recv(1024):
+            pass
+    except ConnectionResetError:
+        pass
+    s.close()
+
+
+def raw_connect(address: str, data: bytes = b""):
+    import socket
+
+    host, _, port = address[len("tcp://"):].rpartition(":")
+    s = socket.create_connection((host, int(port)), timeout=10)
+    if data:
+        s.sendall(data)
+    return s
+
+
 @pytest.fixture
 def zmq_pair():
     a, b = make("zmq", 0), make("zmq", 1)
     for c in (a, b):
         c.set_peers([a.address, b.address])
     ctx = zmq.Context()
-    s = ctx.socket(zmq.PUSH)
-    s.linger = 1000
-    s.connect(b.address)
     try:
-        yield a, b, s
+        yield a, b, ctx
     finally:
-        s.close()
-        ctx.term()
+        ctx.destroy(linger=0)
         a.close()
         b.close()
 
 
-def test_zmq_drops_what_a_stranger_sends(zmq_pair):
-    a, b, stranger = zmq_pair
-    stranger.send_multipart([b"h", b"p", b"third frame"])  # 3 frames
-    stranger.send_multipart([b"h", b"p", b"q", b"r"])  # 4 frames
-    stranger.send(b"L" * (MAX_HEADER + 1))  # an over-long header
-    stranger.send_multipart([b"L" * (MAX_HEADER + 1), b"with payload"])
-    stranger.send_multipart([b"good", b"payload"])  # the same connection: after the others
+def test_zmq_refuses_whoever_does_not_hold_the_secret(zmq_pair):
+    """Strangers (no credentials, a wrong secret, CURVE keys, raw bytes that are not ZMTP)
+    fail the handshake: nothing they send is delivered, each is counted in ``refused``, and
+    the job's own traffic goes on."""
+    from amnet._security import apply_client, make_job_keys
+
+    a, b, ctx = zmq_pair
+    socks = []
+    for creds in ("none", "wrong", "curve"):
+        s = ctx.socket(zmq.PUSH)
+        s.reconnect_ivl = 60_000  # one try each, so that the count is exact
+        if creds == "wrong":
+            apply_client(s, None, "f" * 32)
+        elif creds == "curve":
+            apply_client(s, make_job_keys(), SECRET)
+        s.connect(b.address)
+        s.send(b"forged", zmq.NOBLOCK)  # queued until a handshake that never succeeds
+        socks.append(s)
+    wait_refused(b, 3)
+    raw = raw_connect(b.address, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert_hung_up(raw)
+    wait_refused(b, 4)
+    assert_idle(b)
+    st = b.statistics()
+    assert (st.refused, st.received, st.dropped) == (4, 0, 0), st
+    a.send(1, b"from a", b"ok")
+    assert recv_one(b) == (b"from a", b"ok")
+    assert a.statistics().refused == 0
+    for s in socks:
+        s.close(linger=0)
+
+
+def test_zmq_drops_malformed_messages_of_a_job_process(zmq_pair):
+    """A connection that holds the secret (a process of the job) but sends what no conduit
+    sends: each message is dropped and counted, the valid one behind them delivered."""
+    from amnet._security import apply_client
+
+    a, b, ctx = zmq_pair
+    s = ctx.socket(zmq.PUSH)
+    s.linger = 1000
+    apply_client(s, None, SECRET)
+    s.connect(b.address)
+    s.send_multipart([b"h", b"p", b"third frame"])  # 3 frames
+    s.send_multipart([b"h", b"p", b"q", b"r"])  # 4 frames
+    s.send(b"L" * (MAX_HEADER + 1))  # an over-long header
+    s.send_multipart([b"L" * (MAX_HEADER + 1), b"with payload"])
+    s.send_multipart([b"good", b"payload"])  # the same connection: after the others
     assert recv_one(b) == (b"good", b"payload")
     st = b.statistics()
-    assert st.dropped == 4 and st.received == 1, st
+    assert st.dropped == 4 and st.received == 1 and st.refused == 0, st
     assert_idle(b)
-    # the conduit still works for the job
     a.send(1, b"from a", b"ok")
     assert recv_one(b) == (b"from a", b"ok")
     assert b.statistics().dropped == 4
+    s.close()
 
 
 @pytest.fixture
@@ -407,36 +477,71 @@ def tcp_pair():
         b.close()
 
 
-def _stranger(address: str, data: bytes):
-    import socket
+def tcp_hello(src: int = 0, dst: int = 1, procs: int = 2, secret: str = SECRET,
+              nonce: bytes | None = None) -> bytes:
+    """A tcp conduit hello as a process holding ``secret`` makes it."""
+    import os
 
-    host, _, port = address[len("tcp://"):].rpartition(":")
-    s = socket.create_connection((host, int(port)), timeout=10)
-    s.sendall(data)
-    return s
+    from amnet._security import hello_mac
+
+    hello = struct.pack("<4sIIII16s", b"AMNT", 2, src, dst, procs, nonce or os.urandom(16))
+    return hello + hello_mac(secret, hello[-16:], hello[:-16])
 
 
-def test_tcp_drops_what_a_stranger_sends(tcp_pair):
-    """A connection that does not speak the conduit's protocol is closed and counted once;
-    what a valid connection sent before going wrong is delivered; the job's own traffic
-    goes on."""
+def tcp_msg(h: bytes, p: bytes | None = None) -> bytes:
+    if p is None:
+        return struct.pack("<IQ", len(h), 0) + h
+    return struct.pack("<IQ", len(h) | 1 << 31, len(p)) + h + p
+
+
+def test_tcp_refuses_whoever_does_not_hold_the_secret(tcp_pair):
+    """A connection whose hello does not prove the job's secret, or replays a hello already
+    seen, is closed before anything behind its hello is read; each is counted once."""
     a, b = tcp_pair
-    hello = struct.pack("<4sIII", b"AMNT", 1, 0, 2)
-
-    def msg(h: bytes, p: bytes | None = None) -> bytes:
-        if p is None:
-            return struct.pack("<IQ", len(h), 0) + h
-        return struct.pack("<IQ", len(h) | 1 << 31, len(p)) + h + p
-
+    fake = tcp_hello(secret="f" * 32)
+    good = tcp_hello()
+    forged = tcp_msg(b"forged", b"payload")
     bad = [
-        b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",  # not a hello at all
-        struct.pack("<4sIII", b"AMNT", 1, 0, 3),  # a hello from a job of another size
-        struct.pack("<4sIII", b"AMNT", 1, 7, 2),  # from a process the job does not have
-        hello + msg(b"good", b"payload") + struct.pack("<IQ", MAX_HEADER + 1, 0),
-        hello + struct.pack("<IQ", 4, 5) + b"hhhh",  # a length without the payload bit
-        hello + msg(b"half", b"0123456789")[:-4],  # leaves in the middle of a message
+        b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" + b"x" * 100,  # not a hello at all
+        fake + forged,  # the wrong secret
+        good[:-1] + bytes([good[-1] ^ 1]) + forged,  # a MAC off by one bit
+        tcp_hello(procs=3) + forged,  # a job of another size
+        tcp_hello(src=7) + forged,  # from a process the job does not have
+        tcp_hello(dst=0) + forged,  # meant for another process (a hello replayed elsewhere)
+        (struct.pack("<4sIII", b"AMNT", 1, 0, 2) + forged) * 3,  # version 1: had no MAC
     ]
-    socks = [_stranger(b.address, d) for d in bad]
+    socks = [raw_connect(b.address, d) for d in bad]
+    wait_refused(b, len(bad))
+    for s in socks:  # the conduit hung up on each of them
+        assert_hung_up(s)
+    # a valid hello is admitted once; the same hello again (a replay) is refused
+    first = raw_connect(b.address, good + tcp_msg(b"admitted", b"once"))
+    assert recv_one(b) == (b"admitted", b"once")
+    replay = raw_connect(b.address, good + forged)
+    wait_refused(b, len(bad) + 1)
+    # a stranger that leaves before its hello is complete
+    raw_connect(b.address, fake[:10]).close()
+    wait_refused(b, len(bad) + 2)
+    assert_idle(b)
+    st = b.statistics()
+    assert (st.refused, st.received, st.dropped) == (len(bad) + 2, 1, 0), st
+    a.send(1, b"from a", b"ok")
+    assert recv_one(b) == (b"from a", b"ok")
+    for s in (first, replay):
+        s.close()
+
+
+def test_tcp_drops_malformed_messages_of_a_job_process(tcp_pair):
+    """A connection that proved the secret (a process of the job) but then breaks the
+    protocol is closed and counted as dropped; what it sent before going wrong is
+    delivered; the job's own traffic goes on."""
+    a, b = tcp_pair
+    bad = [
+        tcp_hello() + tcp_msg(b"good", b"payload") + struct.pack("<IQ", MAX_HEADER + 1, 0),
+        tcp_hello() + struct.pack("<IQ", 4, 5) + b"hhhh",  # a length without the payload bit
+        tcp_hello() + tcp_msg(b"half", b"0123456789")[:-4],  # leaves in mid-message
+    ]
+    socks = [raw_connect(b.address, d) for d in bad]
     socks[-1].close()
     assert recv_one(b) == (b"good", b"payload")
     deadline = time.monotonic() + 10
@@ -444,11 +549,9 @@ def test_tcp_drops_what_a_stranger_sends(tcp_pair):
         b.wait_readable(0.1)
         assert b.recv() is None
     st = b.statistics()
-    assert st.dropped == len(bad) and st.received == 1, st
-    for s in socks[:-1]:  # the conduit hung up on each of them
-        s.settimeout(10)
-        assert s.recv(1) == b""
-        s.close()
+    assert st.dropped == len(bad) and st.received == 1 and st.refused == 0, st
+    for s in socks[:-1]:
+        assert_hung_up(s)
     a.send(1, b"from a", b"ok")
     assert recv_one(b) == (b"from a", b"ok")
     assert b.statistics().dropped == len(bad)
@@ -463,7 +566,7 @@ def test_tcp_idle_flag_is_never_up_while_a_message_waits(tcp_pair):
     _, b = tcp_pair
     m1 = struct.pack("<IQ", 5 | 1 << 31, 100) + b"first" + b"x" * 100
     m2 = struct.pack("<IQ", 6 | 1 << 31, 1) + b"second" + b"y"
-    s = _stranger(b.address, struct.pack("<4sIII", b"AMNT", 1, 0, 2) + m1[:50])
+    s = raw_connect(b.address, tcp_hello() + m1[:50])
     later = threading.Timer(0.3, lambda: s.sendall(m1[50:] + m2))
     later.start()
     try:

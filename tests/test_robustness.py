@@ -179,11 +179,14 @@ def test_abort_needs_a_failure_code():
         amnet.abort("3")
 
 
-def test_odd_frames_from_a_stranger_do_not_disturb_the_service(runner):
+def test_odd_frames_from_a_job_process_do_not_disturb_the_service(runner):
     s = runner.script("odd.py", """
 import amnet, msgpack, zmq
+from amnet._security import apply_client
+from amnet.core import _runtime
 ep = amnet.init()
-if ep.rank == 0:
+if ep.rank == 0:  # a process of the job (it holds the secret) that sends odd frames
+    secret = _runtime._process.spec["token"]
     ctx = zmq.Context()
     # a token nested 990 lists deep (msgpack decodes it; repr() of it would recurse)
     hello = bytes([0x83]) + b"".join(msgpack.packb(x) for x in ("t", "hello", "kind", "proc"))
@@ -192,6 +195,7 @@ if ep.rank == 0:
     frames += [[b"x" * 100] for _ in range(10)]
     for f in frames:
         s = ctx.socket(zmq.DEALER)
+        apply_client(s, None, secret)
         s.connect(ep.bootstrap.address)
         s.send_multipart(f)
         s.close(linger=1000)

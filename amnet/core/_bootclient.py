@@ -28,9 +28,9 @@ _ERRORS = {"BarrierMismatch": BarrierMismatch, "CollectiveMismatch": CollectiveM
 class BootClient:
     """Bootstrap connection of one process. Thread-safe; every method may block.
 
-    ``curve``: the job's CURVE keys (``spec["curve"]``), or None for a plain connection.
-    ``mechanism`` says what the connection uses (``"CURVE"`` or
-    ``"NULL"``).
+    ``curve``: the job's CURVE keys (``spec["curve"]``), or None: then the connection
+    proves the job's secret (``token``) with zmq's PLAIN mechanism (:mod:`amnet._security`).
+    ``mechanism`` says what the connection uses (``"CURVE"`` or ``"PLAIN"``).
     """
 
     def __init__(
@@ -44,7 +44,7 @@ class BootClient:
         sock.setsockopt(zmq.ROUTING_ID, proto.client_id(token, "p", proc))
         sock.setsockopt(zmq.LINGER, 2000)
         sock.setsockopt(zmq.RECONNECT_IVL, 10)
-        apply_client(sock, curve)
+        apply_client(sock, curve, token)
         self.mechanism = mechanism(sock)
         sock.connect(address)
         self._sock = sock

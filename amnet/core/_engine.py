@@ -113,7 +113,8 @@ class Engine:
         self.max_medium = config.max_medium
         self.max_message = max(self.seg_size, 16 << 20)  # what one conduit message may carry
         self.boot = boot
-        self.conduit = get_conduit(config.conduit)(proc, topo.procs, bind_host, curve, config)
+        self.conduit = get_conduit(config.conduit)(proc, topo.procs, bind_host, curve, config,
+                                                    secret=(job or {}).get("token"))
         self.ranks: list[RankState | None] = [None] * self.T
         self.cond = threading.Condition(threading.Lock())
         self.gen = 0

@@ -1,10 +1,12 @@
 """What the built-in conduits (``zmq`` and ``tcp``) share: an address per process, peers'
 addresses, connections opened on first use under one lock, counters per destination, and an
-idle flag with the descriptor to block on (see :meth:`Conduit.idle_signal`)."""
+idle flag with the descriptor to block on (see :meth:`Conduit.idle_signal`), and the job's
+secret, which every connection must prove it holds."""
 
 from __future__ import annotations
 
 import abc
+import secrets
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -19,8 +21,10 @@ class SocketConduit(Conduit):
     ``bytes_received`` and ``dropped``."""
 
     def __init__(self, proc: int, procs: int, bind_host: str = "127.0.0.1",
-                 curve: dict[str, str] | None = None, options: Any = None) -> None:
-        super().__init__(proc, procs, bind_host, curve, options)
+                 curve: dict[str, str] | None = None, options: Any = None,
+                 secret: str | None = None) -> None:
+        super().__init__(proc, procs, bind_host, curve, options, secret)
+        self._secret = secret or secrets.token_hex(16)
         self._address = ""
         self._fd = -1
         self._peers: list[str] = []
@@ -32,6 +36,11 @@ class SocketConduit(Conduit):
         self._sent = [0] * procs
         self._bytes_sent = [0] * procs
         self.received = self.bytes_received = self.dropped = 0
+
+    @property
+    def refused(self) -> int:
+        """Connections refused: they did not prove they hold the job's secret."""
+        return 0
 
     @property
     def address(self) -> str:
@@ -55,7 +64,7 @@ class SocketConduit(Conduit):
     def statistics(self) -> ConduitStatistics:
         return ConduitStatistics(
             self.name, self._address, sum(self._sent), self.received, sum(self._bytes_sent),
-            self.bytes_received, self.dropped, self._opened())
+            self.bytes_received, self.dropped, self._opened(), self.refused)
 
     def _begin_close(self) -> bool:
         """Mark the conduit closed: True the first time, False after (close is idempotent)."""

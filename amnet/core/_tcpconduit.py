@@ -17,18 +17,27 @@ twice as fast.
   is up (its address is published only once it listens); a peer that cannot be reached
   within 10 s raises ``ConnectionError`` where zmq would queue for ever. A message to a
   peer that has gone (its connection reset) is dropped: the launcher is ending the job.
+- **Only the job gets in.** A connection opens with a hello that proves the sender holds
+  the job's secret: an HMAC-SHA256, keyed with the secret, of the hello and a fresh random
+  nonce (:func:`amnet._security.hello_mac`). The receiver reads the hello alone, checks it,
+  and refuses a nonce it has seen before (a replayed hello), all before it reads a byte
+  more; a refused connection is closed and counted in ``statistics().refused``. The check
+  costs one HMAC per connection, nothing per message, and no round trip (the sender needs
+  no answer, so a first send never waits for the peer to make progress).
 - **No encryption.** The conduit refuses a job that needs CurveZMQ (any agent on another
   host, unless ``--insecure``); use ``zmq`` there.
 
-Wire format: a connection opens with a hello (``b"AMNT"``, version, sender process, job size,
-16 bytes); then each message is a 12-byte prefix (header length | has-payload bit, payload
-length), the header, the payload. A connection whose hello or prefix is wrong is closed and
-counted as dropped, since its stream can no longer be trusted.
+Wire format: a connection opens with the hello (``b"AMNT"``, version, sender process,
+receiver process, job size, 16-byte nonce, 32-byte MAC: 68 bytes); then each message is a
+12-byte prefix (header length | has-payload bit, payload length), the header, the payload.
+A connection whose prefix is wrong is closed and counted as dropped, since its stream can no
+longer be trusted.
 """
 
 from __future__ import annotations
 
 import collections
+import hmac
 import itertools
 import os
 import select
@@ -42,34 +51,37 @@ from typing import Any
 
 import numpy as np
 
+from .._security import hello_mac
 from ._sockconduit import SocketConduit
 from .conduit import MAX_HEADER, register_conduit
 
 _PRE = struct.Struct("<IQ")  # header length | HAS_PAYLOAD, payload length
 _HAS = 1 << 31
-_HELLO = struct.Struct("<4sIII")  # magic, version, sender process, job size
-_MAGIC, _VERSION = b"AMNT", 1
+_HELLO = struct.Struct("<4sIIII16s")  # magic, version, sender, receiver, job size, nonce
+_MAC = 32  # HMAC-SHA256 of the hello, keyed with the job's secret
+_MAGIC, _VERSION = b"AMNT", 2
 _RX = 1 << 18  # receive buffer per connection: many small messages per read
 _BIG = 1 << 15  # a payload this large is read straight into its own buffer
 _EPOLLIN = select.EPOLLIN
 _CONNECT_S = 10.0  # how long a first send waits for the peer to accept
 _NOSIG = socket.MSG_NOSIGNAL  # a dead peer is an error to handle, not a SIGPIPE
-# the receive buffer holds a hello, a prefix, a header and anything below _BIG whole
-if _RX < _HELLO.size + 12 + MAX_HEADER + _BIG:
+# the receive buffer holds a prefix, a header and anything below _BIG whole
+if _RX < 12 + MAX_HEADER + _BIG:
     raise ImportError("amnet's tcp conduit: _RX is too small for its _BIG")
 
 
 class _In:
-    """One accepted connection: its read state."""
+    """One accepted connection: its read state. Until its hello proved the job's secret it
+    holds only room for the hello (a stranger costs the conduit 68 bytes)."""
 
     __slots__ = ("big", "bigpos", "buf", "end", "header", "hello", "mv", "sock")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        self.buf = bytearray(_RX)
+        self.buf = bytearray(_HELLO.size + _MAC)
         self.mv = memoryview(self.buf)
         self.end = 0
-        self.hello = False  # the peer's hello was read and valid
+        self.hello = False  # the peer's hello was read and proved the secret
         self.big: Any = None  # a large payload being read into its own buffer
         self.bigpos = 0
         self.header = b""
@@ -98,8 +110,11 @@ class TcpConduit(SocketConduit):
     encrypts = False
 
     def __init__(self, proc: int, procs: int, bind_host: str = "127.0.0.1",
-                 curve: dict[str, str] | None = None, options: Any = None) -> None:
-        super().__init__(proc, procs, bind_host, curve, options)
+                 curve: dict[str, str] | None = None, options: Any = None,
+                 secret: str | None = None) -> None:
+        super().__init__(proc, procs, bind_host, curve, options, secret)
+        self._refused = 0
+        self._nonces: set[bytes] = set()  # of the hellos admitted: a replay is refused
         if curve:
             from .._errors import ConfigError
 
@@ -155,7 +170,8 @@ class TcpConduit(SocketConduit):
                                               f"{proc} at {self._peers[proc]}: {e}") from e
                     time.sleep(0.01)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sock.sendall(_HELLO.pack(_MAGIC, _VERSION, self.proc, self.procs))
+            hello = _HELLO.pack(_MAGIC, _VERSION, self.proc, proc, self.procs, os.urandom(16))
+            sock.sendall(hello + hello_mac(self._secret, hello[-16:], hello[:-16]))
             sock.setblocking(False)
             out = _Out(sock)
             self._out[proc] = out
@@ -366,22 +382,19 @@ class TcpConduit(SocketConduit):
         except OSError:
             k = 0
         if not k:  # the peer closed its side (it finished, or died)
-            if end or not conn.hello:
-                self.dropped += end > 0
+            if not conn.hello:
+                self._refused += 1  # it left without proving the secret
+            elif end:
+                self.dropped += 1  # in the middle of a message
             return self._drop_conn(conn)
         end += k
+        if not conn.hello:
+            conn.end = end
+            if end == len(conn.buf) and self._admit(conn):
+                self._read(conn)  # the messages behind the hello, into the real buffer
+            return
         buf, mv = conn.buf, conn.mv
         pos = 0
-        if not conn.hello:
-            if end < _HELLO.size:
-                conn.end = end
-                return
-            magic, version, src, procs = _HELLO.unpack_from(buf)
-            if magic != _MAGIC or version != _VERSION or procs != self.procs or src >= procs:
-                self.dropped += 1
-                return self._drop_conn(conn)
-            conn.hello = True
-            pos = _HELLO.size
         inbox = self._inbox
         while end - pos >= 12:
             w, pl = _PRE.unpack_from(buf, pos)
@@ -414,6 +427,28 @@ class TcpConduit(SocketConduit):
                 mv[:rest] = mv[pos:end]
             end = rest
         conn.end = end
+
+    def _admit(self, conn: _In) -> bool:
+        """Check the hello that ``conn.buf`` holds whole: True and ready for messages if it
+        proves the job's secret, else the connection is refused (closed, counted)."""
+        hello, mac = bytes(conn.buf[:_HELLO.size]), bytes(conn.buf[_HELLO.size:])
+        magic, version, src, dst, procs, nonce = _HELLO.unpack(hello)
+        if (magic != _MAGIC or version != _VERSION or procs != self.procs or src >= procs
+                or dst != self.proc or nonce in self._nonces
+                or not hmac.compare_digest(mac, hello_mac(self._secret, nonce, hello[:-16]))):
+            self._refused += 1
+            self._drop_conn(conn)
+            return False
+        self._nonces.add(nonce)
+        conn.hello = True
+        conn.buf = bytearray(_RX)
+        conn.mv = memoryview(conn.buf)
+        conn.end = 0
+        return True
+
+    @property
+    def refused(self) -> int:
+        return self._refused
 
     def _deliver(self, header: bytes, payload: Any) -> None:
         self.received += 1

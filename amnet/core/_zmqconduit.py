@@ -7,8 +7,11 @@ another without waiting for replies buffers in memory). Payloads travel as a sec
 with ``copy=False`` large ones are sent without a copy. A message with more than two frames,
 or a header longer than :data:`~amnet.core.conduit.MAX_HEADER`, is dropped and counted.
 
-When the job has CurveZMQ keys, the PULL socket is a CURVE server and every PUSH a client, so
-a process without the job's keys cannot complete the handshake.
+Only the job gets in: the PULL socket's context has a :class:`amnet._guard.Guard`, which
+admits a PUSH only when its handshake proves it holds the job's secret (PLAIN with the secret
+as password on one host; CURVE with the job's keys across hosts). Anything else is refused by
+zmq before a single message is read, and counted in ``statistics().refused``. The check costs
+nothing per message.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from typing import Any
 
 import zmq
 
+from .._guard import Guard
+from .._security import apply_client
 from ._sockconduit import SocketConduit
 from .conduit import MAX_HEADER, register_conduit
 
@@ -36,8 +41,9 @@ class ZmqConduit(SocketConduit):
     """zmq over TCP (loopback on one host). See the module docstring."""
 
     def __init__(self, proc: int, procs: int, bind_host: str = "127.0.0.1",
-                 curve: dict[str, str] | None = None, options: Any = None) -> None:
-        super().__init__(proc, procs, bind_host, curve, options)
+                 curve: dict[str, str] | None = None, options: Any = None,
+                 secret: str | None = None) -> None:
+        super().__init__(proc, procs, bind_host, curve, options, secret)
         self._curve = curve
         self._zctx = zmq.Context(io_threads=1)
         pull = self._zctx.socket(zmq.PULL)
@@ -46,10 +52,12 @@ class ZmqConduit(SocketConduit):
         seg = getattr(options, "segment_size", 64 << 20) if options is not None else 64 << 20
         # the largest message a peer sends is a put/get of a whole segment plus the header
         pull.setsockopt(zmq.MAXMSGSIZE, max(seg, 16 << 20) + 2 * MAX_HEADER)
-        if curve:
-            from .._security import apply_server
-
-            apply_server(pull, curve)
+        try:
+            self._guard = Guard(self._zctx, pull, self._secret, curve or None)
+        except BaseException:
+            pull.close(linger=0)
+            self._zctx.term()
+            raise
         port = pull.bind_to_random_port(f"tcp://{bind_host}")
         self._pull = pull
         self._address = f"tcp://{bind_host}:{port}"
@@ -74,10 +82,7 @@ class ZmqConduit(SocketConduit):
                 sock.setsockopt(zmq.SNDHWM, 0)
                 sock.setsockopt(zmq.LINGER, 500)
                 sock.setsockopt(zmq.RECONNECT_IVL, 10)
-                if self._curve:
-                    from .._security import apply_client
-
-                    apply_client(sock, self._curve)
+                apply_client(sock, self._curve or None, self._secret)
                 sock.connect(self._peers[proc])
                 self._push[proc] = sock
             return sock
@@ -178,6 +183,10 @@ class ZmqConduit(SocketConduit):
     def _opened(self) -> int:
         return sum(s is not None for s in self._push)
 
+    @property
+    def refused(self) -> int:
+        return self._guard.refused
+
     def close(self, linger: float = 0.5) -> None:
         if not self._begin_close():
             return
@@ -186,4 +195,5 @@ class ZmqConduit(SocketConduit):
             if sock is not None:
                 sock.close(linger=ms)
         self._pull.close(linger=0)
-        self._zctx.term()
+        self._zctx.term()  # ends the guard's thread too
+        self._guard.join()

@@ -8,8 +8,12 @@ of any length, carried as a separate frame, zero-copy where the transport allows
 Every conduit promises:
 
 - **FIFO per pair**: messages from process A to process B arrive in the order A sent them.
-- **Reliable while the job lives**: nothing is dropped except malformed input from outside
-  the job, which is counted in :meth:`Conduit.statistics` and never delivered.
+- **Reliable while the job lives**: nothing is dropped except malformed input, which is
+  counted in :meth:`Conduit.statistics` and never delivered.
+- **Only the job gets in**: a conduit that listens admits a connection only once it proved
+  that it holds the job's secret (``secret``), before reading any of its messages; a refused
+  connection is counted (``refused``) and nothing it sent is delivered (docs/design.md,
+  "Conduits"; :mod:`amnet._security`).
 - **Sends never block on the receiver**: ``send`` queues and returns (the core relies on this
   so that a handler can always reply; see the AM guide's flow-control note).
 - **Thread safety**: ``send`` may be called from several threads at once. ``recv`` and
@@ -47,6 +51,7 @@ class ConduitStatistics:
     bytes_received: int
     dropped: int  # malformed messages refused (never delivered)
     peers: int  # processes this conduit has opened a connection to
+    refused: int = 0  # connections refused: they did not prove they hold the job's secret
 
 
 class Conduit(abc.ABC):
@@ -58,12 +63,16 @@ class Conduit(abc.ABC):
         bind_host: the IP address to listen on (``127.0.0.1`` when the job is on one host).
         curve: the job's CurveZMQ keys (see :mod:`amnet._security`), or None for none.
         options: the job's resolved configuration.
+        secret: the job's secret, which every process of the job holds (``spec["token"]``);
+            a conduit admits only connections that prove they hold it. None: a fresh random
+            one, which admits no one (a job of one process).
     """
 
     name: ClassVar[str] = "?"
 
     def __init__(self, proc: int, procs: int, bind_host: str = "127.0.0.1",
-                 curve: dict[str, str] | None = None, options: Any = None) -> None:
+                 curve: dict[str, str] | None = None, options: Any = None,
+                 secret: str | None = None) -> None:
         self.proc = proc
         self.procs = procs
 

@@ -100,7 +100,7 @@ class AgentLoop:
         sock = ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.ROUTING_ID, proto.client_id(self.spec["token"], "a", self.node))
         sock.setsockopt(zmq.RECONNECT_IVL, 10)
-        apply_client(sock, self.spec.get("curve"))
+        apply_client(sock, self.spec.get("curve"), self.spec["token"])
         sock.connect(self.spec["bootstrap"])
         self.sock = LoopSocket(loop, sock, self._on_frames)
         self._send({

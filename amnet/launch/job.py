@@ -17,7 +17,7 @@ from typing import Any
 import zmq
 
 from .. import _protocol as proto
-from .._security import apply_server
+from .._guard import Guard
 from .._topology import Topology
 from ._output import ThreadWriter
 from ._zsock import LoopSocket
@@ -106,7 +106,7 @@ class Job:
         self.proc_ident: dict[int, bytes] = {}
         self.agent_ident: dict[int, bytes] = {}
         self.agent_host: dict[int, str] = {}
-        self.refused: set[bytes] = set()
+        self.refused: set[bytes | int] = set()
         self.rank_pids: dict[int, int] = {}
         self.malformed = 0
         self.launched: list[Launched] = []
@@ -122,9 +122,12 @@ class Job:
         sock.setsockopt(zmq.ROUTER_MANDATORY, 0)
         sock.setsockopt(zmq.MAXMSGSIZE, proto.MAX_MESSAGE)  # a stranger cannot exhaust memory
         try:
-            # jobs across hosts: a peer without the job's CURVE keys fails zmq's handshake and
-            # never reaches _on_frames (the token check below still stands behind it)
-            apply_server(sock, self.spec.get("curve"))
+            # a peer that does not prove the job's secret (PLAIN, or CURVE across hosts) fails
+            # zmq's handshake and never reaches _on_frames (the token check below still
+            # stands behind it)
+            guard = Guard(ctx, sock, self.spec["token"], self.spec.get("curve"),
+                          on_refused=lambda: loop.call_soon_threadsafe(self._refuse, None),
+                          count_silent=False)
             self.spec["bootstrap"] = self.spawner.bind(sock, self.bootstrap_addr,
                                                        self.spec["token"])
         except BaseException:
@@ -168,7 +171,8 @@ class Job:
                 loop.remove_signal_handler(sig)
             await self._stop_launched()
             self.sock.close(linger_ms=0)
-            ctx.term()
+            ctx.term()  # ends the guard's thread too
+            guard.join()
             if len(self.refused) > REFUSALS_SHOWN:
                 self.write_err(f"amnet-run: refused {len(self.refused)} bootstrap connections "
                                f"in all\n".encode())
@@ -202,12 +206,16 @@ class Job:
     def _send(self, ident: bytes, msg: dict[str, Any]) -> None:
         self.sock.send([ident, proto.pack(msg)])
 
-    def _refuse(self, ident: bytes) -> None:
+    def _refuse(self, ident: bytes | None) -> None:
+        """Count a refused connection (``ident``: its routing id; None: one that zmq's
+        handshake refused) and say so, up to REFUSALS_SHOWN times."""
+        if ident is None:
+            ident = len(self.refused)  # a key no routing id (bytes) equals
         if ident not in self.refused:
             self.refused.add(ident)
             if len(self.refused) <= REFUSALS_SHOWN:
                 self.write_err(b"amnet-run: refused a bootstrap connection that did not "
-                               b"present this job's token; the job goes on\n")
+                               b"prove it holds this job's secret; the job goes on\n")
 
     def _handle(self, ident: bytes, msg: dict[str, Any]) -> None:
         t = msg["t"]

@@ -1,7 +1,7 @@
 """Job functions for tests/test_conduit.py: forged AM headers sent to a rank's conduit socket.
 
 Rank 0 opens a raw zmq PUSH to the conduit address of the last rank (from the job's address
-table) and sends messages built by hand (wire format: ``amnet/core/_wire.py``; system handler
+table), presenting the job's secret as the job's processes do, and sends messages built by hand (wire format: ``amnet/core/_wire.py``; system handler
 indexes: ``amnet/core/_sys.py``), then one valid Short AM on the same connection, which
 arrives after all of them. The target counts what its engine refused, what ran, and whether
 its segment (all zeros) was touched.
@@ -30,6 +30,8 @@ import msgpack
 import zmq
 
 import amnet
+from amnet._security import apply_client
+from amnet.core import _runtime
 from amnet.core import _sys as S
 from amnet.core import _wire as W
 
@@ -193,6 +195,8 @@ def forged(ep, cases):
     if r == 0:
         ctx = zmq.Context()
         sock = ctx.socket(zmq.PUSH)
+        # a process of the job: it holds the secret, so its frames reach the target's engine
+        apply_client(sock, None, _runtime._process.spec["token"])
         sock.connect(ep.bootstrap.table[t]["conduit"])
         for m in msgs:
             sock.send_multipart(m)
