@@ -203,8 +203,8 @@ def stranger_connects(ns: str | None, address: str, *, keys: dict[str, str] | No
     if ns is not None:
         cmd = ["ip", "netns", "exec", ns, *cmd]
     # the keys go on stdin, never on a command line
-    out = subprocess.run(cmd, input=json.dumps({"keys": keys, "password": password}), capture_output=True, text=True,
-                         timeout=timeout + 30)
+    out = subprocess.run(cmd, input=json.dumps({"keys": keys, "password": password}),
+                         capture_output=True, text=True, timeout=timeout + 30)
     assert out.returncode == 0, out.stderr
     seen = json.loads(out.stdout.splitlines()[-1])
     assert "CONNECTED" in seen, f"the stranger never reached {address}: events {seen}"

@@ -1,8 +1,8 @@
 """Job functions for tests/test_conduit.py: forged AM headers sent to a rank's conduit socket.
 
 Rank 0 opens a raw zmq PUSH to the conduit address of the last rank (from the job's address
-table), presenting the job's secret as the job's processes do, and sends messages built by hand (wire format: ``amnet/core/_wire.py``; system handler
-indexes: ``amnet/core/_sys.py``), then one valid Short AM on the same connection, which
+table), presenting the job's secret as the job's processes do, and sends messages built by
+hand (wire format: ``amnet/core/_wire.py``; system handler indexes: ``amnet/core/_sys.py``), then one valid Short AM on the same connection, which
 arrives after all of them. The target counts what its engine refused, what ran, and whether
 its segment (all zeros) was touched.
 
