@@ -3,8 +3,8 @@
 Rank 0 opens a raw zmq PUSH to the conduit address of the last rank (from the job's address
 table), presenting the job's secret as the job's processes do, and sends messages built by
 hand (wire format: ``amnet/core/_wire.py``; system handler indexes: ``amnet/core/_sys.py``),
-then one valid Short AM on the same connection, which arrives after all of them. The target counts what its engine refused, what ran, and whether
-its segment (all zeros) was touched.
+then one valid Short AM on the same connection, which arrives after all of them. The target
+counts what its engine refused, what ran, and whether its segment (all zeros) was touched.
 
 ``REFUSED``: malformed messages the engine refuses. ``MUST_NOT_CRASH``: wire fields that
 the engine once used without checking, so that the forged message failed the target rank
