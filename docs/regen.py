@@ -29,8 +29,9 @@ What is run, from the Markdown:
   run to run (a count, which of several ranks came first). ``(?m)`` makes ``^``/``$`` lines.
 - ``<!-- timeout: SECONDS -->``: a longer limit for the block than the default.
 
-A fenced block without a language that is none of these is an error: an output block must
-say how it is made, and a block of another kind (a diagram, a formula) says ``text``.
+Markers go right before their block (blank lines and other markers between are fine). A
+fenced block without a language that is none of these is an error: an output block must say
+how it is made, and a block of another kind (a diagram, a formula) says ``text``.
 
 Both sides are normalized before they are compared, narrowly: the host name (docs are
 written with the host shown as ``vm``), durations (a number before ``µs``, ``us``, ``ms``,
