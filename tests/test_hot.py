@@ -91,19 +91,65 @@ def test_token_attributes_and_repr(results, route):
         assert len(req) == 1 and len(rep) == 1, g["log"]
         want_req = {"type": "Token", "is_token": True, "rank": r, "source": left,
                     "is_request": True, "handler": "hotjobs.h_tok_req",
-                    "repr": f"<amnet.Token request hotjobs.h_tok_req from rank {left}>"}
+                    "repr": f"<amnet.Token request hotjobs.h_tok_req from rank {left}>",
+                    "endpoint": r}
         want_rep = {"type": "Token", "is_token": True, "rank": r, "source": right,
                     "is_request": False, "handler": "hotjobs.h_tok_rep",
-                    "repr": f"<amnet.Token reply hotjobs.h_tok_rep from rank {right}>"}
+                    "repr": f"<amnet.Token reply hotjobs.h_tok_rep from rank {right}>",
+                    "endpoint": r}
         assert req[0]["info"] == want_req
         assert req[0]["info after reply"] == want_req
         assert req[0]["tag"] == 100 + left
+        assert req[0]["endpoint is ep"] is True  # token.endpoint: the target rank's Endpoint
         assert rep[0]["info"] == want_rep
         assert rep[0]["tag"] == 100 + r
         # the attributes stay readable after the handler returned
         assert g["kept_info"] == want_req and g["kept_rep_info"] == want_rep
         assert req[0]["set rank"][0] == "AttributeError"
         assert g["Token()"][0] == "TypeError"
+
+
+# A handler reaches its rank through token.endpoint: an in-line AM between rank-threads runs
+# on the target's globals, possibly before that rank-thread's ``ep = amnet.init()`` returned.
+# sys.setswitchinterval(1.0) makes that the rule here: rank-thread 0 keeps the interpreter
+# from its init until it blocks, so its AMs run while its sibling is still in init.
+RACE = """
+import sys
+sys.setswitchinterval(1.0)
+import amnet
+
+early = []  # per rank-thread (its own globals): handlers that ran before `ep` was set here
+
+
+def bump(token, i):
+    e = token.endpoint
+    early.append("ep" not in globals())
+    e.segment[:8].view("i8")[0] += 1
+    assert e.rank == token.rank
+
+
+ep = amnet.init(handlers=[bump])
+if ep.thread == 0:
+    for i in range(50):
+        ep.request_short(ep.rank + 1, bump, i)
+ep.barrier()
+if ep.thread == 1:
+    print(f"rank {ep.rank} ran {int(ep.segment[:8].view('i8')[0])} early {sum(early)}")
+"""
+
+
+def test_token_endpoint_works_before_the_targets_init_returned(runner):
+    s = runner.script("race.py", RACE)
+    early = 0
+    for _ in range(6):
+        out = runner("-n", "4", "--procs-per-node", "2", "--threads-per-proc", "2", s)
+        assert out.returncode == 0, out.stderr
+        lines = sorted(out.stdout.splitlines())
+        assert [ln.split(" early ")[0] for ln in lines] == ["rank 1 ran 50", "rank 3 ran 50"]
+        early += sum(int(ln.split(" early ")[1]) for ln in lines)
+    # the race happened (handlers ran where the script's global ep did not exist yet), and
+    # every one of those handlers reached its endpoint all the same
+    assert early > 0
 
 
 @route_param

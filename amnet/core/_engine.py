@@ -170,9 +170,14 @@ class Engine:
                                     pshm_prefix(job["token"]), job.get("doorbells"), self.hot)
 
     # -- setup ----------------------------------------------------------------------------
-    def add_rank(self, rank: int) -> RankState:
+    def add_rank(self, rank: int,
+                 endpoint_of: Callable[[RankState], Any] | None = None) -> RankState:
+        """Make ``rank`` (a rank-thread of this process) reachable. ``endpoint_of(rs)`` makes
+        its Endpoint, which ``token.endpoint`` returns: it exists before any AM can reach
+        the rank, so a handler has it even while that rank-thread is still in amnet.init()."""
         mem = None if self.pshm is None else self.pshm.segment_buffer(rank - self.first)
         rs = RankState(self, rank, self.seg_size, mem)
+        rs.endpoint = None if endpoint_of is None else endpoint_of(rs)
         self.ranks[rank - self.first] = rs
         self.hot.add_rank(rank - self.first, rs, rs.table, rank)
         self.hot.set_segment(self.node * self.ranks_per_node, self.ranks_per_node, rank,

@@ -1946,6 +1946,22 @@ Token_get_handler(TokenObject *tok, void *c)
     return token_name(tok);
 }
 
+/* The Endpoint of the rank the AM was sent to. Made before the rank could be reached (see
+ * Engine.add_rank), so it is there even while that rank-thread is still in amnet.init(). */
+static PyObject *
+Token_get_endpoint(TokenObject *tok, void *c)
+{
+    PyObject *rs = tok->hot->slots != NULL ? tok->hot->slots[tok->t].rs : NULL;
+    PyObject *ep = rs != NULL ? PyObject_GetAttrString(rs, "endpoint") : NULL;
+    if (ep == NULL || ep == Py_None) {
+        Py_XDECREF(ep);
+        PyErr_Clear();
+        PyErr_SetString(InitError, "this token's rank has no endpoint (its engine is closed)");
+        return NULL;
+    }
+    return ep;
+}
+
 static PyMethodDef Token_methods[] = {
     {"reply_short", (PyCFunction)(void (*)(void))Token_reply_short, METH_FASTCALL,
      "reply_short($self, handler, /, *args)\n--\n\n"
@@ -1990,6 +2006,10 @@ static PyGetSetDef Token_getset[] = {
     {"is_request", (getter)Token_get_is_request, NULL,
      "True in a request handler, False in a reply handler.", NULL},
     {"handler", (getter)Token_get_handler, NULL, "The running handler's name.", NULL},
+    {"endpoint", (getter)Token_get_endpoint, NULL,
+     "The Endpoint of the rank the AM was sent to (``token.rank``): what a handler uses to "
+     "reach its rank (segment, handlers, rank numbers). Safe even while that rank-thread is "
+     "still in amnet.init(), where a script's global ``ep`` may not be set yet.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -215,7 +215,9 @@ def init(handlers: Iterable[Callable] | None = None):
     eng = ctx.engine()
     if eng.in_handler() is not None:
         raise InitError("amnet.init() inside a handler")
-    rs = eng.add_rank(ctx.rank)
+    # the endpoint exists before any peer can reach this rank: an in-line AM from another
+    # rank-thread may run a handler here, which gets it as token.endpoint, before init returns
+    rs = eng.add_rank(ctx.rank, lambda rs: Endpoint(ctx, eng, rs))
     rs.table.add(fns, names)  # in place before any peer can send to this rank
     ctx.table = ctx.collective("init", value={
         "host": ctx.host, "pid": os.getpid(), "conduit": eng.conduit.address,
@@ -225,7 +227,7 @@ def init(handlers: Iterable[Callable] | None = None):
     else:
         ctx.process.start_engine(ctx.table)
     verify_tables([e["handlers"] for e in ctx.table], "amnet.init()")
-    ctx.endpoint = Endpoint(ctx, eng, rs)
+    ctx.endpoint = rs.endpoint
     if ctx.process is None:
         atexit.register(_finalize_at_exit, ctx)
     return ctx.endpoint

@@ -159,7 +159,7 @@ def rpc_echo(x):
 def token_info(tok) -> dict:
     return {"type": type(tok).__name__, "is_token": isinstance(tok, amnet.Token),
             "rank": tok.rank, "source": tok.source, "is_request": tok.is_request,
-            "handler": tok.handler, "repr": repr(tok)}
+            "handler": tok.handler, "repr": repr(tok), "endpoint": tok.endpoint.rank}
 
 
 # the token rules
@@ -167,7 +167,7 @@ def h_tok_req(tok, tag):
     s = _count(tok, "tok_req")
     ep = s.ep
     src = tok.source
-    rec: dict = {"info": token_info(tok), "tag": tag}
+    rec: dict = {"info": token_info(tok), "tag": tag, "endpoint is ep": tok.endpoint is ep}
     box: list = []
     # the token used from another thread while its handler runs (before the real reply)
     th = threading.Thread(target=lambda: box.append(
@@ -200,7 +200,7 @@ def h_tok_req(tok, tag):
 def h_tok_rep(tok, tag):
     s = _count(tok, "tok_rep")
     ep = s.ep
-    rec: dict = {"info": token_info(tok), "tag": tag}
+    rec: dict = {"info": token_info(tok), "tag": tag, "endpoint is ep": tok.endpoint is ep}
     rec["reply_short"] = outcome(lambda: tok.reply_short(h_count, tag))
     rec["reply_medium"] = outcome(lambda: tok.reply_medium(h_mcount, b"x", tag))
     rec["reply_long"] = outcome(lambda: tok.reply_long(h_count, b"x", 0, tag))
