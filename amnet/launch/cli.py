@@ -147,7 +147,7 @@ def amnet_run(
         = None,
     insecure: Annotated[bool, typer.Option(
         "--insecure",
-        help="No CurveZMQ for jobs across hosts: traffic unauthenticated and unencrypted "
+        help="No CurveZMQ for jobs across hosts: traffic and the job secret unencrypted "
              "(trusted networks only; warns).")] = False,
     version: Annotated[bool, typer.Option(
         "--version", callback=_print_version, is_eager=True,
