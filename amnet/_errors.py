@@ -48,8 +48,40 @@ class CollectiveMismatch(AMNetError):
 class BarrierMismatch(CollectiveMismatch):
     """Raised on every rank of a barrier when ranks passed different barrier names.
 
-    An anonymous barrier (``name=None``) matches any name.
+    An anonymous barrier (``name=None``) matches any name. The message starts with the name
+    the raising rank passed, then names, for each other name, the lowest rank that passed it
+    (:func:`barrier_mismatch_message`).
     """
+
+
+NAME_SHOWN = 80  # a barrier name is shown (repr) up to this many characters
+OTHERS_SHOWN = 3  # a BarrierMismatch message shows at most this many other names
+
+
+def barrier_name_text(name: object) -> str:
+    """How a barrier name (an int or a str) is shown: its repr, cut to NAME_SHOWN."""
+    return cut_name_text(repr(name))
+
+
+def cut_name_text(text: str) -> str:
+    """A barrier name's repr, cut to NAME_SHOWN characters."""
+    return text if len(text) <= NAME_SHOWN else text[:NAME_SHOWN - 3] + "..."
+
+
+def barrier_mismatch_message(barrier: str, rank: int, mine: str | None,
+                             others: list[tuple[int, str]]) -> str:
+    """The text of a :class:`BarrierMismatch` raised on ``rank``.
+
+    ``barrier`` names the barrier (``"barrier #3"``), ``mine`` is the name this rank passed
+    as shown (None: no name) and ``others`` the ``(rank, shown name)`` of the lowest rank that
+    passed each name other than ``mine``.
+    """
+    me = "no name (which matches any)" if mine is None else mine
+    parts = [f"rank {r} passed {t}" for r, t in sorted(others)[:OTHERS_SHOWN]]
+    if len(others) > OTHERS_SHOWN:
+        parts.append(f"{len(others) - OTHERS_SHOWN} more ranks passed other names")
+    said = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
+    return f"names differ in {barrier}: this rank ({rank}) passed {me}, but {said}"
 
 
 class AMContextError(AMNetError, RuntimeError):

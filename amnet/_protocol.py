@@ -10,10 +10,13 @@ Client -> launcher:
     done    {rank, code, result?, error?}      a rank finished (acked with "ack")
     abort   {rank, code, msg}                  amnet.abort() (acked with "ack")
     exit    {proc, pid, code}                  agent: a process ended (code < 0: signal)
+    here    {id, ranks: [[rank, entry], ...]}  a process answers "where" (entries: see
+                                               amnet.core._runtime.ProcessState.where)
 Launcher -> client:
     coll_done {seq, value, error?}             one per process once every rank entered
     ack {rank}                                 delivery receipt for done/abort
     abort {reason, code}                       tear down: wake waiters, stop processes
+    where {id}                                 a timeout or signal: where are your ranks?
     ping {}                                    agent liveness
 """
 

@@ -261,13 +261,21 @@ def check_barriers(res: list[dict]) -> None:
             continue
         # same name; anonymous with named; "left"/"right"; 7/8; then barriers work again
         assert named[:2] == ["ok", "ok"] and named[4:] == ["ok", "ok"]
-        assert named[2].startswith("BarrierMismatch: ")
-        assert "rank 0 and rank 1 passed different names" in named[2]
-        assert f"rank 0 and rank {n - 1} passed different names" in named[3]
-        assert f"rank 0 and rank {n - 1} passed different names" in b["split_named"]
-        for i, text in enumerate((named[2], named[3], b["split_named"])):
-            texts.setdefault(i, set()).add(text.split(" (rank ")[0])
-    assert all(len(t) == 1 for t in texts.values())  # every rank names the same two ranks
+        me, last = r["rank"], n - 1
+        # each rank says what it passed, then the lowest rank that passed the other name
+        for i, (text, mine, other) in enumerate((
+                (named[2], "'left'" if me == 0 else "'right'",
+                 "rank 1 passed 'right'" if me == 0 else "rank 0 passed 'left'"),
+                (named[3], "8" if me == last else "7",
+                 "rank 0 passed 7" if me == last else f"rank {last} passed 8"),
+                (b["split_named"], "'odd'" if me == last else "'even'",
+                 "rank 0 passed 'even'" if me == last else f"rank {last} passed 'odd'"))):
+            head, _, tail = text.partition(": this rank ")
+            assert tail == f"({me}) passed {mine}, but {other}", text
+            texts.setdefault(i, set()).add(head)
+    # every rank raised in the same barrier
+    assert all(len(t) == 1 and t.pop().startswith("BarrierMismatch: names differ in barrier #")
+               for t in texts.values())
 
 
 def check_clean(res: list[dict]) -> None:

@@ -214,12 +214,11 @@ except FileExistsError:
 
 
 def test_timeout_ends_a_hung_job(runner):
-    # the launcher can say who waits in a *bootstrap* barrier (AM barriers are peer to peer)
     s = runner.script("hang.py", WAIT_SCRIPT.replace("ep.barrier()", "ep.bootstrap.barrier()"))
     t0 = time.monotonic()
     out = runner("-n", "4", "--threads-per-proc", "2", "--timeout", "1.5", s, "2")
     assert out.returncode == 124
-    assert ("timed out after 1.5 s: ranks 0-1, 3 wait in a barrier (bootstrap step 1); "
+    assert ("timed out after 1.5 s: ranks 0-1, 3 wait in a bootstrap barrier (bootstrap step 1); "
             "rank 2 never reached it") in out.stderr
     assert time.monotonic() - t0 < 8
 

@@ -2,7 +2,9 @@
 
 A daemon I/O thread owns the zmq DEALER socket (zmq sockets are not thread-safe); rank-threads
 queue messages for it and wait on a condition for replies. An ``abort`` from the launcher wakes
-every waiter with :class:`amnet.JobAborted`.
+every waiter with :class:`amnet.JobAborted`. A ``where`` from the launcher (on a timeout or
+Ctrl-C) is answered by the I/O thread itself from what ``where()`` reads of the ranks' state,
+so ranks blocked anywhere (in a wait, in a sleep) are described without their help.
 
 For jobs across hosts the connection uses CurveZMQ with the job's keys (``spec["curve"]``,
 see :mod:`amnet._security`).
@@ -13,13 +15,20 @@ from __future__ import annotations
 import collections
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import zmq
 
 from .. import _protocol as proto
-from .._errors import BarrierMismatch, CollectiveMismatch, JobAborted
+from .._errors import (
+    BarrierMismatch,
+    CollectiveMismatch,
+    JobAborted,
+    barrier_mismatch_message,
+    barrier_name_text,
+    cut_name_text,
+)
 from .._security import apply_client, mechanism
 
 _ERRORS = {"BarrierMismatch": BarrierMismatch, "CollectiveMismatch": CollectiveMismatch}
@@ -36,8 +45,10 @@ class BootClient:
     def __init__(
         self, address: str, token: str, proc: int, host: str, threads_per_proc: int,
         finished: list[list[int]], curve: Mapping[str, str] | None = None,
+        where: Callable[[], list] | None = None,
     ) -> None:
         self.address = address
+        self._where = where  # where this process's ranks are: [[rank, entry], ...]
         self._t = threads_per_proc
         self._ctx = zmq.Context()
         sock = self._ctx.socket(zmq.DEALER)
@@ -104,6 +115,11 @@ class BootClient:
                 del self._replies[key], self._taken[key]
         err = reply.get("error")
         if err:
+            if err[0] == "BarrierMismatch" and len(err) > 2:  # [.., barrier, [[rank, repr]]]
+                mine = None if name is None else repr(name)
+                raise BarrierMismatch(barrier_mismatch_message(
+                    err[1], rank, None if name is None else barrier_name_text(name),
+                    [(int(r), cut_name_text(str(t))) for r, t in err[2] if t != mine]))
             raise _ERRORS.get(err[0], CollectiveMismatch)(err[1])
         return reply.get("value")
 
@@ -146,7 +162,11 @@ class BootClient:
             t = msg["t"]
             key = (("coll", int(msg["seq"])) if t == "coll_done" else
                    ("ack", int(msg["rank"]), str(msg["of"])) if t == "ack" else None)
-        except (proto.ProtocolError, KeyError, TypeError, ValueError):
+            if t == "where":  # the launcher asks where the ranks are: answer from here
+                self._sock.send(proto.pack({"t": "here", "id": msg.get("id"),
+                                            "ranks": self._where() if self._where else []}))
+                return
+        except Exception:
             return  # never let a bad frame stop this thread: ranks wait on it
         with self._cond:
             if key is not None:

@@ -87,6 +87,7 @@ class RankState:
         self.nbi = Bucket()  # implicit-handle operations outside access regions
         self.regions: list[Bucket] = []
         self.barrier = Barrier(eng, rank)
+        self.finalizing = False  # in amnet.finalize() (for the launcher's diagnosis only)
         self.finalized = False
 
     def new_op(self, op: Any) -> int:

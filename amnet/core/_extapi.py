@@ -138,7 +138,11 @@ class ExtendedMixin:
         self._eng.forbid_in_handler("ep.barrier_wait()")
         bar = self._live().barrier
         bar.check_pending("barrier_wait")
-        self._eng.wait_until(lambda: bar.done)
+        bar.waiting = True  # where this rank is, should the launcher ask
+        try:
+            self._eng.wait_until(lambda: bar.done)
+        finally:
+            bar.waiting = False
         bar.finish()
 
     def barrier_try(self) -> bool:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .._config import Config
-from .._errors import InitError
+from .._errors import InitError, barrier_name_text
 from .._topology import Topology
 from ._bootclient import BootClient
 
@@ -79,8 +79,34 @@ class ProcessState:
                 self._boot = BootClient(
                     self.spec["bootstrap"], self.spec["token"], self.proc, self.host,
                     self.topology.threads_per_proc, list(self.finished),
-                    self.spec.get("curve"))
+                    self.spec.get("curve"), self.where)
             return self._boot
+
+    def where(self) -> list[list[Any]]:
+        """Where this process's ranks are, for the launcher's diagnosis of a timeout or
+        Ctrl-C: ``[[rank, entry], ...]``, each entry ``["barrier", number, name, waiting,
+        finalizing]`` (an AM barrier notified and not complete: its number, the name shown or
+        None, whether the rank waits in it, whether ``amnet.finalize()`` does) or
+        ``["running", barriers]`` (barriers completed or notified so far).
+
+        Runs on the bootstrap client's I/O thread and reads plain attributes without locks,
+        so it answers whatever the rank-threads are doing; the picture may be a moment old.
+        """
+        eng = self._engine
+        out: list[list[Any]] = []
+        for rank in self.topology.ranks_of_proc(self.proc):
+            rs = None if eng is None else eng.ranks[rank - eng.first]
+            if rs is None or rs.finalized:
+                out.append([rank, ["running", 0 if rs is None else rs.barrier.epoch]])
+                continue
+            bar = rs.barrier
+            epoch, name, waiting = bar.epoch, bar.name, bar.waiting
+            if bar.pending and not bar.done:
+                shown = None if name is None else barrier_name_text(name)
+                out.append([rank, ["barrier", epoch, shown, waiting, rs.finalizing]])
+            else:
+                out.append([rank, ["running", epoch]])
+        return out
 
     def rank_done(self, rank: int, code: int, result: bytes | None = None,
                   error: dict[str, Any] | None = None) -> None:
@@ -249,6 +275,7 @@ def finalize() -> None:
         raise InitError(f"amnet.finalize() was called twice on rank {ctx.rank}")
     ep = ctx.endpoint
     ep._eng.forbid_in_handler("amnet.finalize()")
+    ep._rs.finalizing = True
     if ep._rs.barrier.pending:  # a split-phase barrier left open: complete it first
         ep.barrier_wait()
     ep.barrier()  # polls: peers still talking to this rank get their replies

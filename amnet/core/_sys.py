@@ -18,7 +18,7 @@ import numpy as np
 from .._errors import PayloadTooLarge as PayloadTooLarge_
 from . import _atomics
 from . import _wire as W
-from ._barrier import SYS_BARRIER
+from ._barrier import NO_TEXT, SYS_BARRIER
 
 PUT, ACK, GET, GET_DATA, ATOMIC, BARRIER, RPC, RPC_RESULT = range(8)
 assert BARRIER == SYS_BARRIER
@@ -94,13 +94,22 @@ def h_atomic(eng, rs, src, args, payload, offset, flags) -> None:
 
 
 def h_barrier(eng, rs, src, args, payload, offset, flags) -> None:
-    if len(args) != 7 or payload is not None:
+    # anonymous: 7 arguments; named: an 8th, where the payload (the two names) splits
+    named = len(args) == 8 and payload is not None and args[2] == 1
+    if not named and (len(args) != 7 or payload is not None or args[2] != 0):
         return eng._refuse()
-    epoch, rnd, *state = args
+    epoch, rnd, *state = args[:7]
     bar = rs.barrier
     if not 0 <= rnd < bar.rounds or src != (rs.rank - (1 << rnd)) % eng.size:
         return eng._refuse()
-    bar.arrived(epoch, rnd, tuple(state))
+    texts = NO_TEXT
+    if named:
+        data = bytes(payload)
+        cut = args[7]
+        if not 0 < cut <= len(data):
+            return eng._refuse()
+        texts = (data[:cut], data[cut:] or data[:cut])
+    bar.arrived(epoch, rnd, tuple(state), texts)
 
 
 def h_rpc(eng, rs, src, args, payload, offset, flags) -> None:

@@ -10,9 +10,10 @@ import signal
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._errors import cut_name_text
 from .._topology import Topology, format_ranks
 
-_WHAT = {"init": "amnet.init()", "barrier": "a barrier", "allgather": "an allgather",
+_WHAT = {"init": "amnet.init()", "barrier": "a bootstrap barrier", "allgather": "an allgather",
          "finalize": "amnet.finalize()"}
 
 
@@ -22,6 +23,10 @@ def _ranks_word(ranks) -> str:
 
 def _wait_verb(ranks) -> str:
     return "waits" if len(set(ranks)) == 1 else "wait"
+
+
+def _be(ranks) -> str:
+    return "is" if len(set(ranks)) == 1 else "are"
 
 
 @dataclass
@@ -97,11 +102,13 @@ class JobState:
                               f"called {_WHAT[c.ops[first]]} but rank {other} called "
                               f"{_WHAT[c.ops[other]]}"]
         elif len(set(map(repr, c.names.values()))) > 1:
-            a = min(c.names)
-            b = next(r for r in sorted(c.names) if c.names[r] != c.names[a])
-            reply["error"] = ["BarrierMismatch",
-                              f"barrier name mismatch: rank {a} passed {c.names[a]!r} but "
-                              f"rank {b} passed {c.names[b]!r}"]
+            # each rank's client says which name it passed and which the others did: it
+            # gets the lowest rank that passed each name (amnet._errors.BarrierMismatch)
+            first: dict[str, int] = {}
+            for r in sorted(c.names):
+                first.setdefault(repr(c.names[r]), r)
+            reply["error"] = ["BarrierMismatch", f"a bootstrap barrier (bootstrap step {seq})",
+                              [[r, text] for text, r in first.items()]]
         elif op in ("allgather", "init"):
             reply["value"] = [c.arrived[r] for r in range(self.topo.size)]
         return reply
@@ -150,17 +157,72 @@ class JobState:
             self.fail(code, f"{self.where(ranks)} exited with code {code}", ranks[0])
         self.check_stranded()
 
-    def describe_waits(self) -> str:
-        """Where the ranks are, for a timeout or interrupt diagnosis."""
+    def describe_waits(self, where: dict[int, list] | None = None) -> str:
+        """Where the ranks are, for a timeout or interrupt diagnosis.
+
+        The launcher knows who waits in a bootstrap collective and who ended. ``where`` has
+        what the rank processes answered when asked (rank -> entry, as
+        ``amnet.core._runtime.ProcessState.where`` makes them): who waits in which AM
+        barrier. A rank missing from it did not answer in time: it is "still running".
+        """
+        where = where or {}
+        waits: dict[tuple, list[int]] = {}  # (kind, number, what) -> ranks waiting in it
+        notified: dict[tuple, list[int]] = {}  # ... that notified it, not waiting in it
+        placed: set[int] = set()
         for seq, c in self.pending():
-            missing = [r for r in range(self.topo.size) if r not in c.arrived]
-            what = _WHAT[c.ops[min(c.arrived)]]
-            return (f"{_ranks_word(c.arrived)} {_wait_verb(c.arrived)} in {what} (bootstrap "
-                    f"step {seq}); {_ranks_word(missing)} never reached it")
-        running = [r for r in range(self.topo.size) if r not in self.done]
+            names = {repr(v) for v in c.names.values()}
+            name = f", name {cut_name_text(names.pop())}" if len(names) == 1 else ""
+            what = f"{_WHAT[c.ops[min(c.arrived)]]} (bootstrap step {seq}{name})"
+            waits[("boot", seq, what)] = sorted(c.arrived)
+            placed.update(c.arrived)
+        running: dict[int, int] = {}  # rank -> AM barriers it notified so far
+        silent: list[int] = []
+        ended: list[int] = []
+        for r in range(self.topo.size):
+            e = where.get(r)
+            if r in placed:
+                continue
+            elif r in self.done:
+                ended.append(r)
+            elif not e or e[0] not in ("barrier", "running"):
+                silent.append(r)
+            elif e[0] == "running":
+                running[r] = int(e[1])
+            else:
+                _, number, name, waiting, finalizing = e
+                tag = f", name {name}" if name else ""
+                what = (f"amnet.finalize() (barrier #{number}{tag})" if finalizing else
+                        f"barrier #{number}" + (f" (name {name})" if name else ""))
+                (waits if waiting else notified).setdefault(("am", number, what), []).append(r)
+        barriers = {key[:2] for key in (*waits, *notified)}  # which barriers they are in
+        if barriers and all(kind == "boot" for kind, _ in barriers):
+            # no rank outside a bootstrap collective is in it: the launcher would know
+            running.update(dict.fromkeys(silent, -1))
+            silent = []
+        parts = [f"{_ranks_word(ranks)} {_wait_verb(ranks)} in {key[2]}"
+                 for key, ranks in sorted(waits.items(), key=lambda kv: kv[1][0])]
+        for key, ranks in sorted(notified.items(), key=lambda kv: kv[1][0]):
+            it = "it" if len(barriers) == 1 and waits else key[2]
+            parts.append(f"{_ranks_word(ranks)} notified {it} but {_be(ranks)} not waiting "
+                         "in it")
         if running:
-            return f"{_ranks_word(running)} still running"
-        return "all ranks had ended"
+            if not barriers:
+                parts.append(f"{_ranks_word(running)} still running")
+            elif len(barriers) == 1:
+                kind, number = next(iter(barriers))
+                before = [r for r, k in running.items() if kind == "boot" or k < number]
+                past = [r for r in running if r not in before]
+                if before:
+                    parts.append(f"{_ranks_word(before)} never reached it")
+                if past:
+                    parts.append(f"{_ranks_word(past)} {_be(past)} past it")
+            else:
+                parts.append(f"{_ranks_word(running)} {_be(running)} in no barrier")
+        if silent:
+            parts.append(f"{_ranks_word(silent)} still running")
+        if ended:
+            parts.append(f"{_ranks_word(ended)} had ended" if parts else "all ranks had ended")
+        return "; ".join(parts)
 
     def outcome_code(self) -> int:
         if self.failure is not None:

@@ -27,6 +27,7 @@ __all__ = ["Job", "Outcome", "run_job"]
 
 PING_S = 2.0
 TEARDOWN_S = 4.0  # after a failure: how long agents get to stop their processes
+WHERE_S = 1.0  # on a timeout or signal: how long the rank processes get to say where they are
 REGISTER_S = 60.0  # how long a started agent may take to say hello
 DRAIN_S = 1.0  # after a spawned process exits: how long its pipes may stay silent
 SETTLE_S = 2.0  # after an agent exits: how long its last messages may take to be read
@@ -111,6 +112,11 @@ class Job:
         self.malformed = 0
         self.launched: list[Launched] = []
         self.tearing_down = False
+        self.diagnosing: asyncio.Future | None = None  # asking where the ranks are (_stop)
+        self.where_id = 0
+        self.where_want: set[int] = set()  # processes asked that have not answered yet
+        self.where_got: dict[int, list] = {}  # rank -> where its process says it is
+        self.where_done: asyncio.Event | None = None
 
     # -- entry ------------------------------------------------------------------------------
     async def run(self) -> Outcome:
@@ -160,6 +166,7 @@ class Job:
                 for res in await asyncio.gather(*tasks, return_exceptions=True):
                     if isinstance(res, Exception):
                         raise res
+            await self._end_diagnosis()  # everything ended while we asked where ranks were
             if self.state.failure is None:
                 self._final_checks()
             pinger.cancel()
@@ -169,6 +176,7 @@ class Job:
         finally:
             for sig in signals:
                 loop.remove_signal_handler(sig)
+            await self._end_diagnosis()
             await self._stop_launched()
             self.sock.close(linger_ms=0)
             ctx.term()  # ends the guard's thread too
@@ -245,6 +253,8 @@ class Job:
                 rank = int(msg["rank"])
                 st.rank_done(rank, int(msg["code"]), msg.get("result"), msg.get("error"))
                 self._send(ident, {"t": "ack", "rank": rank, "of": "done"})
+            elif t == "here":
+                self._here(idx, msg)
             elif t == "abort":
                 rank = int(msg["rank"])
                 code = int(msg["code"])
@@ -256,6 +266,7 @@ class Job:
             proc = int(msg["proc"])
             if st.topo.node_of_proc(proc) == idx:
                 st.proc_exited(proc, int(msg["code"]))
+                self._here(proc, None)  # it will not answer a where any more
         elif kind == "agent" and t == "teardown":  # the agent stopped its node on its own
             st.fail(1, f"the agent of node {idx} (host {self.agent_host.get(idx, '?')}) "
                        f"stopped its node: {msg.get('why', '?')}")
@@ -304,8 +315,12 @@ class Job:
                 "code": f.code if f else 1}
 
     def teardown(self) -> None:
-        """Stop every process of the job: abort message now, kill after TEARDOWN_S."""
-        if self.tearing_down:
+        """Stop every process of the job: abort message now, kill after TEARDOWN_S.
+
+        While the launcher asks where the ranks are (``_stop``), teardown waits for the
+        answers: ``_diagnose`` calls it once they are in.
+        """
+        if self.tearing_down or self.diagnosing is not None:
             return
         self.tearing_down = True
         msg = self._abort_msg()
@@ -341,14 +356,69 @@ class Job:
                         pass
 
     def _on_signal(self, sig: int) -> None:
-        name = signal.Signals(sig).name
-        self.state.fail(128 + sig, f"interrupted by {name}; {self.state.describe_waits()}")
-        self.teardown()
+        self._stop(128 + sig, f"interrupted by {signal.Signals(sig).name}; ")
 
     def _on_timeout(self) -> None:
-        self.state.fail(124, f"timed out after {self.timeout:g} s: "
-                             f"{self.state.describe_waits()}")
-        self.teardown()
+        self._stop(124, f"timed out after {self.timeout:g} s: ")
+
+    def _stop(self, code: int, head: str) -> None:
+        """A timeout or a signal: fail the job with ``head`` and where the ranks are, then
+        tear it down.
+
+        The launcher itself knows who waits in a bootstrap collective; for AM barriers it
+        asks the rank processes (``where``, answered by their bootstrap I/O thread, whatever
+        the ranks are doing) and waits at most WHERE_S for the answers. The failure is
+        recorded at once with what the launcher knows, so nothing that happens meanwhile
+        counts as the first failure; the diagnosis is refined when the answers are in. A
+        second signal while asking stops the job at once.
+        """
+        st = self.state
+        if self.diagnosing is not None:
+            self.diagnosing.cancel()
+        elif st.fail(code, head + st.describe_waits()):
+            self.diagnosing = asyncio.ensure_future(self._diagnose(head))
+        else:
+            self.teardown()
+
+    async def _diagnose(self, head: str) -> None:
+        failure = self.state.failure
+        try:
+            procs = [p for p in self.proc_ident if p not in self.state.proc_exit]
+            self.where_id += 1
+            self.where_want, self.where_got = set(procs), {}
+            self.where_done = asyncio.Event()
+            for p in procs:
+                self._send(self.proc_ident[p], {"t": "where", "id": self.where_id})
+            if procs:
+                try:
+                    await asyncio.wait_for(self.where_done.wait(), WHERE_S)
+                except TimeoutError:
+                    pass
+            failure.diagnosis = head + self.state.describe_waits(self.where_got)
+        finally:
+            self.where_want = set()
+            self.diagnosing = None
+            self.teardown()
+
+    def _here(self, proc: int, msg: dict[str, Any] | None) -> None:
+        """Process ``proc`` said where its ranks are (None: it ended, it will not say)."""
+        if proc not in self.where_want or (msg is not None and msg.get("id") != self.where_id):
+            return
+        topo = self.topo
+        for rank, entry in (msg or {}).get("ranks") or ():
+            if (isinstance(rank, int) and 0 <= rank < topo.size and topo.proc_of(rank) == proc
+                    and _where_entry_ok(entry)):
+                self.where_got[rank] = entry
+        self.where_want.discard(proc)
+        if not self.where_want and self.where_done is not None:
+            self.where_done.set()
+
+    async def _end_diagnosis(self) -> None:
+        """The job is ending: stop asking where the ranks are (the diagnosis stays what the
+        launcher knew)."""
+        if self.diagnosing is not None:
+            self.diagnosing.cancel()
+            await asyncio.gather(self.diagnosing, return_exceptions=True)
 
     def _check_registered(self) -> None:
         missing = [n for n in range(self.topo.nodes) if n not in self.agent_ident]
@@ -407,6 +477,17 @@ class Job:
         if missing:
             ranks = st.topo.ranks_of_proc(missing[0])
             st.fail(1, f"no exit status was reported for {st.where(ranks)}")
+
+
+def _where_entry_ok(e: Any) -> bool:
+    """A well-formed answer about one rank (``ProcessState.where``)."""
+    if not isinstance(e, list) or not e:
+        return False
+    if e[0] == "running":
+        return len(e) == 2 and isinstance(e[1], int)
+    return (e[0] == "barrier" and len(e) == 5 and isinstance(e[1], int)
+            and (e[2] is None or isinstance(e[2], str)) and isinstance(e[3], bool)
+            and isinstance(e[4], bool))
 
 
 def stdout_writer(stream) -> Callable[[bytes], None]:
