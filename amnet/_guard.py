@@ -121,20 +121,23 @@ class Guard:
                 if zap in ready:
                     self._answer(zap.recv_multipart())
                 if mon in ready:
-                    frames = mon.recv_multipart()
-                    event = int.from_bytes(frames[0][:2], "little")
-                    if event & _FAILED:
-                        self.failed += 1
-                        self._tell()
-                    elif event == zmq.EVENT_DISCONNECTED:
-                        self.disconnected += 1
-                        if self.disconnected > self.failed:
-                            self._tell()  # it never even started a handshake
+                    self._event(mon.recv_multipart())
         except zmq.ContextTerminated:
             pass
         finally:
             zap.close(linger=0)
             mon.close(linger=0)
+
+    def _event(self, frames: list[bytes]) -> None:
+        """One monitor event (the first frame: event number, 16 bits, then a 32-bit value)."""
+        event = int.from_bytes(frames[0][:2], "little")
+        if event & _FAILED:
+            self.failed += 1
+            self._tell()
+        elif event == zmq.EVENT_DISCONNECTED:
+            self.disconnected += 1
+            if self.disconnected > self.failed:
+                self._tell()  # it never even started a handshake
 
     def _tell(self) -> None:
         if self._on_refused is not None:
@@ -146,11 +149,13 @@ class Guard:
     def _answer(self, request: list[bytes]) -> None:
         """One ZAP request (RFC 27): version, request id, domain, address, identity,
         mechanism, credentials...; the reply: version, request id, status, text, user, meta."""
-        if len(request) < 6:
-            return
-        version, rid, domain, _address, _identity, mechanism, *credentials = request
-        ok = domain == ZAP_DOMAIN and self._admit(mechanism, credentials)
-        self._zap.send_multipart([version, rid, b"200" if ok else b"400",
+        # a REP socket must answer every request, so a short one (libzmq never sends one) is
+        # refused too rather than left unanswered
+        version, rid, domain, _address, _identity, mechanism, *credentials = (
+            request + [b""] * 6)[:max(6, len(request))]
+        ok = (len(request) >= 6 and domain == ZAP_DOMAIN
+              and self._admit(mechanism, credentials))
+        self._zap.send_multipart([version or b"1.0", rid, b"200" if ok else b"400",
                                   b"OK" if ok else b"not a process of this job", b"", b""])
 
     def join(self, timeout: float = 5.0) -> None:
