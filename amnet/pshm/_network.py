@@ -183,8 +183,17 @@ class PshmNetwork:
                               rings, self.bytes_mapped)
 
     def close(self) -> None:
-        """Forget the name if it is still there (mappings stay until the process ends:
-        numpy views of segments may outlive the engine)."""
+        """Forget the name where no peer can still need it (mappings stay until the process
+        ends: numpy views of segments may outlive the engine).
+
+        With node-local peers the name stays: the last of them to map the object removed it
+        already, or one has yet to map it (this process ends early, say its rank raised
+        right after ``amnet.init()``, while a peer is still on its way into ``attach``), and
+        removing it now would fail that peer. The node's agent removes whatever is left
+        once every process of the node has ended.
+        """
+        if self.n > 1:
+            return
         try:
             self.obj.unlink()
         except OSError:
