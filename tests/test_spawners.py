@@ -243,3 +243,19 @@ def test_spec_in_the_environment_must_fit(tmp_path, monkeypatch):
     big = build_spec(topo, Config.resolve(env={}), script=HELLO, argv=["x" * 200_000])
     with pytest.raises(SpawnerError, match="more than fits in one environment variable"):
         srun.env_for_agents(big)
+
+
+def test_a_spawner_error_after_start_up_is_one_clean_line(runner, tmp_path):
+    """The srun spawner refuses a job spec too large for the environment once the launcher's
+    output threads run: amnet-run says so in one line, exit status 2, and its output threads
+    end without a traceback (their event loop had closed under them: 1 run in 12 printed
+    'Exception in thread amnet-stdout')."""
+    executable(tmp_path / "srun", "#!/bin/sh\n")
+    path = f"{tmp_path}:{os.environ['PATH']}"
+    for _ in range(10):
+        out = runner("-n", "2", "--spawner", "srun", HELLO, "x" * 100_000, "y" * 100_000,
+                     env={"PATH": path})
+        assert out.returncode == 2, out.stderr
+        assert out.stderr.startswith("amnet-run: error: the job spec is "), out.stderr
+        assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr, out.stderr
+        assert out.stdout == ""

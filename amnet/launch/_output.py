@@ -48,17 +48,24 @@ class ThreadWriter:
         self._q.put((None, loop, fut))
         return fut
 
+    def join(self, timeout: float = 5.0) -> None:
+        """Close, then wait up to ``timeout`` s for the thread to end: before the process
+        exits, so that the thread is not stopped mid-write by the interpreter's shutdown."""
+        self._q.put((None, None, None))
+        self._thread.join(timeout)
+
     def _run(self) -> None:
         while True:
             data, loop, fut = self._q.get()
-            if data is None:
-                if fut is not None:
-                    loop.call_soon_threadsafe(_resolve, fut)
-                return
             if data:
                 self._write(data)
             if fut is not None:
-                loop.call_soon_threadsafe(_resolve, fut)
+                try:
+                    loop.call_soon_threadsafe(_resolve, fut)
+                except RuntimeError:  # its loop closed (the job failed to start): no one waits
+                    pass
+            if data is None:
+                return
 
 
 def _resolve(fut: asyncio.Future) -> None:

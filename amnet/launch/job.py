@@ -525,19 +525,22 @@ def run_job(spec: dict[str, Any], spawner: Spawner, *, timeout: float | None = N
               write_out=stdout_writer(out or sys.stdout),
               write_err=stdout_writer(err or sys.stderr),
               handle_signals=handle_signals, bootstrap_addr=bootstrap_addr)
+    def in_loop() -> Outcome:
+        try:
+            with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+                return runner.run(job.run())
+        finally:  # also when the job could not start (a spawner's error): writers end first
+            job.out.join()
+            job.err.join()
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-            return runner.run(job.run())
+        return in_loop()
     # called from inside a running loop (a notebook): run the job on a thread of its own
     import concurrent.futures
 
-    def in_thread() -> Outcome:
-        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-            return runner.run(job.run())
-
     with concurrent.futures.ThreadPoolExecutor(1) as ex:
-        return ex.submit(in_thread).result()
+        return ex.submit(in_loop).result()
 
 
