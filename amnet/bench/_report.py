@@ -72,16 +72,10 @@ def mpich_version(mpiexec: str | None = None) -> str | None:
 
 
 def amnet_version() -> str:
-    """amnet's version, from the installed package's metadata (``amnet.__version__`` when
-    amnet runs from a tree that was never installed)."""
-    from importlib import metadata
+    """amnet's version (see :func:`amnet._meta.package_version`)."""
+    from amnet._meta import package_version
 
-    try:
-        return metadata.version("amnet")
-    except metadata.PackageNotFoundError:
-        from amnet import __version__
-
-        return __version__
+    return package_version()
 
 
 def machine_info() -> dict[str, Any]:

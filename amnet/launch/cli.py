@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from .._errors import ConfigError
+from .._meta import package_version
 
 
 class SpawnerName(StrEnum):
@@ -44,22 +45,9 @@ def _fail(msg: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
-def _version() -> str:
-    """amnet's version, from the installed package's metadata (``amnet.__version__`` when
-    amnet runs from a tree that was never installed)."""
-    from importlib import metadata
-
-    try:
-        return metadata.version("amnet")
-    except metadata.PackageNotFoundError:
-        from .. import __version__
-
-        return __version__
-
-
 def _print_version(value: bool) -> None:
     if value:
-        print(f"amnet-run {_version()}")
+        print(f"amnet-run {package_version()}")
         raise typer.Exit(0)
 
 
