@@ -525,6 +525,7 @@ def run_job(spec: dict[str, Any], spawner: Spawner, *, timeout: float | None = N
               write_out=stdout_writer(out or sys.stdout),
               write_err=stdout_writer(err or sys.stderr),
               handle_signals=handle_signals, bootstrap_addr=bootstrap_addr)
+
     def in_loop() -> Outcome:
         try:
             with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
