@@ -36,9 +36,13 @@ from ._errors import SegmentBoundsError as SegmentBoundsError
 from ._errors import TopologyError as TopologyError
 from ._topology import Topology as Topology
 from .core._handlers import handler as handler
+from .core._extension import Extension as Extension
+from .core._extension import Port as Port
+from .core._extension import register_extension as register_extension
 from .core._hot import Token as Token
 from .core._ops import AccessRegion as AccessRegion
 from .core._ops import Handle as Handle
+from .core._ops import Op as Op
 from .core._ops import wait_all as wait_all
 from .core._ops import wait_any as wait_any
 from .core._runtime import abort as abort
@@ -79,8 +83,8 @@ __all__ = [
     "AtomicError", "BarrierMismatch", "BarrierStateError", "CollectiveMismatch", "Config",
     "ConfigError", "Endpoint", "Handle", "HandlerCategoryError", "HandlerMismatch",
     "HandlerNotRegistered", "InitError", "JobAborted", "JobFailed", "PayloadTooLarge",
-    "PshmAttachError", "PshmSpaceError", "RPCError", "RankError", "RemoteTraceback",
+    "Extension", "Op", "Port", "PshmAttachError", "PshmSpaceError", "RPCError", "RankError", "RemoteTraceback",
     "SegmentBoundsError", "Token", "Topology",
-    "TopologyError", "abort", "config", "finalize", "handler", "init", "run", "wait_all",
+    "TopologyError", "abort", "config", "finalize", "handler", "init", "register_extension", "run", "wait_all",
     "wait_any",
 ]

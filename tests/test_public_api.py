@@ -11,11 +11,11 @@ def test_public_surface():
     assert public == {
         "MAX_ARGS", "AMArgumentError", "AMContextError", "AMNetError", "AccessRegion",
         "AtomicError", "BarrierMismatch", "BarrierStateError", "CollectiveMismatch", "Config",
-        "ConfigError", "Endpoint", "Handle", "HandlerCategoryError", "HandlerMismatch",
+        "ConfigError", "Endpoint", "Extension", "Handle", "HandlerCategoryError", "HandlerMismatch",
         "HandlerNotRegistered", "InitError", "JobAborted", "JobFailed", "PayloadTooLarge",
-        "PshmAttachError", "PshmSpaceError",
+        "Op", "Port", "PshmAttachError", "PshmSpaceError",
         "RPCError", "RankError", "RemoteTraceback", "SegmentBoundsError", "Token", "Topology",
-        "TopologyError", "abort", "config", "finalize", "handler", "init", "run", "wait_all",
+        "TopologyError", "abort", "config", "finalize", "handler", "init", "register_extension", "run", "wait_all",
         "wait_any",
     }
     assert set(amnet.__all__) == public

@@ -89,6 +89,8 @@ class RankState:
         self.barrier = Barrier(eng, rank)
         self.finalizing = False  # in amnet.finalize() (for the launcher's diagnosis only)
         self.finalized = False
+        self.ports: dict[str, Any] = {}  # extension name -> Port (amnet.core._extension)
+        self.sync_hooks: list[Callable[[str], Any]] = []  # run at fence / barrier_notify
 
     def new_op(self, op: Any) -> int:
         opid = self._next_op
@@ -134,9 +136,11 @@ class Engine:
         self._progress: threading.Thread | None = None
         self._stop = False
         self.closed = False
-        from ._sys import system_table  # put/get/atomic/barrier/rpc, then VIS, by index
+        from ._extension import system_table
+        from ._sys import SYSTEM_HANDLERS
 
-        self.sys = system_table()
+        # put/get/atomic/barrier/rpc, then each extension's (VIS, upc_rt, ...), by index
+        self.sys = system_table(SYSTEM_HANDLERS)
         # how each destination process is reached: INLINE (this process), PSHM (the node's
         # shared memory) or NET (the conduit; also node-local with PSHM off)
         node_procs = topo.procs_of_node(topo.node_of_proc(proc))

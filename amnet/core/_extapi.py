@@ -112,6 +112,8 @@ class ExtendedMixin:
         there)."""
         self._eng.forbid_in_handler("ep.fence()")
         rs = self._live()
+        for hook in rs.sync_hooks:  # extensions first (a cache writes back, say)
+            hook("fence")
         self._eng.wait_until(lambda: rs.inflight == 0)
         _memory_fence()
 
@@ -124,7 +126,10 @@ class ExtendedMixin:
             AMContextError: inside a handler.
         """
         self._eng.forbid_in_handler("ep.barrier_notify()")
-        self._live().barrier.notify(name)
+        rs = self._live()
+        for hook in rs.sync_hooks:  # extensions first (a cache writes back, say)
+            hook("barrier")
+        rs.barrier.notify(name)
         self._eng.poll()
 
     def barrier_wait(self) -> None:

@@ -227,6 +227,7 @@ def init(handlers: Iterable[Callable] | None = None):
         TypeError / ValueError: a handler is not callable, or two have the same name.
         JobAborted: the job was torn down while waiting for the other ranks.
     """
+    from ._extension import extensions, verify_extensions
     from ._handlers import HandlerTable, verify_tables
     from .endpoint import Endpoint
 
@@ -247,12 +248,14 @@ def init(handlers: Iterable[Callable] | None = None):
     rs.table.add(fns, names)  # in place before any peer can send to this rank
     ctx.table = ctx.collective("init", value={
         "host": ctx.host, "pid": os.getpid(), "conduit": eng.conduit.address,
-        "pshm": None if eng.pshm is None else eng.pshm.ident, "handlers": names})
+        "pshm": None if eng.pshm is None else eng.pshm.ident, "handlers": names,
+        "extensions": [x.name for x in extensions()]})
     if ctx.process is None:
         eng.start(ctx.table)
     else:
         ctx.process.start_engine(ctx.table)
     verify_tables([e["handlers"] for e in ctx.table], "amnet.init()")
+    verify_extensions([e["extensions"] for e in ctx.table])
     ctx.endpoint = rs.endpoint
     if ctx.process is None:
         atexit.register(_finalize_at_exit, ctx)

@@ -8,7 +8,6 @@ counted), never run and never written to memory.
 from __future__ import annotations
 
 import builtins
-import importlib
 import traceback
 from typing import Any
 
@@ -227,30 +226,3 @@ def decode_exception(payload: Any, src: int) -> BaseException:
 
 
 SYSTEM_HANDLERS = (h_put, h_ack, h_get, h_get_data, h_atomic, h_barrier, h_rpc, h_rpc_result)
-
-#: The layers above the core that add system AMs (and an endpoint attribute), by name ->
-#: module. This is the one place the core names them: each module defines
-#: ``SYSTEM_HANDLERS`` (handlers with the signature above) and ``attach(endpoint)`` (the
-#: object ``endpoint.<name>`` returns). They are imported when an engine starts, in this
-#: order, so every process numbers their handlers alike whatever the application imported.
-EXTENSIONS = {"vis": "amnet.vis"}
-_BASES: dict[str, int] = {}
-
-
-def system_table() -> tuple:
-    """The full system handler table: the core's, then each extension's."""
-    table = list(SYSTEM_HANDLERS)
-    for name, module in EXTENSIONS.items():
-        _BASES[name] = len(table)
-        table.extend(importlib.import_module(module).SYSTEM_HANDLERS)
-    return tuple(table)
-
-
-def extension_base(name: str) -> int:
-    """The index of extension ``name``'s first system handler (an engine has started)."""
-    return _BASES[name]
-
-
-def extension(name: str) -> object:
-    """Extension ``name``'s module."""
-    return importlib.import_module(EXTENSIONS[name])

@@ -85,7 +85,7 @@ class Endpoint(EndpointBase, AMMixin, ExtendedMixin):
     :class:`amnet.core._hot.EndpointBase`.
     """
 
-    __slots__ = ("_ctx", "_eng", "_rs", "_topo", "_vis", "bootstrap", "host", "local_ranks",
+    __slots__ = ("_ctx", "_eng", "_exts", "_rs", "_topo", "_vis", "bootstrap", "host", "local_ranks",
                  "max_medium", "node", "nodes", "proc", "procs", "procs_per_node", "rank",
                  "size", "thread", "threads_per_proc")
     _SETTABLE = frozenset({"on_handler_error"})
@@ -100,6 +100,7 @@ class Endpoint(EndpointBase, AMMixin, ExtendedMixin):
             ("procs_per_node", topo.procs_per_node), ("node", node), ("nodes", topo.nodes),
             ("local_ranks", topo.ranks_of_node(node)), ("host", ctx.host),
             ("bootstrap", Bootstrap(ctx)), ("max_medium", eng.max_medium), ("_vis", None),
+            ("_exts", {}),
         ):
             object.__setattr__(self, name, value)
         self._bind(eng.hot, ctx.rank - eng.first)
@@ -118,14 +119,35 @@ class Endpoint(EndpointBase, AMMixin, ExtendedMixin):
     @property
     def vis(self) -> Any:
         """Vector, indexed and strided put/get to and from other ranks' segments
-        (:class:`amnet.vis.VIS`, docs/design.md §9)."""
+        (:class:`amnet.vis.VIS`, docs/design.md §9); ``ep.extension("vis")``."""
         v = self._vis
         if v is None:
-            from ._sys import extension
-
-            v = extension("vis").attach(self)
+            v = self.extension("vis")
             object.__setattr__(self, "_vis", v)
         return v
+
+    def port(self, name: str) -> Any:
+        """My :class:`amnet.Port` for extension ``name`` (docs/am-guide.md, "Extensions").
+
+        Raises:
+            AMNetError: no extension of that name is installed or registered.
+        """
+        from ._extension import port_of
+
+        return self._rs.ports.get(name) or port_of(self._live(), name)
+
+    def extension(self, name: str) -> Any:
+        """The object extension ``name`` attached to this endpoint (``ep.vis`` is
+        ``ep.extension("vis")``).
+
+        Raises:
+            AMNetError: no extension of that name is installed or registered.
+        """
+        x = self._exts.get(name)
+        if x is None:
+            x = self.port(name).state
+            self._exts[name] = x
+        return x
 
     def is_local(self, rank: int) -> bool:
         """True when ``rank`` is on my node (shares memory with me).

@@ -4,14 +4,13 @@ Use it as ``ep.vis`` (a :class:`VIS`); see docs/vis.md. Within a node transfers 
 numpy copies; between nodes they are packed into chunks of system AMs, pipelined.
 """
 
-from typing import Any
-
+from .. import Extension
 from ._api import VIS as VIS
-from ._remote import SYSTEM_HANDLERS as SYSTEM_HANDLERS
+from ._remote import SYSTEM_HANDLERS
 
 __all__ = ["VIS"]
 
-
-def attach(ep: Any) -> VIS:
-    """The object ``ep.vis`` returns (called once per endpoint by the core)."""
-    return VIS(ep)
+#: VIS is an amnet extension like any outside runtime would be: its own system handlers,
+#: and ``ep.vis`` (``ep.extension("vis")``) made by ``attach``. amnet's package metadata
+#: declares it as the ``vis`` entry point of the ``amnet.extensions`` group.
+EXTENSION = Extension("vis", SYSTEM_HANDLERS, attach=VIS)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core._extended import bucket_of
-from ..core._ops import DONE, Handle
+from .. import Handle
+from ..core._ops import DONE
 from . import _check as C
 from . import _remote
 from ._layout import Pieces, Views, copy_stream
@@ -47,10 +47,11 @@ class VIS:
     ``wait_nbi``) completed, and must not be touched before.
     """
 
-    __slots__ = ("_ep",)
+    __slots__ = ("_ep", "_port")
 
-    def __init__(self, ep: Any) -> None:
-        self._ep = ep
+    def __init__(self, port: Any) -> None:
+        self._port = port  # amnet.Port: VIS is an extension like any other
+        self._ep = port.endpoint
 
     def __repr__(self) -> str:
         return f"<amnet.vis.VIS of rank {self._ep.rank}>"
@@ -59,15 +60,14 @@ class VIS:
     def _run(self, mode: int, name: str, is_get: bool, peer: Any, build: Any,
              *args: Any) -> Handle | None:
         ep = self._ep
-        eng = ep._eng
+        port = self._port
         what = f"ep.vis.{name}{_SUFFIX[mode]}()"
         if mode == BLOCK:
-            eng.forbid_in_handler(what)
+            port.forbid_in_handler(what)
         else:
-            eng.forbid_send_in_handler(what)
-        rs = ep._live()
-        peer = eng.check_dest(peer)
-        seg = eng.local_segment(peer)
+            port.forbid_send_in_handler(what)
+        peer = port.check_rank(peer)
+        seg = port.segment_of(peer)
         remote, local = build(what, peer, seg, *args)
         dst, src = (local, remote) if is_get else (remote, local)
         C.same_total(dst.total, src.total, what)
@@ -83,15 +83,15 @@ class VIS:
             copy_stream(dst, src)
             op: Any = DONE
         else:
-            op = _remote.start(eng, rs, peer, is_get, remote, local,
-                               bucket_of(rs, mode == NBI), ep.config.vis_pipeline)
+            op = _remote.start(port, peer, is_get, remote, local, mode == NBI,
+                               ep.config.vis_pipeline)
         kind = "vis get" if is_get else "vis put"
         if mode == BLOCK:
-            Handle(eng, op, kind).wait()
+            port.handle(op, kind).wait()
             return None
         if op is not DONE:
-            eng.poll()
-        return Handle(eng, op, kind) if mode == NB else None
+            port.poll()
+        return port.handle(op, kind) if mode == NB else None
 
     @staticmethod
     def _vector(what: str, peer: int, seg: Any, eng_size: int, remote_list: Any,
@@ -123,7 +123,7 @@ class VIS:
                  elemsz: Any, count: Any, writable: bool, rside: str,
                  lside: str) -> tuple[Any, Views]:
         elemsz, counts = C.counts_of(elemsz, count, what)
-        seg_size = self._ep._eng.seg_size
+        seg_size = self._port.segment_size
         r = C.strided(remote_offset, remote_strides, elemsz, counts, rside, seg_size, what,
                       peer)
         local = C.local_strided(buf, local_offset, local_strides, elemsz, counts, lside,
@@ -133,19 +133,19 @@ class VIS:
 
     # -- builders: (what, peer, seg, *user args) -> (remote side, local side) -------------
     def _put_vector(self, what, peer, seg, dst_list, src_list):
-        return self._vector(what, peer, seg, self._ep._eng.seg_size, dst_list, src_list,
+        return self._vector(what, peer, seg, self._port.segment_size, dst_list, src_list,
                             False, "dst_list", "src_list")
 
     def _get_vector(self, what, peer, seg, dst_list, src_list):
-        return self._vector(what, peer, seg, self._ep._eng.seg_size, src_list, dst_list,
+        return self._vector(what, peer, seg, self._port.segment_size, src_list, dst_list,
                             True, "src_list", "dst_list")
 
     def _put_indexed(self, what, peer, seg, dst_offsets, dst_len, src_bufs, src_len):
-        return self._indexed(what, peer, seg, self._ep._eng.seg_size, dst_offsets, dst_len,
+        return self._indexed(what, peer, seg, self._port.segment_size, dst_offsets, dst_len,
                              src_bufs, src_len, False, "dst_offsets", "src_bufs")
 
     def _get_indexed(self, what, peer, seg, dst_bufs, dst_len, src_offsets, src_len):
-        return self._indexed(what, peer, seg, self._ep._eng.seg_size, src_offsets, src_len,
+        return self._indexed(what, peer, seg, self._port.segment_size, src_offsets, src_len,
                              dst_bufs, dst_len, True, "src_offsets", "dst_bufs")
 
     def _put_strided(self, what, peer, seg, dst_offset, dst_strides, src, src_offset,

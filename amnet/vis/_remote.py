@@ -35,10 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core import _sys as S
-from ..core import _wire as W
-from ..core._engine import NET
-from ..core._ops import Op
+from .. import Op
 from ._layout import U8, Pieces, Views, extent, strided_view
 
 VIS_PUT, VIS_GET, VIS_ACK, VIS_DATA = range(4)  # offsets from the extension's base index
@@ -56,15 +53,11 @@ class VisOp(Op):
     __slots__ = ("depth", "done_n", "ends", "hidx", "local", "nxt", "opid", "reqs",
                  "sending", "stage", "total")
 
-    def __init__(self, rs: Any, peer: int, is_get: bool, bucket: Any, hidx: int,
-                 reqs: list, local: Any, ends: list[int], total: int, depth: int) -> None:
-        super().__init__(rs, peer, is_get, None, bucket)
-        self.hidx = hidx
-        self.reqs = reqs  # [(args, payload)], each dropped once sent
-        self.local = local  # a get's local side, written by the replies
-        self.ends = ends  # a get: stream end of each stage
-        self.total = total
-        self.depth = depth
+    def __init__(self, *a: Any) -> None:
+        super().__init__(*a)  # then Port.op sets hidx, reqs, local, ends, total, depth
+        self.reqs: list = []  # [(args, payload)], each dropped once sent
+        self.local: Any = None  # a get's local side, written by the replies
+        self.ends: list[int] = []  # a get: stream end of each stage
         self.nxt = 0
         self.done_n = 0  # put: chunks acknowledged; get: bytes received
         self.stage = 0  # get: stages fully received
@@ -157,24 +150,23 @@ def plan_get(remote: Any, mm: int, depth: int) -> tuple[int, list[tuple[np.ndarr
     return room, out
 
 
-def start(eng: Any, rs: Any, peer: int, is_get: bool, remote: Any, local: Views | Pieces,
-          bucket: Any, depth: int) -> VisOp:
+def start(port: Any, peer: int, is_get: bool, remote: Any, local: Views | Pieces,
+          nbi: bool, depth: int) -> VisOp:
     """Send the first two stages of a transfer (``2 * depth`` put chunks, or two get
     requests of ``depth`` replies each); the replies send the rest, ``depth`` at a time.
 
     A put's source is packed here, whole, so the caller may reuse it at once.
     """
-    base = S.extension_base("vis")
     reqs: list = []
     ends: list[int] = []
-    mm = eng.max_medium
+    mm = port.max_medium
     if is_get:
         room, stages = plan_get(remote, mm, depth)
         for meta, a, b in stages:
             reqs.append(((room, a), meta.tobytes()))
             ends.append(b)
         first = 2
-        hidx = base + VIS_GET
+        hidx = VIS_GET
     else:
         parts = plan_put(remote, mm)
         buf = np.empty(sum(8 * len(m) + b - a for m, a, b in parts), dtype=U8)
@@ -186,26 +178,26 @@ def start(eng: Any, rs: Any, peer: int, is_get: bool, remote: Any, local: Views 
             reqs.append(((), memoryview(buf[pos:pos + mb + b - a])))
             pos += mb + b - a
         first = 2 * depth
-        hidx = base + VIS_PUT
-    op = VisOp(rs, peer, is_get, bucket, hidx, reqs, local if is_get else None, ends,
-               local.total, depth)
-    op.opid = rs.new_op(op)
+        hidx = VIS_PUT
+    opid, op = port.op(peer, is_get, None, nbi, VisOp, hidx=hidx, reqs=reqs,
+                       local=local if is_get else None, ends=ends, total=local.total,
+                       depth=depth)
+    op.opid = opid
     try:
-        _send_more(eng, rs, op, first)
+        _send_more(port, op, first)
     except BaseException as e:
-        rs.ops.pop(op.opid, None)
-        op.complete(error=e)
+        port.finish(opid, op, error=e)
         raise
     return op
 
 
-def _send(eng: Any, rs: Any, op: VisOp, i: int) -> None:
+def _send(port: Any, op: VisOp, i: int) -> None:
     args, payload = op.reqs[i]
     op.reqs[i] = None  # sent: let it go
-    eng.send_sys(rs.rank, op.peer, op.hidx, (op.opid, *args), payload=payload)
+    port.send(op.peer, op.hidx, (op.opid, *args), payload)
 
 
-def _send_more(eng: Any, rs: Any, op: VisOp, k: int) -> None:
+def _send_more(port: Any, op: VisOp, k: int) -> None:
     """Send the next ``k`` requests of ``op``, in order: another thread of the process may
     be sending its next ones too (the caller while a draining thread handles replies)."""
     with op.sending:
@@ -214,28 +206,27 @@ def _send_more(eng: Any, rs: Any, op: VisOp, k: int) -> None:
             if i >= len(op.reqs) or op.done:
                 return
             op.nxt = i + 1
-            _send(eng, rs, op, i)
+            _send(port, op, i)
 
 
-def _progress(eng: Any, rs: Any, op: VisOp, more: int) -> None:
+def _progress(port: Any, op: VisOp, more: int) -> None:
     """After a reply: complete ``op``, or send ``more`` requests of it. The conduit never
     blocks a send (no queue to fill, unlike the shared-memory network), so they go out from
     here, without waiting for the next poll."""
     if op.done_n == (op.total if op.is_get else len(op.reqs)):
-        rs.ops.pop(op.opid, None)
-        op.complete()
+        port.finish(op.opid, op)
     elif more:
-        if eng.route[op.peer // eng.T] == NET:
-            _send_more(eng, rs, op, more)
+        if port.through_network(op.peer):
+            _send_more(port, op, more)
         else:
-            eng.defer(partial(_send_more, eng, rs, op, more))
+            port.defer(partial(_send_more, port, op, more))
 
 
 # -- the target ---------------------------------------------------------------------------
-def _remote_side(eng: Any, rs: Any, meta: np.ndarray) -> tuple[Any, int, int] | None:
+def _remote_side(port: Any, meta: np.ndarray) -> tuple[Any, int, int] | None:
     """The segment side a descriptor names, and its stream range; None if it does not fit
     this segment (a forged or corrupt message)."""
-    seg_size = eng.seg_size
+    seg_size = port.segment_size
     kind = int(meta[1])
     if kind == STRIDED:
         m = meta.tolist()
@@ -254,7 +245,7 @@ def _remote_side(eng: Any, rs: Any, meta: np.ndarray) -> tuple[Any, int, int] | 
         lo, hi = extent(origin, counts, strides, elemsz)
         if not (0 <= lo and hi <= seg_size and 0 <= a < b <= total):
             return None
-        return Views([strided_view(rs.segment, origin, counts, strides, elemsz)]), a, b
+        return Views([strided_view(port.segment, origin, counts, strides, elemsz)]), a, b
     if kind in (PIECES, EQUAL):
         n = int(meta[2]) if len(meta) > 2 else -1
         if kind == PIECES and n >= 0 and len(meta) == 3 + 2 * n:
@@ -266,7 +257,7 @@ def _remote_side(eng: Any, rs: Any, meta: np.ndarray) -> tuple[Any, int, int] | 
         if n == 0 or (lens <= 0).any() or (offs < 0).any() or (lens > seg_size).any() \
                 or (offs > seg_size - lens).any():
             return None
-        p = Pieces(rs.segment, offs, lens)
+        p = Pieces(port.segment, offs, lens)
         return p, 0, p.total
     return None
 
@@ -280,77 +271,75 @@ def _descriptor(payload: Any) -> np.ndarray | None:
     return np.frombuffer(payload, dtype=np.int64, count=nw)
 
 
-def h_vis_put(eng, rs, src, args, payload, offset, flags) -> None:
+def h_vis_put(port, src, args, payload, is_reply) -> None:
     meta = _descriptor(payload)
-    if len(args) != 1 or flags & W.REPLY or meta is None:
-        return eng._refuse()
-    got = _remote_side(eng, rs, meta)
+    if len(args) != 1 or is_reply or meta is None:
+        return port.refuse()
+    got = _remote_side(port, meta)
     if got is None:
-        return eng._refuse()
+        return port.refuse()
     side, a, b = got
     data = np.frombuffer(payload, dtype=U8, offset=8 * len(meta))
     if len(data) != b - a:
-        return eng._refuse()
+        return port.refuse()
     side.write(a, b, data)
-    eng.send_sys(rs.rank, src, VIS_ACK + S.extension_base("vis"), (args[0],), reply=True)
+    port.reply(src, VIS_ACK, (args[0],))
 
 
-def h_vis_get(eng, rs, src, args, payload, offset, flags) -> None:
+def h_vis_get(port, src, args, payload, is_reply) -> None:
     meta = _descriptor(payload)
-    if len(args) != 3 or flags & W.REPLY or meta is None or payload.nbytes != 8 * len(meta):
-        return eng._refuse()
-    got = _remote_side(eng, rs, meta)
+    if len(args) != 3 or is_reply or meta is None or payload.nbytes != 8 * len(meta):
+        return port.refuse()
+    got = _remote_side(port, meta)
     if got is None:
-        return eng._refuse()
+        return port.refuse()
     side, a, b = got
     opid, room, at = args
-    if not 0 < room <= eng.max_medium or at < 0:
-        return eng._refuse()
-    hidx = VIS_DATA + S.extension_base("vis")
+    if not 0 < room <= port.max_medium or at < 0:
+        return port.refuse()
     for x in range(a, b, room):  # one reply per chunk, back to back
         y = min(b, x + room)
-        eng.send_sys(rs.rank, src, hidx, (opid, at + x - a), payload=side.read(x, y),
-                     reply=True)
+        port.reply(src, VIS_DATA, (opid, at + x - a), side.read(x, y))
 
 
-def _my_op(eng: Any, rs: Any, src: int, opid: int, is_get: bool) -> VisOp | None:
-    op = rs.ops.get(opid)
-    if type(op) is not VisOp or op.peer != src or op.is_get != is_get:
-        eng._refuse()
+def _my_op(port: Any, src: int, opid: int, is_get: bool) -> VisOp | None:
+    op = port.pending(opid, src, VisOp)
+    if op is not None and op.is_get != is_get:
+        port.refuse()
         return None
     return op
 
 
-def h_vis_ack(eng, rs, src, args, payload, offset, flags) -> None:
-    if len(args) != 1 or not flags & W.REPLY or payload is not None:
-        return eng._refuse()
-    op = _my_op(eng, rs, src, args[0], False)
+def h_vis_ack(port, src, args, payload, is_reply) -> None:
+    if len(args) != 1 or not is_reply or payload is not None:
+        return port.refuse()
+    op = _my_op(port, src, args[0], False)
     if op is None:
         return
-    with rs.lock:
+    with port.lock:
         op.done_n += 1
         more = op.depth if op.done_n % op.depth == 0 else 0
-    _progress(eng, rs, op, more)
+    _progress(port, op, more)
 
 
-def h_vis_data(eng, rs, src, args, payload, offset, flags) -> None:
-    if len(args) != 2 or not flags & W.REPLY or payload is None:
-        return eng._refuse()
-    op = _my_op(eng, rs, src, args[0], True)
+def h_vis_data(port, src, args, payload, is_reply) -> None:
+    if len(args) != 2 or not is_reply or payload is None:
+        return port.refuse()
+    op = _my_op(port, src, args[0], True)
     if op is None:
         return
     at, n = args[1], payload.nbytes
     if at != op.done_n or n == 0 or at + n > op.total:  # replies come in order
-        return eng._refuse()
+        return port.refuse()
     op.local.write(at, at + n, np.frombuffer(payload, dtype=U8))
     more = 0
-    with rs.lock:
+    with port.lock:
         op.done_n += n
         ends = op.ends
         while op.stage < len(ends) and ends[op.stage] <= op.done_n:
             op.stage += 1
             more += 1
-    _progress(eng, rs, op, more)
+    _progress(port, op, more)
 
 
 SYSTEM_HANDLERS = (h_vis_put, h_vis_get, h_vis_ack, h_vis_data)

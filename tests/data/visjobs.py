@@ -352,11 +352,11 @@ def install_probe() -> None:
             return
         orig = _remote.start
 
-        def start(eng, rs, peer, is_get, remote, local, bucket, depth):
-            op = orig(eng, rs, peer, is_get, remote, local, bucket, depth)
+        def start(port, peer, is_get, remote, local, nbi, depth):
+            op = orig(port, peer, is_get, remote, local, nbi, depth)
             k = "get" if is_get else "put"
             with _PROBE_LOCK:
-                c = PROBE.setdefault(rs.rank, {})
+                c = PROBE.setdefault(port.rank, {})
                 c[k + "_ops"] = c.get(k + "_ops", 0) + 1
                 c[k + "_reqs"] = c.get(k + "_reqs", 0) + len(op.reqs)
                 c[k + "_most"] = max(c.get(k + "_most", 0), len(op.reqs))

@@ -1,0 +1,390 @@
+"""The public extension interface: how a layer above the core (VIS, upc_rt, a runtime
+outside this repository) adds its own system AMs, per-endpoint state and hooks.
+
+An extension is an :class:`Extension` -- a name, a tuple of system handlers and an optional
+``attach(port)`` that makes the per-endpoint object ``ep.extension(name)`` returns. amnet finds
+extensions in two ways, both before the engine of a process starts (in ``amnet.init()``):
+
+- installed packages declare them as entry points of the group ``amnet.extensions``
+  (``name = "package.module:EXTENSION"``), so every process of every job has them whatever
+  the application imported;
+- :func:`register_extension` adds one from the application itself (every process must do
+  the same before ``amnet.init()``).
+
+The system table is the core's handlers, then each extension's in name order; the names are
+checked alike on every rank in ``amnet.init()`` (:class:`amnet.HandlerMismatch` otherwise), so
+the small indices on the wire mean the same everywhere.
+
+A handler runs as ``h(port, src, args, payload, is_reply)`` on the target rank: ``port`` is that
+rank's :class:`Port` for the extension, ``args`` a tuple of int64, ``payload`` a memoryview valid
+only during the call (or None). Messages come from the network: check every field and call
+``port.refuse()`` for one that does not fit, never raise on it. A handler may reply; it may not
+wait or poll, and it sends a request to a third rank only through ``port.defer``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .._errors import AMNetError, InitError
+from . import _wire as W
+from ._ops import Bucket, Handle, Op
+
+GROUP = "amnet.extensions"
+
+
+class Extension:
+    """A named set of system handlers plus the per-endpoint object made by ``attach``.
+
+    Args:
+        name: a Python identifier, unique in the job (``ep.extension(name)``).
+        handlers: functions ``h(port, src, args, payload, is_reply)``; index ``i`` in this
+            sequence is what :meth:`Port.send` names.
+        attach: ``attach(port)`` returns the object ``ep.extension(name)`` gives (called once
+            per endpoint, on first use, from whichever side uses it first); default: the
+            port itself.
+
+    Raises:
+        ValueError: a bad name; TypeError: a handler or attach that is not callable.
+    """
+
+    __slots__ = ("attach", "handlers", "name")
+
+    def __init__(self, name: str, handlers: Sequence[Callable], attach: Callable | None = None
+                 ) -> None:
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"an extension name must be an identifier, got {name!r}")
+        hs = tuple(handlers)
+        for h in hs:
+            if not callable(h):
+                raise TypeError(f"extension {name}: handler {h!r} is not callable")
+        if attach is not None and not callable(attach):
+            raise TypeError(f"extension {name}: attach must be callable")
+        self.name = name
+        self.handlers = hs
+        self.attach = attach
+
+    def __repr__(self) -> str:
+        return f"<amnet.Extension {self.name} with {len(self.handlers)} handlers>"
+
+
+_REGISTERED: dict[str, Extension] = {}
+_LOCK = threading.Lock()
+_TABLE: list[Extension] | None = None  # fixed when the first engine of the process starts
+_BASES: dict[str, int] = {}
+
+
+def register_extension(ext: Extension) -> None:
+    """Add ``ext`` to this process's extensions; every process of the job must register the
+    same ones before ``amnet.init()``. Registering the same object again does nothing.
+
+    Raises:
+        TypeError: ``ext`` is not an :class:`Extension`.
+        ValueError: another extension already has that name.
+        InitError: this process's engine already started (register before ``amnet.init()``,
+            or declare an ``amnet.extensions`` entry point).
+    """
+    if not isinstance(ext, Extension):
+        raise TypeError(f"register_extension() takes an amnet.Extension, got "
+                        f"{type(ext).__name__}")
+    with _LOCK:
+        have = _REGISTERED.get(ext.name)
+        if have is ext or (_TABLE is not None and any(e is ext for e in _TABLE)):
+            return
+        if have is not None or (_TABLE is not None and any(e.name == ext.name for e in _TABLE)):
+            raise ValueError(f"an extension named {ext.name!r} is already registered")
+        if _TABLE is not None:
+            raise InitError(f"register_extension({ext.name!r}) after amnet.init() started this "
+                            "process's engine: register extensions before amnet.init(), or "
+                            f"declare an entry point in the group {GROUP!r}")
+        _REGISTERED[ext.name] = ext
+
+
+def _discover() -> dict[str, Extension]:
+    from importlib.metadata import entry_points
+
+    found: dict[str, Extension] = {}
+    for ep in entry_points(group=GROUP):
+        if ep.name in found or ep.name in _REGISTERED:
+            continue  # the same package seen twice on sys.path
+        obj = ep.load()
+        if not isinstance(obj, Extension) or obj.name != ep.name:
+            raise InitError(f"the {GROUP} entry point {ep.name} = {ep.value} is not an "
+                            f"amnet.Extension named {ep.name!r}")
+        found[ep.name] = obj
+    return found
+
+
+def extensions() -> list[Extension]:
+    """This process's extensions, in table order (fixed on first call: engine start)."""
+    global _TABLE
+    with _LOCK:
+        if _TABLE is None:
+            found = _discover()
+            found.update(_REGISTERED)
+            _TABLE = [found[k] for k in sorted(found)]
+        return _TABLE
+
+
+def system_table(core: tuple) -> tuple:
+    """The core's system handlers, then each extension's, wrapped to the extension
+    signature."""
+    table = list(core)
+    for ext in extensions():
+        _BASES[ext.name] = len(table)
+        table.extend(_wrap(ext, i) for i in range(len(ext.handlers)))
+    return tuple(table)
+
+
+def _wrap(ext: Extension, i: int) -> Callable:
+    h = ext.handlers[i]
+    name = ext.name
+
+    def run(eng, rs, src, args, payload, offset, flags):
+        if offset:
+            return eng._refuse()
+        port = rs.ports.get(name)
+        if port is None:
+            port = port_of(rs, name)
+        h(port, src, args, payload, bool(flags & W.REPLY))
+
+    return run
+
+
+def port_of(rs: Any, name: str) -> Port:
+    with rs.lock:
+        port = rs.ports.get(name)
+        if port is None:
+            ext = next((e for e in extensions() if e.name == name), None)
+            if ext is None:
+                raise AMNetError(f"no amnet extension is named {name!r}; this process has "
+                                 f"{', '.join(e.name for e in extensions()) or 'none'}")
+            port = Port(rs, ext, _BASES[name])
+            rs.ports[name] = port
+    return port
+
+
+class Port:
+    """One endpoint's access to the core for one extension: sending its system AMs,
+    tracking operations until their replies, segment access and synchronisation hooks.
+
+    Get it as ``ep.port(name)`` (or as a handler's first argument).
+    """
+
+    __slots__ = ("_attach", "_base", "_eng", "_n", "_rs", "_state", "endpoint", "name")
+
+    def __init__(self, rs: Any, ext: Extension, base: int) -> None:
+        self._rs = rs
+        self._eng = rs.eng
+        self._base = base
+        self._n = len(ext.handlers)
+        self._attach = ext.attach
+        self._state: Any = None
+        self.name = ext.name
+        self.endpoint = rs.endpoint  #: the endpoint this port belongs to
+
+    def __repr__(self) -> str:
+        return f"<amnet.Port {self.name} of rank {self._rs.rank}>"
+
+    # -- facts ----------------------------------------------------------------------------
+    @property
+    def rank(self) -> int:
+        return self._rs.rank
+
+    @property
+    def size(self) -> int:
+        return self._eng.size
+
+    @property
+    def max_medium(self) -> int:
+        """The largest payload one message of this extension should carry."""
+        return self._eng.max_medium
+
+    @property
+    def segment_size(self) -> int:
+        return self._eng.seg_size
+
+    @property
+    def segment(self) -> Any:
+        """My segment (numpy uint8)."""
+        return self._rs.segment
+
+    @property
+    def lock(self) -> threading.Lock:
+        """A lock of this rank's (short critical sections: handlers run on other threads)."""
+        return self._rs.lock
+
+    @property
+    def state(self) -> Any:
+        """The object ``attach(port)`` made (made on first use)."""
+        s = self._state
+        if s is None:
+            with self._rs.lock:
+                s = self._state
+            if s is None:
+                s = self if self._attach is None else self._attach(self)
+                with self._rs.lock:
+                    if self._state is None:
+                        self._state = s
+                    s = self._state
+        return s
+
+    def segment_of(self, rank: int) -> Any:
+        """Rank ``rank``'s segment (numpy uint8) when I can address it (same node), else
+        None. Raises RankError for a bad rank."""
+        return self._eng.local_segment(self._eng.check_dest(rank))
+
+    def through_network(self, rank: int) -> bool:
+        """True when messages to ``rank`` go through the conduit (another node, or PSHM
+        off); such sends never block on a full queue, so a reply handler may send the next
+        request of an operation directly instead of deferring it."""
+        from ._engine import NET
+
+        return self._eng.route[self._eng.check_dest(rank) // self._eng.T] == NET
+
+    def check_rank(self, rank: Any) -> int:
+        """``rank`` as an int. Raises RankError when it is not a rank of the job."""
+        return self._eng.check_dest(rank)
+
+    # -- sending --------------------------------------------------------------------------
+    def _index(self, index: int) -> int:
+        if type(index) is not int or not 0 <= index < self._n:
+            raise ValueError(f"extension {self.name} has handlers 0..{self._n - 1}, not "
+                             f"{index!r}")
+        return self._base + index
+
+    def send(self, dest: int, index: int, args: tuple = (), payload: Any = None) -> None:
+        """Send a request to handler ``index`` of this extension on ``dest``; ``payload``
+        (bytes-like, at most the segment size) may be reused when this returns. From a
+        handler, send requests only inside a function given to :meth:`defer`.
+
+        Raises:
+            RankError, ValueError (bad index), TypeError (args not ints, more than
+            amnet.MAX_ARGS).
+        """
+        self._check_args(args)
+        self._eng.send_sys(self._rs.rank, self._eng.check_dest(dest), self._index(index),
+                           tuple(args), payload=payload)
+
+    def reply(self, dest: int, index: int, args: tuple = (), payload: Any = None) -> None:
+        """Send a reply (from a request handler, to the request's source)."""
+        self._check_args(args)
+        self._eng.send_sys(self._rs.rank, self._eng.check_dest(dest), self._index(index),
+                           tuple(args), payload=payload, reply=True)
+
+    @staticmethod
+    def _check_args(args: tuple) -> None:
+        if len(args) > W.MAX_ARGS:
+            raise TypeError(f"at most {W.MAX_ARGS} arguments travel in an AM, got {len(args)}")
+        for a in args:
+            if type(a) is not int or not W.INT64_MIN <= a <= W.INT64_MAX:
+                raise TypeError(f"AM arguments must be int64 values, got {a!r}")
+
+    def refuse(self) -> None:
+        """Count a message that did not fit (forged or corrupt) and drop it."""
+        self._eng._refuse()
+
+    def defer(self, fn: Callable[[], Any]) -> None:
+        """Run ``fn()`` at the next poll, outside handler context (where it may send
+        requests)."""
+        self._eng.defer(fn)
+
+    # -- operations -----------------------------------------------------------------------
+    def bucket(self, nbi: bool) -> Bucket | None:
+        """The implicit-handle counter an NBI operation of mine joins (the innermost access
+        region's, else the rank's); None when ``nbi`` is false."""
+        if not nbi:
+            return None
+        rs = self._rs
+        return rs.regions[-1] if rs.regions else rs.nbi
+
+    def op(self, peer: int, is_get: bool = False, out: Any = None, nbi: bool = False,
+           cls: type = Op, **fields: Any) -> tuple[int, Any]:
+        """Start tracking an operation completed by a reply from ``peer``: returns
+        ``(opid, op)``; ``op`` is an instance of ``cls`` (a subclass of :class:`amnet.Op`),
+        counted by ``ep.fence()`` and, when ``nbi``, by ``ep.wait_nbi()``/access regions."""
+        op = cls(self._rs, peer, is_get, out, self.bucket(nbi))
+        for k, v in fields.items():
+            setattr(op, k, v)
+        return self._rs.new_op(op), op
+
+    def pending(self, opid: int, src: int, cls: type = Op) -> Any:
+        """The operation ``opid`` when it is an instance of ``cls`` that went to ``src``;
+        else the message is refused and None returned."""
+        op = self._rs.ops.get(opid)
+        if op is None or op.peer != src or not isinstance(op, cls):
+            self._eng._refuse()
+            return None
+        return op
+
+    def finish(self, opid: int, op: Any, value: Any = None,
+               error: BaseException | None = None) -> None:
+        """Complete ``op`` (taken from :meth:`pending`) with ``value`` or ``error``."""
+        self._rs.ops.pop(opid, None)
+        op.complete(value, error)
+
+    def handle(self, op: Any, kind: str) -> Handle:
+        """An :class:`amnet.Handle` on ``op`` (``wait()`` returns ``op.value``)."""
+        return Handle(self._eng, op, kind)
+
+    # -- progress and context ---------------------------------------------------------------
+    def poll(self) -> None:
+        self._eng.poll()
+
+    def wait_until(self, pred: Callable[[], Any], timeout: float | None = None) -> bool:
+        """Poll until ``pred()`` holds (outside handlers). Raises JobAborted on teardown."""
+        self._eng.forbid_in_handler(f"{self.name}: waiting")
+        return self._eng.wait_until(pred, timeout)
+
+    def forbid_in_handler(self, what: str) -> None:
+        """Raise AMContextError when called inside a (user) handler, InitError after this
+        rank's ``amnet.finalize()``: the check at the top of a blocking call."""
+        self._check_live(what)
+        self._eng.forbid_in_handler(what)
+
+    def forbid_send_in_handler(self, what: str) -> None:
+        """As :meth:`forbid_in_handler`, for a call that only starts an operation."""
+        self._check_live(what)
+        self._eng.forbid_send_in_handler(what)
+
+    def _check_live(self, what: str) -> None:
+        if self._rs.finalized:
+            raise InitError(f"{what} on rank {self._rs.rank} after amnet.finalize()")
+
+    # -- hooks ------------------------------------------------------------------------------
+    def add_sync_hook(self, fn: Callable[[str], Any]) -> None:
+        """Call ``fn(event)`` at the start of every ``ep.fence()`` (event ``"fence"``) and
+        ``ep.barrier_notify()`` (event ``"barrier"``) of this endpoint, before the core does
+        its part: a runtime flushes caches or completes deferred writes there."""
+        hooks = self._rs.sync_hooks
+        if fn not in hooks:
+            hooks.append(fn)
+
+    def remove_sync_hook(self, fn: Callable[[str], Any]) -> None:
+        hooks = self._rs.sync_hooks
+        if fn in hooks:
+            hooks.remove(fn)
+
+
+def base_of(name: str) -> int:
+    """The system-table index of extension ``name``'s first handler (engine started)."""
+    return _BASES[name]
+
+
+def verify_extensions(tables: Sequence[Sequence[str]]) -> None:
+    """Every rank must have the same extensions (their handlers share the system table).
+
+    Raises:
+        HandlerMismatch: naming the first rank that differs from rank 0 (on every rank).
+    """
+    from .._errors import HandlerMismatch
+
+    ref = list(tables[0])
+    for rank, names in enumerate(tables):
+        if list(names) != ref:
+            raise HandlerMismatch(
+                f"amnet.init(): rank {rank} has the amnet extensions {list(names)} but rank 0 "
+                f"has {ref}; every process must install or register the same extensions "
+                "(amnet.register_extension before amnet.init())")
