@@ -35,10 +35,10 @@ from ._errors import RPCError as RPCError
 from ._errors import SegmentBoundsError as SegmentBoundsError
 from ._errors import TopologyError as TopologyError
 from ._topology import Topology as Topology
-from .core._handlers import handler as handler
 from .core._extension import Extension as Extension
 from .core._extension import Port as Port
 from .core._extension import register_extension as register_extension
+from .core._handlers import handler as handler
 from .core._hot import Token as Token
 from .core._ops import AccessRegion as AccessRegion
 from .core._ops import Handle as Handle
@@ -79,12 +79,45 @@ def __dir__() -> list[str]:
     return sorted({*globals(), "config", "Endpoint"})
 
 __all__ = [
-    "MAX_ARGS", "AMArgumentError", "AMContextError", "AMNetError", "AccessRegion",
-    "AtomicError", "BarrierMismatch", "BarrierStateError", "CollectiveMismatch", "Config",
-    "ConfigError", "Endpoint", "Handle", "HandlerCategoryError", "HandlerMismatch",
-    "HandlerNotRegistered", "InitError", "JobAborted", "JobFailed", "PayloadTooLarge",
-    "Extension", "Op", "Port", "PshmAttachError", "PshmSpaceError", "RPCError", "RankError", "RemoteTraceback",
-    "SegmentBoundsError", "Token", "Topology",
-    "TopologyError", "abort", "config", "finalize", "handler", "init", "register_extension", "run", "wait_all",
+    "MAX_ARGS",
+    "AMArgumentError",
+    "AMContextError",
+    "AMNetError",
+    "AccessRegion",
+    "AtomicError",
+    "BarrierMismatch",
+    "BarrierStateError",
+    "CollectiveMismatch",
+    "Config",
+    "ConfigError",
+    "Endpoint",
+    "Extension",
+    "Handle",
+    "HandlerCategoryError",
+    "HandlerMismatch",
+    "HandlerNotRegistered",
+    "InitError",
+    "JobAborted",
+    "JobFailed",
+    "Op",
+    "PayloadTooLarge",
+    "Port",
+    "PshmAttachError",
+    "PshmSpaceError",
+    "RPCError",
+    "RankError",
+    "RemoteTraceback",
+    "SegmentBoundsError",
+    "Token",
+    "Topology",
+    "TopologyError",
+    "abort",
+    "config",
+    "finalize",
+    "handler",
+    "init",
+    "register_extension",
+    "run",
+    "wait_all",
     "wait_any",
 ]

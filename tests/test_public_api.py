@@ -15,7 +15,9 @@ def test_public_surface():
         "HandlerNotRegistered", "InitError", "JobAborted", "JobFailed", "PayloadTooLarge",
         "Op", "Port", "PshmAttachError", "PshmSpaceError",
         "RPCError", "RankError", "RemoteTraceback", "SegmentBoundsError", "Token", "Topology",
-        "TopologyError", "abort", "config", "finalize", "handler", "init", "register_extension", "run", "wait_all",
+        "TopologyError", "abort", "config", "finalize", "handler", "init",
+        "register_extension", "run",
+        "wait_all",
         "wait_any",
     }
     assert set(amnet.__all__) == public

@@ -85,7 +85,8 @@ class Endpoint(EndpointBase, AMMixin, ExtendedMixin):
     :class:`amnet.core._hot.EndpointBase`.
     """
 
-    __slots__ = ("_ctx", "_eng", "_exts", "_rs", "_topo", "_vis", "bootstrap", "host", "local_ranks",
+    __slots__ = ("_ctx", "_eng", "_exts", "_rs", "_topo", "_vis", "bootstrap", "host",
+                 "local_ranks",
                  "max_medium", "node", "nodes", "proc", "procs", "procs_per_node", "rank",
                  "size", "thread", "threads_per_proc")
     _SETTABLE = frozenset({"on_handler_error"})
