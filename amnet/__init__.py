@@ -46,6 +46,7 @@ from .core._ops import Op as Op
 from .core._ops import wait_all as wait_all
 from .core._ops import wait_any as wait_any
 from .core._runtime import abort as abort
+from .core._runtime import endpoint as endpoint
 from .core._runtime import finalize as finalize
 from .core._runtime import init as init
 from .core._wire import MAX_ARGS as MAX_ARGS
@@ -113,6 +114,7 @@ __all__ = [
     "TopologyError",
     "abort",
     "config",
+    "endpoint",
     "finalize",
     "handler",
     "init",

@@ -171,6 +171,30 @@ OPTIONS: dict[str, Option] = {
             lambda v: 1 <= v <= 64,
         ),
         Option(
+            "upc_cache",
+            _parse_bool,
+            False,
+            "0 or 1",
+            "upc_rt: turn on the remote-reference cache in `upc.init()` (MuPC's cache: "
+            "direct-mapped, write-back, a segment of sets per remote thread).",
+        ),
+        Option(
+            "upc_cache_blocks",
+            int,
+            256,
+            "an int from 1 to 65536",
+            "upc_rt: sets (cache lines) in the cache's segment for each remote thread.",
+            lambda v: 1 <= v <= 65536,
+        ),
+        Option(
+            "upc_cache_block_size",
+            parse_size,
+            1024,
+            "a power of two from 8 to 1M bytes",
+            "upc_rt: bytes in one cache line (what one miss fetches).",
+            lambda v: 8 <= v <= 1 << 20 and v & (v - 1) == 0,
+        ),
+        Option(
             "conduit",
             str,
             "zmq",

@@ -15,7 +15,7 @@ def test_public_surface():
         "HandlerNotRegistered", "InitError", "JobAborted", "JobFailed", "PayloadTooLarge",
         "Op", "Port", "PshmAttachError", "PshmSpaceError",
         "RPCError", "RankError", "RemoteTraceback", "SegmentBoundsError", "Token", "Topology",
-        "TopologyError", "abort", "config", "finalize", "handler", "init",
+        "TopologyError", "abort", "config", "endpoint", "finalize", "handler", "init",
         "register_extension", "run",
         "wait_all",
         "wait_any",

@@ -212,6 +212,18 @@ def current_rank(for_call: str) -> RankContext:
         return _singleton
 
 
+def endpoint():
+    """The calling rank-thread's :class:`~amnet.Endpoint`, or None before ``amnet.init()``
+    (and after ``amnet.finalize()``): how a runtime layered on amnet finds the endpoint its
+    user already made.
+
+    Raises:
+        InitError: called from a thread of a rank process that is not a rank-thread.
+    """
+    ctx = current_rank("amnet.endpoint()")
+    return None if ctx.finalized else ctx.endpoint
+
+
 def init(handlers: Iterable[Callable] | None = None):
     """Join the job and return this rank's :class:`~amnet.Endpoint` (collective).
 

@@ -1,0 +1,234 @@
+"""The shared heap: ``all_alloc``, ``global_alloc``, ``alloc``, ``free`` (UPC 1.2 §7.2.3).
+
+Every segment holds two heaps that grow towards each other (:class:`upc_rt._heap.Heap`):
+
+- the **symmetric** heap, up from byte 0: ``all_alloc`` and ``global_alloc`` give the same
+  offset on every thread, as SHMEM's symmetric heap does; its one allocator lives on thread 0
+  and is reached by AM (MuPC keeps the state of global allocations on thread 0 too);
+- each thread's **local** heap, down from the end: ``alloc`` (affinity to the caller).
+
+The symmetric heap may use bytes below ``sym_limit``; each thread's local heap bytes at or
+above its ``floor``; ``sym_limit <= floor`` on every thread. When the symmetric heap needs
+more, its caller asks every thread to *cede* up to the new limit (a thread agrees when its
+local heap lies above it, and raises its floor), then raises ``sym_limit``: the two never
+overlap, and neither side needs a fixed split.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ._errors import BoundsError
+from ._layout import Layout, SharedPtr
+from ._rt import GROW_QUANTUM, Runtime, current, remote_call
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """What a pointer points into: its name (for messages), layout and, for ``alloc``,
+    the owning thread (``owner``; -1 for symmetric allocations)."""
+
+    name: str
+    layout: Layout
+    owner: int = -1
+
+    def extent(self, thread: int) -> tuple[int, int]:
+        """Bytes ``[lo, hi)`` of this allocation in ``thread``'s segment."""
+        lay = self.layout
+        if self.owner >= 0:
+            n = lay.n * lay.elemsize if thread == self.owner else 0
+        else:
+            n = lay.elemsize * lay.local_count(thread)
+        return lay.base, lay.base + n
+
+    def check(self, thread: int, addr: int, nbytes: int, what: str) -> None:
+        """Raise BoundsError when bytes ``[addr, addr+nbytes)`` of ``thread`` leave it."""
+        lo, hi = self.extent(thread)
+        if addr < lo or addr + nbytes > hi:
+            raise BoundsError(
+                f"{what}: {nbytes} bytes at byte {addr - lo} of {self.name}'s part on thread "
+                f"{thread} go past its end: that part holds {hi - lo} bytes")
+
+
+def _round(n: int) -> int:
+    return -(-n // GROW_QUANTUM) * GROW_QUANTUM
+
+
+def _sizes(what: str, nblocks: Any, nbytes: Any) -> tuple[int, int]:
+    for name, v in (("nblocks", nblocks), ("nbytes", nbytes)):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise TypeError(f"{what}: {name} must be an int, got {type(v).__name__}")
+        if v < 0:
+            raise ValueError(f"{what}: {name} must be >= 0, got {v}")
+    return nblocks, nbytes
+
+
+def _grow(rt: Runtime, end: int, what: str) -> None:
+    """Ask every thread to cede its segment below ``end`` to the symmetric heap, then raise
+    thread 0's limit (a normal context: it waits).
+
+    Raises:
+        MemoryError: a thread's local heap uses bytes below ``end``.
+    """
+    port = rt.port
+    handles = []
+    for t in range(rt.THREADS):
+        handles.append(_start(rt, t, "cede", end))
+    refused = [(t, low) for t, h in enumerate(handles) if (low := h.wait()) is not True]
+    if refused:
+        t, low = refused[0]
+        raise MemoryError(f"{what}: the shared heap cannot grow to {end} bytes per thread: "
+                          f"thread {t}'s local heap (upc_alloc) uses bytes from {low} up")
+    rt.call(0, "grow", end)
+    del port
+
+
+def _start(rt: Runtime, dest: int, name: str, *args: Any) -> Any:
+    from ._rt import CALL, CALL_INDEX, _pack
+
+    port = rt.port
+    opid, op = port.op(dest)
+    port.send(dest, CALL, (opid, CALL_INDEX[name]), _pack(args))
+    return port.handle(op, f"upc_rt {name}")
+
+
+def sym_alloc(rt: Runtime, nbytes: int, what: str) -> int:
+    """A block of ``nbytes`` at the same offset on every thread (thread 0's normal
+    context, or any thread through :func:`global_alloc`)."""
+    off, end = rt.call(0, "galloc", nbytes, what)
+    if end:
+        try:
+            _grow(rt, end, what)
+        except BaseException:
+            rt.call(0, "sfree", off)
+            raise
+    return off
+
+
+@remote_call("galloc")
+def _galloc(rt: Runtime, src: int, opid: int, nbytes: int, what: str) -> list[int]:
+    heap = rt.sym_heap
+    with rt.lock:
+        try:
+            return [heap.alloc(nbytes, limit=rt.sym_limit, op=what), 0]
+        except MemoryError:
+            off = heap.alloc(nbytes, op=what)  # anywhere: MemoryError if the heap is full
+            return [off, _round(off + heap.size_of(off))]
+
+
+@remote_call("sfree")
+def _sfree(rt: Runtime, src: int, opid: int, off: int) -> None:
+    with rt.lock:
+        rt.sym_heap.free(off)
+
+
+@remote_call("cede")
+def _cede(rt: Runtime, src: int, opid: int, end: int) -> Any:
+    with rt.lock:
+        low = rt.local_heap.low_water
+        if low < end:
+            return low
+        rt.floor = max(rt.floor, end)
+        return True
+
+
+@remote_call("grow")
+def _grow_limit(rt: Runtime, src: int, opid: int, end: int) -> None:
+    with rt.lock:
+        rt.sym_limit = max(rt.sym_limit, end)
+
+
+@remote_call("free")
+def _free(rt: Runtime, src: int, opid: int, addr: int) -> int:
+    with rt.lock:
+        if rt.local_heap.block_containing(addr) is not None or rt.sym_heap is None \
+                or addr >= rt.sym_limit:
+            return rt.local_heap.free(addr, op="upc_free")
+        return rt.sym_heap.free(addr, op="upc_free")
+
+
+# -- the API ------------------------------------------------------------------------------
+def all_alloc(nblocks: int, nbytes: int) -> SharedPtr:
+    """``upc_all_alloc``: collective; ``nblocks`` blocks of ``nbytes`` bytes, block ``i`` on
+    thread ``i % THREADS``, at the same offset on every thread. Returns a pointer to the
+    first byte (thread 0), of block size ``nbytes`` and element size 1.
+
+    Raises:
+        amnet.CollectiveMismatch: threads passed different arguments (on every thread).
+        MemoryError: the shared heap cannot hold it (naming the bytes and the largest free
+            block). TypeError / ValueError: non-int or negative arguments (on every thread).
+    """
+    rt = current("upc.all_alloc()")
+    args = [nblocks, nbytes] if all(type(v) is int for v in (nblocks, nbytes)) else \
+        [repr(nblocks), repr(nbytes)]
+
+    def decide() -> int:
+        nb, n = _sizes("upc_all_alloc", nblocks, nbytes)
+        per = -(-nb // rt.THREADS) * n
+        return sym_alloc(rt, per, "upc_all_alloc")
+
+    off = rt.collective("upc_all_alloc", args, decide)
+    return _pointer(rt, "upc_all_alloc", off, nblocks, nbytes)
+
+
+def global_alloc(nblocks: int, nbytes: int) -> SharedPtr:
+    """``upc_global_alloc``: as :func:`all_alloc`, called by one thread.
+
+    Raises: MemoryError, TypeError, ValueError (as all_alloc).
+    """
+    rt = current("upc.global_alloc()")
+    nb, n = _sizes("upc_global_alloc", nblocks, nbytes)
+    off = sym_alloc(rt, -(-nb // rt.THREADS) * n, "upc_global_alloc")
+    return _pointer(rt, "upc_global_alloc", off, nb, n)
+
+
+def _pointer(rt: Runtime, kind: str, off: int, nblocks: int, nbytes: int) -> SharedPtr:
+    lay = Layout(nblocks * nbytes, 1, nbytes, rt.THREADS, off)
+    a = Allocation(f"the {kind}({nblocks}, {nbytes}) at offset {off}", lay)
+    return SharedPtr(0, 0, off, 1, nbytes, rt.THREADS, alloc=a)
+
+
+def alloc(nbytes: int) -> SharedPtr:
+    """``upc_alloc``: ``nbytes`` with affinity to the calling thread (indefinite block size:
+    pointer arithmetic stays on this thread).
+
+    Raises:
+        MemoryError: this thread's local heap cannot hold it (naming the bytes and the
+            largest free block). TypeError / ValueError: a bad size.
+    """
+    rt = current("upc.alloc()")
+    _sizes("upc_alloc", 1, nbytes)
+    with rt.lock:
+        off = rt.local_heap.alloc(nbytes, limit=rt.floor, op="upc_alloc")
+    lay = Layout(nbytes, 1, 0, rt.THREADS, off)
+    a = Allocation(f"the upc_alloc({nbytes}) of thread {rt.MYTHREAD} at offset {off}", lay,
+                   rt.MYTHREAD)
+    return SharedPtr(rt.MYTHREAD, 0, off, 1, 0, rt.THREADS, alloc=a)
+
+
+def free(p: Any) -> None:
+    """``upc_free``: release what ``all_alloc``, ``global_alloc``, ``alloc`` or
+    ``shared_array`` returned (any one thread may free it, once).
+
+    Raises:
+        ValueError: ``p`` is not the start of a live allocation (never allocated, or freed
+            already: the message says which).
+        TypeError: ``p`` is not a pointer-to-shared or shared array.
+    """
+    rt = current("upc.free()")
+    arr = getattr(p, "_upc_storage", None)
+    if arr is not None:
+        p = arr()
+    if not isinstance(p, SharedPtr):
+        raise TypeError(f"upc.free() takes a pointer-to-shared or a shared array, got "
+                        f"{type(p).__name__}")
+    if p.is_null:
+        return  # upc_free(NULL) does nothing
+    a = p.alloc
+    if isinstance(a, Allocation) and (p.addrfield != a.layout.base or p.phaseof != 0
+                                      or (a.owner >= 0 and p.threadof != a.owner)):
+        raise ValueError(f"upc.free(): {p!r} points inside {a.name}, not at its start")
+    owner = a.owner if isinstance(a, Allocation) and a.owner >= 0 else \
+        (0 if isinstance(a, Allocation) else p.threadof)
+    rt.call(owner, "free", p.addrfield)

@@ -1,0 +1,332 @@
+"""Shared arrays (``upc.shared_array``): typed, blocked-cyclic, on the symmetric heap.
+
+Element access is the hot path: an int index goes straight to a numpy view of the owner's
+piece when the owner is on my node (no AM), else to one ``ep.get``/``ep.put_nbi`` (or the
+remote-reference cache). Slices and index arrays move as bulk transfers: at most one
+contiguous, strided or indexed transfer per owning thread (VIS across nodes, numpy copies
+within a node), all in flight together; the index arithmetic is :mod:`upc_rt._layout`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ._alloc import Allocation, sym_alloc
+from ._layout import Layout, SharedPtr
+from ._rt import Runtime, current
+
+
+def _dtype(dtype: Any) -> np.dtype:
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as e:
+        raise TypeError(f"upc.shared_array(): {dtype!r} is not a numpy dtype ({e})") from None
+    if dt.hasobject or dt.itemsize == 0:
+        raise TypeError(f"upc.shared_array(): dtype {dt} is not a fixed-size type")
+    return dt
+
+
+def fit(value: Any, dt: np.dtype, what: str) -> np.ndarray:
+    """``value`` as an array of ``dt``, refusing what does not fit (an integer out of
+    range, a fraction for an integer type)."""
+    try:
+        arr = np.asarray(value)
+        if dt.kind in "iu":
+            if arr.dtype.kind == "f":
+                if not np.all(np.mod(arr, 1) == 0):
+                    raise ValueError(f"{what}: {value!r} is not an integer, the array holds "
+                                     f"{dt}")
+            elif arr.dtype.kind in "iu" and arr.size:
+                info = np.iinfo(dt)
+                lo, hi = int(arr.min()), int(arr.max())
+                if lo < info.min or hi > info.max:
+                    bad = lo if lo < info.min else hi
+                    raise ValueError(f"{what}: {bad} does not fit {dt} (range {info.min}.."
+                                     f"{info.max})")
+            elif arr.dtype.kind == "O":
+                raise ValueError(f"{what}: {value!r} does not fit {dt}")
+        return arr.astype(dt, copy=False)
+    except OverflowError as e:
+        raise ValueError(f"{what}: {value!r} does not fit {dt} ({e})") from None
+    except TypeError as e:
+        raise ValueError(f"{what}: {value!r} cannot be stored as {dt} ({e})") from None
+
+
+def shared_array(shape: int | tuple[int, ...], dtype: Any = "f8",
+                 blocksize: int | None = 1) -> SharedArray:
+    """A shared array (collective): ``shape`` elements of ``dtype``, distributed in blocks
+    of ``blocksize`` elements (1: cyclic; k: blocked-cyclic; 0: indefinite, all on thread
+    0; None: UPC's ``[*]``, one block of ceil(n/THREADS) per thread). A tuple shape is
+    distributed on the row-major flattened index, as in UPC.
+
+    Raises:
+        amnet.CollectiveMismatch: threads passed different arguments (on every thread).
+        MemoryError: the shared heap cannot hold it. TypeError / ValueError: bad arguments.
+    """
+    rt = current("upc.shared_array()")
+    try:
+        dt = _dtype(dtype)
+        dkey = dt.str if dt.names is None else str(dt.descr)
+    except TypeError:
+        dt, dkey = None, repr(dtype)
+    shp = (shape,) if isinstance(shape, int | np.integer) and not isinstance(shape, bool) \
+        else tuple(shape) if isinstance(shape, tuple | list) else shape
+    args = [repr(shp), dkey, repr(blocksize)]
+
+    def decide() -> list[int]:
+        if dt is None:
+            _dtype(dtype)
+        if not isinstance(shp, tuple) or not all(
+                isinstance(d, int | np.integer) and not isinstance(d, bool) and d >= 0
+                for d in shp) or not shp:
+            raise ValueError(f"upc.shared_array(): shape must be a non-negative int or a "
+                             f"tuple of them, got {shape!r}")
+        n = math.prod(int(d) for d in shp)
+        b = blocksize
+        if b is None:
+            b = max(1, -(-n // rt.THREADS))
+        if isinstance(b, bool) or not isinstance(b, int) or b < 0:
+            raise ValueError(f"upc.shared_array(): blocksize must be an int >= 0 or None, "
+                             f"got {blocksize!r}")
+        lay = Layout(n, dt.itemsize, b, rt.THREADS)
+        return [sym_alloc(rt, lay.max_local() * dt.itemsize, "upc.shared_array"), b]
+
+    off, b = rt.collective("upc.shared_array", args, decide)
+    return SharedArray(rt, tuple(int(d) for d in shp), dt, b, off)
+
+
+class SharedArray:
+    """A shared array; made by :func:`shared_array`, one object per thread.
+
+    ``X[i]`` / ``X[i] = v`` (relaxed), ``X[a:b:s]`` and index arrays (bulk), ``X.strict[i]``
+    (the access between fences), ``X.local`` (my elements, a numpy view), ``X.ptr(i)``.
+
+    Raises (every access): IndexError naming the array and its length; ValueError for a
+    value that does not fit the dtype (nothing is written).
+    """
+
+    __slots__ = ("_B", "_E", "_T", "_alloc", "_ep", "_fast", "_lay", "_n", "_rt", "_scratch",
+                 "_views", "base", "blocksize", "dtype", "name", "shape", "strict")
+
+    def __init__(self, rt: Runtime, shape: tuple[int, ...], dt: np.dtype, blocksize: int,
+                 base: int) -> None:
+        n = math.prod(shape)
+        self._rt = rt
+        self._ep = rt.ep
+        self.shape = shape
+        self.dtype = dt
+        self.blocksize = blocksize
+        self.base = base
+        self._n = n
+        self._fast = n if len(shape) == 1 else 0  # an int index is one element only in 1-D
+        self._B = blocksize
+        self._T = rt.THREADS
+        self._E = dt.itemsize
+        self._lay = lay = Layout(n, dt.itemsize, blocksize, rt.THREADS, base)
+        self.name = f"shared array {shape if len(shape) > 1 else n} of {dt} " \
+                    f"(block size {blocksize}) at offset {base}"
+        self._alloc = Allocation(self.name, lay)
+        views: list[Any] = []
+        for t in range(rt.THREADS):
+            seg = rt.seg(t)
+            if seg is None:
+                views.append(None)
+            else:
+                k = lay.local_count(t)
+                views.append(seg[base:base + k * dt.itemsize].view(dt))
+        self._views = views
+        self._scratch = np.empty(1, dt)
+        self.strict = _Strict(self)
+
+    def __repr__(self) -> str:
+        return f"<upc {self.name}>"
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    @property
+    def size(self) -> int:
+        return self._n
+
+    @property
+    def layout(self) -> Layout:
+        """The index arithmetic of this array (:class:`upc_rt._layout.Layout`)."""
+        return self._lay
+
+    @property
+    def local(self) -> np.ndarray:
+        """My elements, in local order, as a writable numpy view (no copy)."""
+        return self._views[self._rt.MYTHREAD]
+
+    def _upc_storage(self) -> SharedPtr:
+        return SharedPtr(0, 0, self.base, self._E, self._B, self._T, alloc=self._alloc)
+
+    # -- elements -------------------------------------------------------------------------
+    def _index(self, i: Any) -> int:
+        n = self._n
+        if isinstance(i, tuple):
+            if len(i) != len(self.shape) or not all(type(k) is int or isinstance(k, np.integer)
+                                                    for k in i):
+                raise IndexError(f"{self.name}: index {i!r} does not name one element of "
+                                 f"shape {self.shape}")
+            flat = 0
+            for k, d in zip(i, self.shape, strict=True):
+                k = int(k)
+                if k < 0:
+                    k += d
+                if not 0 <= k < d:
+                    raise IndexError(f"{self.name}: index {i!r} is out of range for shape "
+                                     f"{self.shape}")
+                flat = flat * d + k
+            return flat
+        i = int(i)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"{self.name}: index {i - n if i < 0 else i} is out of range: "
+                             f"the array has {n} elements")
+        return i
+
+    def _element(self, key: Any) -> bool:
+        """Whether ``key`` names one element (else it is a slice or an index array)."""
+        if isinstance(key, bool):
+            return False
+        if isinstance(key, int | np.integer):
+            return len(self.shape) == 1
+        return isinstance(key, tuple) and len(key) == len(self.shape) and all(
+            isinstance(k, int | np.integer) and not isinstance(k, bool) for k in key)
+
+    def _where(self, i: int) -> tuple[int, int]:
+        B = self._B
+        if B == 1:
+            T = self._T
+            return i % T, i // T
+        if B == 0:
+            return 0, i
+        q = i // B
+        T = self._T
+        return q % T, (q // T) * B + i - q * B
+
+    def __getitem__(self, key: Any) -> Any:
+        if type(key) is int and 0 <= key < self._fast:  # the hot path
+            B = self._B
+            if B == 1:
+                t = key % self._T
+                li = key // self._T
+            else:
+                t, li = self._where(key)
+            v = self._views[t]
+            if v is not None:
+                return v[li]
+            return self._get_remote(t, li)
+        if self._element(key):
+            t, li = self._where(self._index(key))
+            v = self._views[t]
+            return v[li] if v is not None else self._get_remote(t, li)
+        from ._bulk import bulk_get
+
+        return bulk_get(self, key)
+
+    def _get_remote(self, t: int, li: int) -> Any:
+        addr = self.base + li * self._E
+        cache = self._rt.cache
+        if cache is not None:
+            return np.frombuffer(cache.read(t, addr, self._E), self.dtype)[0]
+        s = self._scratch
+        self._ep.get(t, addr, self._E, s)
+        return s[0]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if type(key) is int and 0 <= key < self._fast and self._B == 1:
+            t = key % self._T
+            li = key // self._T
+        elif self._element(key):
+            t, li = self._where(self._index(key))
+        else:
+            from ._bulk import bulk_put
+
+            bulk_put(self, key, value)
+            return
+        v = self._views[t]
+        if v is not None and type(value) is not float and self.dtype.kind != "V":
+            try:
+                v[li] = value
+                return
+            except (OverflowError, TypeError, ValueError):
+                pass  # fit() below says what is wrong
+        data = fit(value, self.dtype, f"{self.name}[{key!r}]")
+        if data.ndim:
+            raise ValueError(f"{self.name}[{key!r}]: one element takes a scalar, got shape "
+                             f"{data.shape}")
+        if v is not None:
+            v[li] = data
+            return
+        self._put_remote(t, li, data, strict=False)
+
+    def _put_remote(self, t: int, li: int, data: np.ndarray, strict: bool) -> None:
+        addr = self.base + li * self._E
+        cache = self._rt.cache
+        if cache is not None and not strict:
+            cache.write(t, addr, data.tobytes())
+        elif strict:
+            self._ep.put(t, addr, data.tobytes())
+        else:
+            self._ep.put_nbi(t, addr, data.tobytes())
+
+    def ptr(self, i: Any = 0) -> SharedPtr:
+        """The pointer-to-shared of element ``i`` (``X.ptr(len)`` is the one-past-end
+        pointer). Raises IndexError when ``i`` is out of range."""
+        if i == self._n:
+            return self.ptr(self._n - 1) + 1 if self._n else self._upc_storage()
+        t, li = self._where(self._index(i))
+        phase = 0 if self._B == 0 else li % self._B
+        return SharedPtr(t, phase, self.base + li * self._E, self._E, self._B, self._T,
+                         alloc=self._alloc)
+
+
+class _Strict:
+    """``X.strict[i]``: a strict access (fence, the access, fence: UPC 1.2 §5.1.2.3)."""
+
+    __slots__ = ("_a",)
+
+    def __init__(self, a: SharedArray) -> None:
+        self._a = a
+
+    def __getitem__(self, key: Any) -> Any:
+        from ._sync import fence
+
+        a = self._a
+        fence()
+        if a._rt.cache is None or not a._element(key):
+            out = a[key]
+        else:  # a strict read is never served from the cache
+            t, li = a._where(a._index(key))
+            v = a._views[t]
+            if v is not None:
+                out = v[li]
+            else:
+                s = a._scratch
+                a._ep.get(t, a.base + li * a._E, a._E, s)
+                out = s[0]
+        fence()
+        return out
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        from ._sync import fence
+
+        a = self._a
+        fence()
+        if a._element(key):
+            t, li = a._where(a._index(key))
+            data = fit(value, a.dtype, f"{a.name}.strict[{key!r}]")
+            v = a._views[t]
+            if v is not None:
+                v[li] = data
+            else:
+                a._put_remote(t, li, data, strict=True)
+        else:
+            a[key] = value
+        fence()

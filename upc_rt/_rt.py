@@ -1,0 +1,316 @@
+"""The per-rank UPC runtime state, upc_rt's amnet extension (its system AMs), init and
+the per-thread identity.
+
+upc_rt is built the way an outside runtime would be: it declares an ``amnet.Extension``
+(entry point ``upc`` in the ``amnet.extensions`` group) and reaches amnet only through the
+endpoint's public API and its :class:`amnet.Port`. Its messages:
+
+==============  ========================================================================
+COLL_ARRIVE     a thread's arguments to a collective, to thread 0 (msgpack payload)
+COLL_RESULT     thread 0's verdict on a collective, to every other thread
+CALL            run one of :data:`CALLS` at the target in handler context; its result
+                returns as RESULT (a reply) or, for a lock that is taken, later as LATE
+RESULT / LATE   the result of a CALL (msgpack payload), completing the caller's operation
+==============  ========================================================================
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import msgpack
+
+import amnet
+
+from ._errors import NotInitialized
+from ._heap import Heap
+
+COLL_ARRIVE, COLL_RESULT, CALL, RESULT, LATE = range(5)
+PENDING = object()  # a CALL whose result is sent later (a lock request that must queue)
+GROW_QUANTUM = 64 << 10  # the symmetric heap takes space from the local heaps in these steps
+
+
+def _pack(x: Any) -> bytes:
+    return msgpack.packb(x, use_bin_type=True)
+
+
+def _unpack(b: Any) -> Any:
+    return msgpack.unpackb(b, raw=False, strict_map_key=False)
+
+
+class Runtime:
+    """One rank's UPC state (the object upc_rt's extension attaches to its endpoint)."""
+
+    def __init__(self, port: amnet.Port) -> None:
+        self.port = port
+        self.ep = port.endpoint
+        self.MYTHREAD = port.rank
+        self.THREADS = port.size
+        self.initialized = False
+        self.lock = threading.Lock()  # collectives' inboxes, heaps' boundary, lock tables
+        self.coll_seq = 0
+        self.coll_in: dict[int, dict[int, Any]] = {}  # thread 0: seq -> {thread: args}
+        self.coll_out: dict[int, Any] = {}  # seq -> thread 0's verdict
+        size = port.segment_size
+        # two heaps grow towards each other in every segment: the symmetric one (its state
+        # on thread 0) up from 0, this thread's local one down from the end. ``floor``: the
+        # lowest byte the local heap may use; raised when the symmetric heap takes space
+        self.local_heap = Heap(0, size, direction="down", name=f"local heap of thread "
+                               f"{self.MYTHREAD}")
+        self.floor = 0
+        self.sym_heap = Heap(0, size, direction="up", name="shared heap") \
+            if self.MYTHREAD == 0 else None
+        self.sym_limit = 0  # thread 0: every thread's floor is at least this
+        self.locks: dict[int, Any] = {}  # lock id -> _locks.LockState (locks I host)
+        self.freed_locks: set[int] = set()
+        self.held: set[tuple[int, int]] = set()  # (host, id) of locks I hold
+        self.lock_count = 0  # thread 0: locks all_lock_alloc made
+        self.glock_count = 0  # locks global_lock_alloc made here
+        self.cache: Any = None
+        self.notify_name: Any = None
+        self.views: dict[int, Any] = {}  # thread -> its segment when on my node
+
+    def seg(self, t: int) -> Any:
+        """Thread ``t``'s segment when it is on my node (direct access), else None."""
+        try:
+            return self.views[t]
+        except KeyError:
+            v = self.views[t] = self.ep.segment_view(t)
+            return v
+
+    # -- one-sided calls ------------------------------------------------------------------
+    def call(self, dest: int, name: str, *args: Any) -> Any:
+        """Run ``CALLS[name](runtime of dest, my thread, *args)`` at ``dest`` and return its
+        result (blocking; polls meanwhile)."""
+        port = self.port
+        opid, op = port.op(dest)
+        try:
+            port.send(dest, CALL, (opid, CALL_INDEX[name]), _pack(args))
+        except BaseException as e:
+            port.finish(opid, op, error=e)
+            raise
+        return port.handle(op, f"upc_rt {name}").wait()
+
+    # -- collectives ----------------------------------------------------------------------
+    def collective(self, what: str, args: list, decide: Callable[[], Any]) -> Any:
+        """Every thread passes ``args``; thread 0 checks they agree and runs ``decide()``,
+        whose result every thread returns. A disagreement, or an exception in ``decide``,
+        is raised on every thread (no thread is left waiting).
+
+        Raises:
+            amnet.CollectiveMismatch: threads passed different arguments (naming them).
+            MemoryError / ValueError / TypeError: what ``decide`` raised.
+        """
+        seq = self.coll_seq
+        self.coll_seq += 1
+        mine = [what, args]
+        port = self.port
+        if self.MYTHREAD != 0:
+            port.send(0, COLL_ARRIVE, (seq,), _pack(mine))
+            port.wait_until(lambda: seq in self.coll_out)
+            with self.lock:
+                verdict = self.coll_out.pop(seq)
+        else:
+            with self.lock:
+                got = self.coll_in.setdefault(seq, {})
+                got[0] = mine
+            port.wait_until(lambda: len(got) == self.THREADS)
+            with self.lock:
+                del self.coll_in[seq]
+            verdict = _judge(what, got, decide)
+            packed = _pack(verdict)
+            for t in range(1, self.THREADS):
+                port.send(t, COLL_RESULT, (seq,), packed)
+        kind, value = verdict
+        if kind == "ok":
+            return value
+        raise _ERRORS.get(kind, amnet.CollectiveMismatch)(value)
+
+
+def _describe(args: list) -> str:
+    return ", ".join(map(repr, args))
+
+
+def _judge(what: str, got: dict[int, Any], decide: Callable[[], Any]) -> list:
+    ref = got[0]
+    for t in sorted(got):
+        if got[t] != ref:
+            if got[t][0] != ref[0]:
+                msg = (f"{ref[0]}: thread {t} called {got[t][0]} at the same step; every "
+                       "thread must make the same collective calls in the same order")
+            else:
+                msg = (f"{what}: thread {t} passed ({_describe(got[t][1])}) but thread 0 "
+                       f"passed ({_describe(ref[1])}); every thread must pass the same "
+                       "arguments")
+            return ["mismatch", msg]
+    try:
+        return ["ok", decide()]
+    except MemoryError as e:
+        return ["memory", str(e)]
+    except (ValueError, TypeError, amnet.AMNetError) as e:
+        return ["value" if isinstance(e, ValueError) else "type", str(e)]
+
+
+_ERRORS: dict[str, type] = {"memory": MemoryError, "value": ValueError, "type": TypeError}
+
+
+# -- the extension's handlers ---------------------------------------------------------------
+def h_coll_arrive(port, src, args, payload, is_reply) -> None:
+    if len(args) != 1 or is_reply or payload is None or port.rank != 0:
+        return port.refuse()
+    rt = port.state
+    try:
+        val = _unpack(payload)
+    except Exception:
+        return port.refuse()
+    with rt.lock:
+        rt.coll_in.setdefault(args[0], {})[src] = val
+
+
+def h_coll_result(port, src, args, payload, is_reply) -> None:
+    if len(args) != 1 or is_reply or payload is None or src != 0:
+        return port.refuse()
+    try:
+        val = _unpack(payload)
+    except Exception:
+        return port.refuse()
+    rt = port.state
+    with rt.lock:
+        rt.coll_out[args[0]] = val
+
+
+def h_call(port, src, args, payload, is_reply) -> None:
+    if len(args) != 2 or is_reply or payload is None or not 0 <= args[1] < len(CALL_FNS):
+        return port.refuse()
+    try:
+        cargs = _unpack(payload)
+    except Exception:
+        return port.refuse()
+    opid = args[0]
+    try:
+        out = CALL_FNS[args[1]](port.state, src, opid, *cargs)
+    except Exception as e:  # a bad request: the caller gets the error
+        out = ["error", type(e).__name__, str(e)]
+    else:
+        if out is PENDING:
+            return
+        out = ["ok", out]
+    port.reply(src, RESULT, (opid,), _pack(out))
+
+
+def _complete(port, src, args, payload) -> None:
+    if len(args) != 1 or payload is None:
+        return port.refuse()
+    op = port.pending(args[0], src)
+    if op is None:
+        return
+    try:
+        kind, *rest = _unpack(payload)
+    except Exception:
+        return port.refuse()
+    if kind == "ok":
+        port.finish(args[0], op, rest[0])
+    else:
+        cls = {"MemoryError": MemoryError, "ValueError": ValueError,
+               "TypeError": TypeError}.get(rest[0])
+        if cls is None:
+            from ._errors import LockError
+
+            cls = LockError if rest[0] == "LockError" else amnet.AMNetError
+        port.finish(args[0], op, error=cls(rest[1]))
+
+
+def h_result(port, src, args, payload, is_reply) -> None:
+    if not is_reply:
+        return port.refuse()
+    _complete(port, src, args, payload)
+
+
+def h_late(port, src, args, payload, is_reply) -> None:
+    if is_reply:
+        return port.refuse()
+    _complete(port, src, args, payload)
+
+
+def send_late(rt: Runtime, dest: int, opid: int, value: Any) -> None:
+    """Complete a PENDING call of ``dest`` (from a handler: deferred to the next poll)."""
+    payload = _pack(["ok", value])
+    rt.port.defer(lambda: rt.port.send(dest, LATE, (opid,), payload))
+
+
+#: Functions a CALL may run at its target: ``fn(runtime, src, opid, *args)``, in handler
+#: context (no waiting). Filled by the modules that define them (allocation, locks).
+CALLS: dict[str, Callable] = {}
+CALL_FNS: list[Callable] = []
+CALL_INDEX: dict[str, int] = {}
+
+
+def remote_call(name: str) -> Callable[[Callable], Callable]:
+    """Register ``fn`` as CALL ``name`` (in import order: the same in every process)."""
+    def deco(fn: Callable) -> Callable:
+        CALL_INDEX[name] = len(CALL_FNS)
+        CALL_FNS.append(fn)
+        CALLS[name] = fn
+        return fn
+    return deco
+
+
+EXTENSION = amnet.Extension(
+    "upc", (h_coll_arrive, h_coll_result, h_call, h_result, h_late), attach=Runtime)
+
+
+# -- identity per rank-thread -------------------------------------------------------------
+_tls = threading.local()
+
+
+def current(what: str = "upc_rt") -> Runtime:
+    """The calling rank-thread's runtime.
+
+    Raises:
+        NotInitialized: ``upc.init()`` was not called on this rank-thread.
+    """
+    rt = getattr(_tls, "rt", None)
+    if rt is None:
+        raise NotInitialized(f"{what} before upc.init(): call upc_rt.init() first, on every "
+                             "thread (rank) of the job")
+    return rt
+
+
+def init(auto_nb: bool = False, cache: bool | None = None) -> None:
+    """Start UPC on this rank-thread (collective): ``amnet.init()`` unless the rank already
+    called it, then a barrier. ``upc.MYTHREAD`` and ``upc.THREADS`` are right afterwards,
+    in every rank-thread.
+
+    Args:
+        auto_nb: must be False: automatic nonblocking scheduling of memget/memput
+            (amnet.nbcomm) is not part of this version.
+        cache: turn the remote-reference cache on (None: the ``AMNET_UPC_CACHE`` setting).
+
+    Raises:
+        amnet.InitError: upc.init() was already called on this rank-thread.
+        ValueError: ``auto_nb=True``.
+    """
+    if getattr(_tls, "rt", None) is not None:
+        raise amnet.InitError("upc.init() was called twice on this thread; call it once")
+    if auto_nb:
+        raise ValueError("upc.init(auto_nb=True): automatic nonblocking scheduling "
+                         "(amnet.nbcomm) is not part of this version of upc_rt; memget and "
+                         "memput are direct, and memget_nb/memput_nb overlap by hand")
+    ep = amnet.endpoint() or amnet.init()
+    rt = ep.extension("upc")
+    if cache is None:
+        cache = bool(ep.config.upc_cache)
+    if cache:
+        from ._cache import Cache
+
+        rt.cache = Cache(rt, ep.config.upc_cache_blocks, ep.config.upc_cache_block_size)
+    rt.initialized = True
+    _tls.rt = rt
+    ep.barrier()
+
+
+def finished() -> None:
+    """Forget this thread's runtime (the job ended)."""
+    _tls.rt = None

@@ -1,0 +1,65 @@
+"""Synchronisation: ``barrier``, ``notify``/``wait`` (split phase, named, mismatch
+detected), ``fence``, ``poll`` (UPC 1.2 §6.6 and §7.2.1).
+
+Every one implies a fence: this thread's relaxed writes complete at their targets (and the
+cache is written back and emptied) before the barrier is announced or the call returns.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from amnet import BarrierStateError
+
+from ._rt import current
+
+
+def fence() -> None:
+    """``upc_fence``: every shared access this thread made completes before any it makes
+    afterwards (relaxed writes reach their targets; the cache is written back and
+    invalidated)."""
+    current("upc.fence()").ep.fence()  # the cache's sync hook writes it back first
+
+
+def notify(name: Any = None) -> None:
+    """``upc_notify``: complete my accesses, then announce the barrier (``name``: None
+    matches any; an int or str must match every other thread's).
+
+    Raises:
+        amnet.BarrierStateError: a notify is already pending on this thread.
+    """
+    fence()
+    rt = current()
+    rt.ep.barrier_notify(name)
+    rt.notify_name = name
+
+
+def wait(name: Any = None) -> None:
+    """``upc_wait``: wait for the barrier announced by :func:`notify`. ``name``, when given,
+    must be the name notify had.
+
+    Raises:
+        amnet.BarrierMismatch: threads passed different names (on every thread).
+        amnet.BarrierStateError: no notify is pending, or ``name`` differs from notify's.
+    """
+    rt = current("upc.wait()")
+    if name is not None and rt.notify_name is not None and name != rt.notify_name:
+        raise BarrierStateError(f"upc.wait({name!r}) after upc.notify({rt.notify_name!r}): "
+                                "a wait's name must be its notify's")
+    rt.ep.barrier_wait()
+    rt.notify_name = None
+    fence()
+
+
+def barrier(name: Any = None) -> None:
+    """``upc_barrier``: :func:`notify` then :func:`wait`.
+
+    Raises: as both.
+    """
+    notify(name)
+    wait()
+
+
+def poll() -> None:
+    """``upc_poll``: run the AMs that arrived (lock grants, remote requests)."""
+    current("upc.poll()").ep.poll()
