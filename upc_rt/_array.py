@@ -60,7 +60,8 @@ def shared_array(shape: int | tuple[int, ...], dtype: Any = "f8",
     """A shared array (collective): ``shape`` elements of ``dtype``, distributed in blocks
     of ``blocksize`` elements (1: cyclic; k: blocked-cyclic; 0: indefinite, all on thread
     0; None: UPC's ``[*]``, one block of ceil(n/THREADS) per thread). A tuple shape is
-    distributed on the row-major flattened index, as in UPC.
+    distributed on the row-major flattened index, as in UPC. Every element starts at zero
+    (the call ends with a barrier).
 
     Raises:
         amnet.CollectiveMismatch: threads passed different arguments (on every thread).
@@ -95,7 +96,10 @@ def shared_array(shape: int | tuple[int, ...], dtype: Any = "f8",
         return [sym_alloc(rt, lay.max_local() * dt.itemsize, "upc.shared_array"), b]
 
     off, b = rt.collective("upc.shared_array", args, decide)
-    return SharedArray(rt, tuple(int(d) for d in shp), dt, b, off)
+    arr = SharedArray(rt, tuple(int(d) for d in shp), dt, b, off)
+    arr.local.view(np.uint8)[:] = 0  # zero-initialised, as a declared UPC shared array is
+    rt.ep.barrier()  # before anyone writes into my part
+    return arr
 
 
 class SharedArray:

@@ -78,7 +78,9 @@ _BASES: dict[str, int] = {}
 
 def register_extension(ext: Extension) -> None:
     """Add ``ext`` to this process's extensions; every process of the job must register the
-    same ones before ``amnet.init()``. Registering the same object again does nothing.
+    same ones before ``amnet.init()``. Registering it again (or an extension of the same name
+    and handler names: a script runs once per rank-thread) does nothing; the handlers of the
+    first registration serve every rank-thread of the process.
 
     Raises:
         TypeError: ``ext`` is not an :class:`Extension`.
@@ -91,15 +93,25 @@ def register_extension(ext: Extension) -> None:
                         f"{type(ext).__name__}")
     with _LOCK:
         have = _REGISTERED.get(ext.name)
-        if have is ext or (_TABLE is not None and any(e is ext for e in _TABLE)):
-            return
-        if have is not None or (_TABLE is not None and any(e.name == ext.name for e in _TABLE)):
-            raise ValueError(f"an extension named {ext.name!r} is already registered")
+        if have is None and _TABLE is not None:
+            have = next((e for e in _TABLE if e.name == ext.name), None)
+        if have is not None:
+            if _same(have, ext):  # the same definition again (a script run per rank-thread)
+                return
+            raise ValueError(f"an extension named {ext.name!r} is already registered, with "
+                             "other handlers")
         if _TABLE is not None:
             raise InitError(f"register_extension({ext.name!r}) after amnet.init() started this "
                             "process's engine: register extensions before amnet.init(), or "
                             f"declare an entry point in the group {GROUP!r}")
         _REGISTERED[ext.name] = ext
+
+
+def _same(a: Extension, b: Extension) -> bool:
+    def names(x: Extension) -> list[str]:
+        return [f"{h.__module__}.{h.__qualname__}" for h in x.handlers]
+
+    return a is b or names(a) == names(b)
 
 
 def _discover() -> dict[str, Extension]:

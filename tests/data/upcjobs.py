@@ -1,0 +1,284 @@
+"""Jobs for tests/test_upc.py: each runs in every rank (``amnet.run(fn)``), checks what it
+can with assert (naming the thread) and returns facts for the test to check."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+
+import amnet
+import upc_rt as upc
+
+BLOCKS = (1, 3, 0, None)
+
+
+def _ref(n: int, k: int) -> np.ndarray:
+    return (np.arange(n) * 7 + k) % 1000
+
+
+def suite(ep, cache: bool = False, seed: int = 0) -> dict:
+    """Every operation once, checked against numpy models."""
+    upc.init(cache=cache)
+    me, T = upc.MYTHREAD, upc.THREADS
+    assert (me, T) == (ep.rank, ep.size)
+    from upc_rt import MYTHREAD  # resolved for this thread
+
+    assert MYTHREAD == me
+    rng = np.random.default_rng(seed)  # same draws on every thread
+    facts: dict = {"rank": me}
+    for k, bs in enumerate(BLOCKS):
+        n = 37
+        X = upc.shared_array(n, "i8", bs)
+        ref = _ref(n, k)
+        for i in upc.forall(0, n, affinity=X):
+            X[i] = int(ref[i])
+        assert np.array_equal(X.local, ref[X.layout.owners(np.arange(n)) == me])
+        upc.barrier()
+        got = [int(X[i]) for i in range(n)]
+        assert got == ref.tolist(), (me, bs, got)
+        for _ in range(6):
+            a, b = sorted(rng.integers(-n - 3, n + 3, 2).tolist())
+            s = int(rng.choice([1, 2, 3, -1, -2, 5]))
+            assert np.array_equal(X[a:b:s], ref[a:b:s]), (me, bs, a, b, s)
+        idx = rng.integers(0, n, 9)
+        assert np.array_equal(X[idx], ref[idx])
+        upc.barrier()
+        # each thread rewrites one slice in bulk, in turn
+        a, b, s = sorted(rng.integers(0, n, 2).tolist()) + [int(rng.choice([1, 2, 3]))]
+        if me == k % T:
+            X[a:b:s] = -np.arange(len(range(a, b, s)))
+            ref2 = ref.copy()
+            ref2[a:b:s] = -np.arange(len(range(a, b, s)))
+        upc.barrier()
+        ref[a:b:s] = -np.arange(len(range(a, b, s)))
+        assert np.array_equal(X[:], ref), (me, bs)
+        # pointers agree with the array
+        p = X.ptr(0)
+        for i in (1, 5, 17, 36):
+            q = X.ptr(i)
+            assert p + i == q and q - p == i and (q > p)
+            assert upc.threadof(q) == X.layout.owner(i)
+        upc.barrier()
+        upc.free(X) if me == 0 else None
+        upc.barrier()
+    # strict, 2-D, other dtypes
+    F = upc.shared_array((4, 6), "f4", 5)
+    if me == 0:
+        for i in range(4):
+            for j in range(6):
+                F[i, j] = i * 10 + j + 0.5
+    upc.barrier()
+    full = np.array([[i * 10 + j + 0.5 for j in range(6)] for i in range(4)], "f4")
+    assert np.array_equal(F[:, :], full) and np.array_equal(F[2], full[2])
+    assert F.strict[3, 5] == full[3, 5]
+    upc.barrier()
+    F.strict[me % 4, 0] = -1
+    upc.barrier()
+    assert F[me % 4, 0] == -1
+    # memget / memput / memcpy / memset and their _nb forms
+    A = upc.all_alloc(2 * T, 64)
+    mine = A + 64 * (2 * me)  # my first block (block 2*me is on thread (2*me) % T)
+    blk = A + 64 * me  # block me lives on thread me
+    upc.memput(blk, bytes([me + 1]) * 64, 64)
+    upc.barrier()
+    nxt = (me + 1) % T
+    buf = bytearray(64)
+    upc.memget(buf, A + 64 * nxt, 64)
+    assert buf == bytes([nxt + 1]) * 64, (me, A, bytes(buf))
+    h = upc.memget_nb(buf, A + 64 * ((me + T - 1) % T), 64)
+    h.sync()
+    assert buf == bytes([(me + T - 1) % T + 1]) * 64
+    upc.barrier()
+    upc.memcpy(A + 64 * (T + me), A + 64 * nxt, 64)  # block T+me: thread me again
+    upc.memcpy_nb(A + 64 * (T + me) + 0, A + 64 * nxt, 8).sync()
+    upc.barrier()
+    upc.memset(A + 64 * me, 0xAB, 10)
+    upc.memput_nb(blk, b"\x07" * 4, 4).sync()
+    upc.barrier()
+    view = upc.cast(A + 64 * me)
+    if view is not None:
+        assert bytes(view[:10]) == b"\x07" * 4 + b"\xab" * 6, bytes(view[:10])
+    upc.memget(buf, A + 64 * (T + me), 64)
+    assert buf == bytes([nxt + 1]) * 64, (me, A, bytes(buf))
+    del mine
+    # heaps: global_alloc, alloc, free; churn
+    g = upc.global_alloc(T, 128) if me == 0 else None
+    loc = [upc.alloc(int(s)) for s in rng.integers(1, 5000, 20)]
+    for q in loc[::2]:
+        upc.free(q)
+    loc = [upc.alloc(3000) for _ in range(5)] + loc[1::2]
+    for q in loc:
+        upc.free(q)
+    if g is not None:
+        upc.free(g)
+    upc.barrier()
+    # atomics and locks
+    C = upc.shared_array(T, "i8", 1)
+    D = upc.atomic_domain(["add", "get", "cas", "mult"], "i8")
+    tickets = [D.fetch_add(C.ptr(0), 1) for _ in range(5)]
+    L = upc.all_lock_alloc()
+    for _ in range(5):
+        with L:
+            C[1 % T] = C[1 % T] + 1 if T > 1 else C[0]
+    upc.barrier()
+    if T > 1:
+        assert C[1] == 5 * T, C[1]
+    else:
+        assert C[0] == 5
+    facts["tickets"] = tickets
+    W = upc.shared_array(T, "i8", 1)
+    assert D.cas(W.ptr(T - 1), 0, 1) in (0, 1)
+    upc.barrier()
+    assert D.get(W.ptr(T - 1)) == 1
+    upc.barrier()
+    if me == 0:
+        D.mult(W.ptr(T - 1), 6)
+    upc.barrier()
+    assert D.get(W.ptr(T - 1)) == 6
+    facts["cache"] = dataclasses.asdict(upc.cache_stats())
+    upc.barrier()
+    return facts
+
+
+def lock_fifo(ep) -> list[int]:
+    """Thread 0 holds the lock while 1, 2, ... queue in that order; the grants must follow."""
+    upc.init()
+    me, T = upc.MYTHREAD, upc.THREADS
+    L = upc.all_lock_alloc()  # the first lock: hosted by thread 0
+    assert L.host == 0
+    turn = upc.shared_array(T, "i8", 1)
+    count = upc.shared_array(1, "i8", 1)
+    seq = upc.shared_array(T, "i8", 1)
+    D = upc.atomic_domain(["add"], "i8")
+    rt = upc._rt.current()
+    upc.barrier()
+    if me == 0:
+        L.lock()
+        for k in range(1, T):
+            turn.strict[k] = 1
+            deadline = time.monotonic() + 30
+            while len(rt.locks[L.lid].queue) < k:  # thread k's request has arrived
+                upc.poll()
+                assert time.monotonic() < deadline, "a lock request never arrived"
+        L.unlock()
+    else:
+        while turn.strict[me] == 0:
+            upc.poll()
+        L.lock()
+        seq.strict[D.fetch_add(count.ptr(0), 1)] = me  # the order the grants came in
+        L.unlock()
+    upc.barrier()
+    return [int(seq[i]) for i in range(T - 1)]
+
+
+def release_hazard(ep, rounds: int = 8, cache: bool = False) -> list[int]:
+    """MuPC Table 4.1: thread 0 writes X (on thread 3, another node) inside the critical
+    section; thread 2 takes the lock next and must read the new value (with the cache on,
+    the write waits in thread 0's cache until a fence)."""
+    upc.init(cache=cache)
+    me = upc.MYTHREAD
+    X = upc.shared_array(4, "i8", 1)
+    flag = upc.shared_array(4, "i8", 1)
+    L = upc.all_lock_alloc()  # hosted by thread 0
+    seen = []
+    upc.barrier()
+    for r in range(1, rounds + 1):
+        if me == 0:
+            with L:
+                flag.strict[2] = r  # thread 2 may now queue for the lock
+                X[3] = r  # relaxed, to another node: in flight for 20 ms
+        elif me == 2:
+            while flag.strict[2] != r:
+                upc.poll()
+            with L:
+                seen.append(int(X[3]))
+        upc.barrier()
+    return seen
+
+
+def mismatch(ep) -> list[str]:
+    upc.init()
+    me = upc.MYTHREAD
+    out = []
+    for call in (lambda: upc.all_alloc(4, 8 * (1 + me)),
+                 lambda: upc.shared_array(10 + me, "f8", 1),
+                 lambda: upc.shared_array(10, "f8" if me == 0 else "i4", 1)):
+        try:
+            call()
+        except amnet.CollectiveMismatch as e:
+            out.append(str(e))
+        else:
+            out.append("no error")
+    X = upc.shared_array(5, "i8", 1)  # the next collective still works
+    X[me] = me
+    upc.barrier()
+    out.append(str(X[0]))
+    return out
+
+
+def bad_input(ep) -> dict:
+    out: dict = {}
+
+    def catch(key, fn):
+        try:
+            fn()
+        except Exception as e:
+            out[key] = f"{type(e).__name__}: {e}"
+        else:
+            out[key] = "no error"
+
+    catch("before_init", lambda: upc.shared_array(4))
+    catch("mythread_before_init", lambda: upc.MYTHREAD)
+    upc.init()
+    me, T = upc.MYTHREAD, upc.THREADS
+    X = upc.shared_array(10, "i2", 2)
+    catch("index", lambda: X[10])
+    catch("index_set", lambda: X.__setitem__(-11, 1))
+    catch("fit", lambda: X.__setitem__(me, 70000))
+    catch("fit_remote", lambda: X.__setitem__((me * 2 + 2) % 10, 1.5))
+    catch("fit_slice", lambda: X.__setitem__(slice(0, 4), [1, 2, 3, 1 << 20]))
+    A = upc.all_alloc(T, 32)
+    catch("memget_past_end", lambda: upc.memget(bytearray(64), A, 40))
+    catch("memput_past_end", lambda: upc.memput(A + 8, b"x" * 32, 32))
+    L = upc.all_lock_alloc()
+    catch("unlock_not_held", L.unlock)
+    q = upc.alloc(64)
+    upc.free(q)
+    catch("double_free", lambda: upc.free(q))
+    catch("free_inside", lambda: upc.free(A + 1))
+    catch("alloc_too_big", lambda: upc.alloc(1 << 40))
+    upc.barrier()
+    catch("all_alloc_too_big", lambda: upc.all_alloc(T, 1 << 40))
+    catch("lock_after_free", lambda: (upc.lock_free(L) if me == 0 else None,
+                                      upc.barrier(), L.lock()))
+    upc.barrier()
+    assert [int(v) for v in X[:]] == [0] * 10, X[:]  # nothing was written
+    return out
+
+
+def churn(ep, rounds: int = 60) -> int:
+    """Symmetric and local allocations interleaved, freed in shuffled order: no failure."""
+    upc.init()
+    rng = np.random.default_rng(upc.MYTHREAD)
+    live, big = [], 0
+    for r in range(rounds):
+        p = upc.all_alloc(upc.THREADS, int(np.random.default_rng(r).integers(1, 40000)))
+        live.append(("s", p))
+        live.append(("l", upc.alloc(int(rng.integers(1, 60000)))))
+        if r % 3 == 2:
+            for kind, q in live:
+                if kind == "l" or upc.MYTHREAD == 0:
+                    upc.free(q)
+            live.clear()
+            upc.barrier()
+    # after everything is freed, most of the segment is one allocation again
+    for kind, q in live:
+        if kind == "l" or upc.MYTHREAD == 0:
+            upc.free(q)
+    upc.barrier()
+    big = upc.alloc(ep.config.segment_size // 2)
+    upc.free(big)
+    upc.barrier()
+    return 1

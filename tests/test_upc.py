@@ -1,0 +1,130 @@
+"""upc_rt in real jobs: every operation at T=1 and T=2, within one node and across 2 nodes,
+with the remote-reference cache off and on; lock fairness, the release hazard, collective
+mismatches, bad input and heap churn have their own jobs. The checks run inside the ranks
+(tests/data/upcjobs.py) against numpy models; these tests check what the ranks returned."""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import upcjobs
+
+import amnet
+
+SEGMENT = 4 << 20
+DATA = Path(__file__).parent / "data"
+
+TOPOLOGIES = [
+    pytest.param(dict(n=2), id="node-T1"),
+    pytest.param(dict(n=2, threads_per_proc=2), id="node-T2"),
+    pytest.param(dict(n=4, nodes=2), id="2nodes-T1"),
+    pytest.param(dict(n=4, nodes=2, threads_per_proc=2), id="2nodes-T2"),
+]
+
+
+def job(fn, topo, **kw):
+    return amnet.run(fn, **topo, segment_size=SEGMENT, timeout=120, **kw)
+
+
+@pytest.mark.parametrize("cache", [False, True], ids=["nocache", "cache"])
+@pytest.mark.parametrize("topo", TOPOLOGIES)
+def test_every_operation(topo, cache):
+    facts = job(functools.partial(upcjobs.suite, cache=cache), topo)
+    n = topo["n"]
+    assert [f["rank"] for f in facts] == list(range(n))
+    tickets = sorted(t for f in facts for t in f["tickets"])
+    assert tickets == list(range(5 * n))  # fetch_add handed out every ticket once
+    for f in facts:
+        assert f["cache"]["enabled"] is cache
+    if cache and topo.get("nodes"):  # remote element accesses went through the cache
+        assert sum(f["cache"]["hits"] for f in facts) > 0
+        assert sum(f["cache"]["misses"] for f in facts) > 0
+    if not cache or not topo.get("nodes"):  # nothing is cached within a node
+        assert all(f["cache"]["hits"] == f["cache"]["misses"] == 0 for f in facts)
+
+
+@pytest.mark.parametrize("topo", [dict(n=4, nodes=2), dict(n=4, threads_per_proc=2)],
+                         ids=["2nodes", "threads"])
+def test_locks_are_granted_in_request_order(topo):
+    got = job(upcjobs.lock_fifo, topo)
+    assert got[0] == [1, 2, 3]
+
+
+@pytest.mark.parametrize("cache", [False, True], ids=["nocache", "cache"])
+def test_release_hazard_is_closed(cache):
+    # thread 0 writes X on another node inside the critical section: in flight for 20 ms, or
+    # (cache on) held in its cache; an unlock that did not complete the write first would
+    # let thread 2, next to X, read the old value (the cache variant fails with unlock's
+    # fence removed; emulated latency alone keeps messages in order, so it cannot)
+    got = job(functools.partial(upcjobs.release_hazard, cache=cache), dict(n=4, nodes=2),
+              net_latency_us=20000)
+    assert got[2] == list(range(1, 9))
+
+
+@pytest.mark.parametrize("topo", [dict(n=2), dict(n=4, nodes=2, threads_per_proc=2)],
+                         ids=["node", "2nodes-T2"])
+def test_collective_mismatch_fails_every_thread(topo):
+    got = job(upcjobs.mismatch, topo)
+    for r, out in enumerate(got):
+        assert "upc_all_alloc: thread 1 passed (4, 16) but thread 0 passed (4, 8)" in out[0]
+        assert "upc.shared_array: thread 1 passed ('(11,)'" in out[1]
+        assert "'<f8'" in out[2] and "'<i4'" in out[2]
+        assert out[3] == "0", r
+
+
+def test_bad_input_is_refused_before_anything_moves():
+    got = job(upcjobs.bad_input, dict(n=4, nodes=2))
+    for out in got:
+        assert out["before_init"].startswith("NotInitialized: upc.shared_array() before "
+                                             "upc.init()")
+        assert out["mythread_before_init"].startswith("NotInitialized: upc_rt.MYTHREAD before")
+        assert out["index"].startswith("IndexError: shared array 10 of int16 (block size 2)")
+        assert "the array has 10 elements" in out["index"]
+        assert out["index_set"].startswith("IndexError:")
+        assert out["fit"].startswith("ValueError:") and "int16" in out["fit"]
+        assert out["fit_remote"].startswith("ValueError:") and "not an integer" in \
+            out["fit_remote"]
+        assert out["fit_slice"].startswith("ValueError: ") and "1048576" in out["fit_slice"]
+        assert out["memget_past_end"].startswith("BoundsError: upc.memget(): 40 bytes at "
+                                                 "byte 0 of the upc_all_alloc(4, 32)")
+        assert "that part holds 32 bytes" in out["memget_past_end"]
+        assert out["memput_past_end"].startswith("BoundsError:")
+        assert out["unlock_not_held"].startswith("LockError: upc.unlock(): thread")
+        assert "already freed" in out["double_free"]
+        assert out["free_inside"].startswith("ValueError: upc.free():")
+        assert out["alloc_too_big"].startswith("MemoryError: upc_alloc: cannot allocate "
+                                               "1099511627776 bytes")
+        assert "largest free block" in out["alloc_too_big"]
+        assert out["all_alloc_too_big"].startswith("MemoryError: upc_all_alloc: cannot "
+                                                   "allocate 1099511627776 bytes")
+        assert out["lock_after_free"].startswith("LockError:") and "freed" in \
+            out["lock_after_free"]
+
+
+@pytest.mark.parametrize("topo", [dict(n=2, threads_per_proc=2), dict(n=2, nodes=2)],
+                         ids=["threads", "2nodes"])
+def test_heap_churn_does_not_fragment(topo):
+    assert job(upcjobs.churn, topo) == [1] * topo["n"]
+
+
+@pytest.mark.parametrize("args", [["-n", "2", "--threads-per-proc", "2"],
+                                  ["-n", "2", "--nodes", "2"]], ids=["threads", "nodes"])
+def test_outside_extension(args):
+    # an extension defined by the application (amnet.register_extension before init): its
+    # own system AMs, per-endpoint state and sync hooks, through the public interface only
+    out = subprocess.run([sys.executable, "-m", "amnet.run", *args, str(DATA / "extjob.py")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "echo ok 2\n"
+
+
+def test_upc_uses_only_the_public_interface():
+    # upc_rt is built as an outside runtime would be: it imports nothing private of amnet
+    src = "\n".join(p.read_text() for p in (Path(__file__).parent.parent / "upc_rt").glob("*.py"))
+    assert "amnet." in src
+    assert "from amnet._" not in src and "from amnet.core" not in src and "._eng" not in src
+    assert "._rs" not in src
