@@ -4,6 +4,10 @@ Each AM example asserts its results (a wrong answer exits non-zero) and rank 0 p
 line; the expected lines are exact because every example is deterministic. They run in the two
 shapes the AM guide uses: 4 ranks on 2 simulated nodes, with 1 and with 2 rank-threads per
 process. examples/hello.py is covered by tests/test_cli.py (test_hello_readme_command).
+
+The UPC examples in examples/upc/ (on upc_rt) follow the same rule, in the two shapes their
+docstrings give: 4 UPC threads as 2 processes of 2 rank-threads on one node, and 4 processes
+on 2 simulated nodes.
 """
 
 from __future__ import annotations
@@ -35,6 +39,33 @@ EXPECTED = {
 }
 
 
+UPC_EXPECTED = {
+    "gups.py": "gups: 4 threads, 16384 HPCC updates of a cyclic table of 2^12 uint64 in "
+               "batches of 256 under per-owner locks (table sum a8a6a9ffd2252eb4); HPCC "
+               "verification: 0 errors (at most 40 allowed): ok",
+    "histogram.py": "histogram: 4 threads x 1000 values, 3995 in [-3.0, 3.0] binned with "
+                    "atomic fetch_add: 16 shared bins [11, 33, 63, 131, 247, 401, 482, 583, "
+                    "628, 480, 394, 256, 146, 89, 36, 15] equal numpy.histogram of all 4000: ok",
+    "sobel.py": "sobel: 96x80 image on 4 threads (24 rows each, halo rows read in bulk): equal "
+                "to the serial numpy Sobel, 480 edge pixels above 1.0, sum 3559.372593: ok",
+    "matmul.py": "matmul: 24x24 on 4 threads, rows blocked: naive (3456 element reads of B per "
+                 "thread) and cache-friendly (B in 4 memget_nb blocks) both equal numpy A @ B "
+                 "(trace 17, sum of squares 791301): ok",
+    "stream_triad.py": "stream_triad: 4 threads, a = b + 3.0*c on 3 shared arrays of 262144 "
+                       "doubles, 10 repetitions, each thread on its own elements (X.local): "
+                       "every element checked (sum of a 1048579.0): ok",
+    "cpi.py": "cpi: 4 threads, 100000 midpoint intervals of 4/(1+x^2) with upc_forall, "
+              "partial sums in a shared array: pi ~ 3.141592653598 (|error| < 1e-9): ok",
+    "work_queue.py": "work_queue: 4 threads took 200 tasks from a lock-protected shared "
+                     "counter: each done exactly once, results equal the serial ones (total "
+                     "17125 Collatz steps): ok",
+}
+UPC_SHAPES = {
+    "hybrid": ["--procs-per-node", "2", "--threads-per-proc", "2"],  # 1 node, 2 procs x 2
+    "2nodes": ["--nodes", "2"],  # 2 nodes, 2 procs each
+}
+
+
 @pytest.mark.parametrize("threads", [1, 2], ids=["T1", "T2"])
 @pytest.mark.parametrize("example", sorted(EXPECTED))
 def test_am_example(runner, example, threads):
@@ -42,6 +73,15 @@ def test_am_example(runner, example, threads):
                  "--timeout", "40", str(EXAMPLES / example), timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.splitlines() == [EXPECTED[example]], out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("shape", sorted(UPC_SHAPES))
+@pytest.mark.parametrize("example", sorted(UPC_EXPECTED))
+def test_upc_example(runner, example, shape):
+    out = runner("-n", "4", *UPC_SHAPES[shape], "--timeout", "40",
+                 str(EXAMPLES / "upc" / example), timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.splitlines() == [UPC_EXPECTED[example]], out.stdout + out.stderr
 
 
 def test_run_from_python_example(runner):
