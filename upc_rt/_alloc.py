@@ -71,26 +71,13 @@ def _grow(rt: Runtime, end: int, what: str) -> None:
     Raises:
         MemoryError: a thread's local heap uses bytes below ``end``.
     """
-    port = rt.port
-    handles = []
-    for t in range(rt.THREADS):
-        handles.append(_start(rt, t, "cede", end))
+    handles = [rt.start_call(t, "cede", end) for t in range(rt.THREADS)]
     refused = [(t, low) for t, h in enumerate(handles) if (low := h.wait()) is not True]
     if refused:
         t, low = refused[0]
         raise MemoryError(f"{what}: the shared heap cannot grow to {end} bytes per thread: "
                           f"thread {t}'s local heap (upc_alloc) uses bytes from {low} up")
     rt.call(0, "grow", end)
-    del port
-
-
-def _start(rt: Runtime, dest: int, name: str, *args: Any) -> Any:
-    from ._rt import CALL, CALL_INDEX, _pack
-
-    port = rt.port
-    opid, op = port.op(dest)
-    port.send(dest, CALL, (opid, CALL_INDEX[name]), _pack(args))
-    return port.handle(op, f"upc_rt {name}")
 
 
 def sym_alloc(rt: Runtime, nbytes: int, what: str) -> int:
@@ -229,6 +216,8 @@ def free(p: Any) -> None:
     if isinstance(a, Allocation) and (p.addrfield != a.layout.base or p.phaseof != 0
                                       or (a.owner >= 0 and p.threadof != a.owner)):
         raise ValueError(f"upc.free(): {p!r} points inside {a.name}, not at its start")
-    owner = a.owner if isinstance(a, Allocation) and a.owner >= 0 else \
-        (0 if isinstance(a, Allocation) else p.threadof)
+    if not isinstance(a, Allocation):
+        owner = p.threadof
+    else:  # a local block at its owner; a symmetric one at thread 0, where its heap lives
+        owner = max(a.owner, 0)
     rt.call(owner, "free", p.addrfield)

@@ -234,10 +234,10 @@ class SharedArray:
 
         return bulk_get(self, key)
 
-    def _get_remote(self, t: int, li: int) -> Any:
+    def _get_remote(self, t: int, li: int, cached: bool = True) -> Any:
         addr = self.base + li * self._E
         cache = self._rt.cache
-        if cache is not None:
+        if cache is not None and cached:
             return np.frombuffer(cache.read(t, addr, self._E), self.dtype)[0]
         s = self._scratch
         self._ep.get(t, addr, self._E, s)
@@ -309,12 +309,7 @@ class _Strict:
         else:  # a strict read is never served from the cache
             t, li = a._where(a._index(key))
             v = a._views[t]
-            if v is not None:
-                out = v[li]
-            else:
-                s = a._scratch
-                a._ep.get(t, a.base + li * a._E, a._E, s)
-                out = s[0]
+            out = v[li] if v is not None else a._get_remote(t, li, cached=False)
         fence()
         return out
 

@@ -81,9 +81,9 @@ class Runtime:
             return v
 
     # -- one-sided calls ------------------------------------------------------------------
-    def call(self, dest: int, name: str, *args: Any) -> Any:
-        """Run ``CALLS[name](runtime of dest, my thread, *args)`` at ``dest`` and return its
-        result (blocking; polls meanwhile)."""
+    def start_call(self, dest: int, name: str, *args: Any) -> amnet.Handle:
+        """Start ``CALLS[name](runtime of dest, my thread, opid, *args)`` at ``dest``; the
+        handle's ``wait()`` returns its result."""
         port = self.port
         opid, op = port.op(dest)
         try:
@@ -91,7 +91,11 @@ class Runtime:
         except BaseException as e:
             port.finish(opid, op, error=e)
             raise
-        return port.handle(op, f"upc_rt {name}").wait()
+        return port.handle(op, f"upc_rt {name}")
+
+    def call(self, dest: int, name: str, *args: Any) -> Any:
+        """:meth:`start_call` and wait for the result (polls meanwhile)."""
+        return self.start_call(dest, name, *args).wait()
 
     # -- collectives ----------------------------------------------------------------------
     def collective(self, what: str, args: list, decide: Callable[[], Any]) -> Any:

@@ -276,15 +276,16 @@ class Port:
             RankError, ValueError (bad index), TypeError (args not ints, more than
             amnet.MAX_ARGS).
         """
-        self._check_args(args)
-        self._eng.send_sys(self._rs.rank, self._eng.check_dest(dest), self._index(index),
-                           tuple(args), payload=payload)
+        self._send(dest, index, args, payload, False)
 
     def reply(self, dest: int, index: int, args: tuple = (), payload: Any = None) -> None:
         """Send a reply (from a request handler, to the request's source)."""
+        self._send(dest, index, args, payload, True)
+
+    def _send(self, dest: int, index: int, args: tuple, payload: Any, reply: bool) -> None:
         self._check_args(args)
         self._eng.send_sys(self._rs.rank, self._eng.check_dest(dest), self._index(index),
-                           tuple(args), payload=payload, reply=True)
+                           tuple(args), payload=payload, reply=reply)
 
     @staticmethod
     def _check_args(args: tuple) -> None:
