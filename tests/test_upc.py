@@ -128,3 +128,10 @@ def test_upc_uses_only_the_public_interface():
     assert "amnet." in src
     assert "from amnet._" not in src and "from amnet.core" not in src and "._eng" not in src
     assert "._rs" not in src
+
+
+@pytest.mark.parametrize("cache", [False, True], ids=["nocache", "cache"])
+@pytest.mark.parametrize("topo", [TOPOLOGIES[1], TOPOLOGIES[2]])
+def test_nd_slices_move_in_bulk_and_match_numpy(topo, cache):
+    got = job(functools.partial(upcjobs.nd_slices, cache=cache), topo)
+    assert got == [got[0]] * topo["n"] and got[0] > 50

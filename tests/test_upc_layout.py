@@ -436,3 +436,82 @@ def test_layout_and_index_errors() -> None:
 def test_affinitysize_errors(args: tuple[int, ...], what: str) -> None:
     with pytest.raises(ValueError, match=what):
         affinitysize(*args)
+
+
+# ---------------------------------------------------------------- bulk plans of n-D slices
+
+class _Arr:
+    """What upc_rt._bulk._plan reads of a SharedArray."""
+
+    def __init__(self, shape: tuple[int, ...], b: int, t: int) -> None:
+        self.shape, self._B, self._T = shape, b, t
+        self._n = int(np.prod(shape))
+        self._lay = Layout(self._n, 8, b, t)
+        self.name = "test array"
+
+
+def _dim_key(draw, d: int):
+    kind = draw(st.sampled_from(["all", "slice", "int"]))
+    if kind == "all":
+        return slice(None)
+    if kind == "int":
+        return draw(st.integers(-d, d - 1))
+    return slice(draw(st.one_of(st.none(), st.integers(-d - 2, d + 2))),
+                 draw(st.one_of(st.none(), st.integers(-d - 2, d + 2))),
+                 draw(st.sampled_from([1, 2, 3, -1, -2, 5])))
+
+
+@st.composite
+def nd_cases(draw):
+    shape = tuple(draw(st.lists(st.integers(1, 9), min_size=2, max_size=3)))
+    t = draw(st.integers(1, 5))
+    b = draw(st.sampled_from([0, 1, 2, 3, 4, 8, shape[-1], 2 * shape[-1]]))
+    key = tuple(_dim_key(draw, d) for d in shape)
+    return shape, b, t, key
+
+
+@FAST
+@given(nd_cases())
+def test_nd_plan_matches_the_model(case):
+    from upc_rt._bulk import _plan
+
+    shape, b, t, key = case
+    a = _Arr(shape, b, t)
+    pieces, got_shape, (rows, lrow, prow) = _plan(a, key)
+    want = np.arange(a._n).reshape(shape)[key]
+    assert got_shape == want.shape
+    flat = want.ravel()
+    model = deal(a._n, b, t)
+    seen = np.full(flat.size, -1)
+    for pc in pieces:
+        loc, pos = pc.local_indices(), pc.positions()
+        for r in range(rows):
+            for li, p in zip(loc + r * lrow, pos + r * prow, strict=True):
+                g = flat[p]
+                assert (model[g][0], model[g][2]) == (pc.thread, li), (g, pc, r)
+                assert seen[p] == -1
+                seen[p] = g
+    assert (seen == flat).all()
+    assert rows == 1 or (lrow, prow) != (0, 0)
+
+
+@pytest.mark.parametrize(("shape", "b", "t", "key", "grid", "threads"), [
+    ((9, 8), 2, 4, (slice(None), slice(4, 8)), (9, 2, 4), [2, 3]),
+    ((9, 8), 1, 2, (slice(1, None, 2), slice(None, None, -1)), (4, 8, 8), [0, 1]),
+    ((9, 8), 0, 3, (slice(None), 5), (9, 8, 1), [0]),
+    ((4, 3, 8), 4, 2, (slice(None), 1, slice(None)), (4, 12, 8), [0, 1]),
+])
+def test_aligned_rows_are_one_grid_per_thread(shape, b, t, key, grid, threads):
+    from upc_rt._bulk import _plan
+
+    pieces, _, got = _plan(_Arr(shape, b, t), key)
+    assert got == grid
+    assert [pc.thread for pc in pieces] == threads
+
+
+def test_unaligned_rows_take_the_general_path():
+    from upc_rt._bulk import _plan
+
+    pieces, shape, grid = _plan(_Arr((9, 8), 3, 2), (slice(None), slice(0, 4)))
+    assert grid == (1, 0, 0) and shape == (9, 4)
+    assert sum(pc.count for pc in pieces) == 36

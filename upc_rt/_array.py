@@ -112,8 +112,9 @@ class SharedArray:
     value that does not fit the dtype (nothing is written).
     """
 
-    __slots__ = ("_B", "_E", "_T", "_alloc", "_ep", "_fast", "_lay", "_n", "_rt", "_scratch",
-                 "_views", "base", "blocksize", "dtype", "name", "shape", "strict")
+    __slots__ = ("_B", "_E", "_T", "_alloc", "_ep", "_fast", "_float", "_lay", "_n", "_plain",
+                 "_rt", "_scratch", "_views", "base", "blocksize", "dtype", "name", "shape",
+                 "strict")
 
     def __init__(self, rt: Runtime, shape: tuple[int, ...], dt: np.dtype, blocksize: int,
                  base: int) -> None:
@@ -129,6 +130,8 @@ class SharedArray:
         self._B = blocksize
         self._T = rt.THREADS
         self._E = dt.itemsize
+        self._plain = dt.kind != "V"  # numpy's own assignment checks the value ...
+        self._float = dt.kind in "fc"  # ... and a Python float fits as is
         self._lay = lay = Layout(n, dt.itemsize, blocksize, rt.THREADS, base)
         self.name = f"shared array {shape if len(shape) > 1 else n} of {dt} " \
                     f"(block size {blocksize}) at offset {base}"
@@ -215,13 +218,17 @@ class SharedArray:
         return q % T, (q // T) * B + i - q * B
 
     def __getitem__(self, key: Any) -> Any:
-        if type(key) is int and 0 <= key < self._fast:  # the hot path
+        if type(key) is int and 0 <= key < self._fast:  # the hot path, _where inlined
             B = self._B
             if B == 1:
                 t = key % self._T
                 li = key // self._T
+            elif B:
+                q = key // B
+                t = q % self._T
+                li = (q // self._T) * B + key - q * B
             else:
-                t, li = self._where(key)
+                t, li = 0, key
             v = self._views[t]
             if v is not None:
                 return v[li]
@@ -244,9 +251,17 @@ class SharedArray:
         return s[0]
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        if type(key) is int and 0 <= key < self._fast and self._B == 1:
-            t = key % self._T
-            li = key // self._T
+        if type(key) is int and 0 <= key < self._fast:  # the hot path, _where inlined
+            B = self._B
+            if B == 1:
+                t = key % self._T
+                li = key // self._T
+            elif B:
+                q = key // B
+                t = q % self._T
+                li = (q // self._T) * B + key - q * B
+            else:
+                t, li = 0, key
         elif self._element(key):
             t, li = self._where(self._index(key))
         else:
@@ -255,7 +270,7 @@ class SharedArray:
             bulk_put(self, key, value)
             return
         v = self._views[t]
-        if v is not None and type(value) is not float and self.dtype.kind != "V":
+        if v is not None and (type(value) is not float or self._float) and self._plain:
             try:
                 v[li] = value
                 return

@@ -33,32 +33,124 @@ def _piece(t: int, loc: np.ndarray, pos: np.ndarray) -> Piece:
                  pos_start=ps, pos_stride=pstep, pos=parr)
 
 
-def _plan(a: Any, key: Any) -> tuple[list[Piece], tuple[int, ...]]:
-    """Per-thread pieces of the selection ``key`` and the shape of its result."""
+def _basic(shape: tuple[int, ...], key: Any) -> list[tuple[int, int, int, bool]] | None:
+    """Per dimension ``(start, step, count, kept)`` for a basic index (ints, slices, at most
+    one Ellipsis), or None for anything else (index arrays: the general path). Raises
+    IndexError for an int out of range."""
+    key = key if isinstance(key, tuple) else (key,)
+    at = [i for i, k in enumerate(key) if k is Ellipsis]
+    if len(at) > 1:
+        return None
+    if at:
+        i = at[0]
+        key = key[:i] + (slice(None),) * (len(shape) - len(key) + 1) + key[i + 1:]
+    if len(key) > len(shape):
+        return None
+    key = key + (slice(None),) * (len(shape) - len(key))
+    dims = []
+    for k, d in zip(key, shape, strict=True):
+        if isinstance(k, slice):
+            s, e, st = k.indices(d)
+            dims.append((s, st, len(range(s, e, st)), True))
+        elif isinstance(k, int | np.integer) and not isinstance(k, bool | np.bool_):
+            j = int(k) + (d if k < 0 else 0)
+            if not 0 <= j < d:
+                raise IndexError(f"index {int(k)} is out of range for a dimension of {d}")
+            dims.append((j, 1, 1, False))
+        else:
+            return None
+    return dims
+
+
+def _plan(a: Any, key: Any) -> tuple[list[Piece], tuple[int, ...], tuple[int, int, int]]:
+    """Per-thread pieces of the selection ``key``, the shape of its result, and its grid
+    ``(rows, local_row_stride, pos_row_stride)``: each piece describes the selection's
+    first row, and row r of a thread's share is its first row moved by ``r *
+    local_row_stride`` local indices and ``r * pos_row_stride`` positions (rows is 1 when
+    the selection is not such a grid)."""
+    one = (1, 0, 0)
     if isinstance(key, slice) and len(a.shape) == 1:
         start, stop, step = key.indices(a._n)
         m = len(range(start, stop, step))
-        return a._lay.pieces(start, stop, step), (m,)
+        return a._lay.pieces(start, stop, step), (m,), one
     try:
-        idx = np.arange(a._n, dtype=np.int64).reshape(a.shape)[key]
+        dims = _basic(a.shape, key)
     except IndexError as e:
         raise IndexError(f"{a.name}: {e}") from None
-    except (TypeError, ValueError) as e:
-        raise IndexError(f"{a.name}: {key!r} is not a valid index ({e})") from None
+    if dims is not None:
+        shape = tuple(c for _, _, c, kept in dims if kept)
+        if 0 in shape:
+            return [], shape, one
+        mul = np.cumprod((1, *a.shape[:0:-1]))[::-1]  # elements per step of each dim
+        outer = np.zeros(1, np.int64)
+        for (s, st, c, _), k in zip(dims[:-1], mul[:-1], strict=True):
+            outer = (outer[:, None] + (s + st * np.arange(c, dtype=np.int64)) * k).ravel()
+        s, st, c, _ = dims[-1]
+        rows = len(outer)
+        d = np.diff(outer)
+        if rows == 1 or (d == d[0]).all():
+            first = int(outer[0]) + s
+            pieces = a._lay.pieces(first, first + c * st, st)
+            if rows == 1:
+                return pieces, shape, one
+            D, B, T = int(d[0]), a._B, a._T
+            if B == 0 or T == 1:
+                lrow = D
+            elif D % (B * T) == 0:
+                lrow = D // (B * T) * B
+            else:
+                lrow = None
+            if lrow is not None and all(pc.local is None and pc.pos is None for pc in pieces):
+                return pieces, shape, (rows, lrow, c)
+        idx = (outer[:, None] + (s + st * np.arange(c, dtype=np.int64))[None, :]).reshape(shape)
+    elif len(a.shape) == 1 and not isinstance(key, tuple):
+        try:
+            idx = np.asarray(key)
+            if idx.dtype.kind not in "iu" or idx.ndim == 0:
+                raise TypeError(f"dtype {idx.dtype}, {idx.ndim} dimensions")
+            idx = np.where(idx < 0, idx + a._n, idx).astype(np.int64)
+        except (TypeError, ValueError) as e:
+            raise IndexError(f"{a.name}: {key!r} is not a valid index ({e})") from None
+        if idx.size and (idx.min() < 0 or idx.max() >= a._n):
+            raise IndexError(f"{a.name}: an index is out of range: the array has {a._n} "
+                             "elements")
+    else:
+        try:
+            idx = np.arange(a._n, dtype=np.int64).reshape(a.shape)[key]
+        except IndexError as e:
+            raise IndexError(f"{a.name}: {e}") from None
+        except (TypeError, ValueError) as e:
+            raise IndexError(f"{a.name}: {key!r} is not a valid index ({e})") from None
     idx = np.asarray(idx)
     flat = idx.ravel()
     if flat.size == 0:
-        return [], idx.shape
+        return [], idx.shape, one
     own = a._lay.owners(flat)
     loc = a._lay.local_indices(flat)
-    order = np.argsort(own, kind="stable")
+    order = np.argsort(own.astype(np.int16) if a._T < 2**15 else own, kind="stable")
     bounds = np.concatenate(([0], np.cumsum(np.bincount(own, minlength=a._T))))
     pieces = []
     for t in range(a._T):
         sel = order[bounds[t]:bounds[t + 1]]
         if len(sel):
             pieces.append(_piece(t, loc[sel], sel.astype(np.int64)))
-    return pieces, idx.shape
+    return pieces, idx.shape, one
+
+
+def _grid(arr: np.ndarray, start: int, stride: int, count: int, rows: int,
+          row_stride: int) -> np.ndarray:
+    """The (rows, count) view of the 1-D ``arr`` whose element (r, k) is ``arr[start + r *
+    row_stride + k * stride]`` (every such index is inside ``arr``)."""
+    e = arr.itemsize
+    return np.lib.stride_tricks.as_strided(arr[start:], (rows, count),
+                                           (row_stride * e, stride * e))
+
+
+def _vis_shape(pc: Piece, rows: int, lrow: int, E: int) -> tuple[list[int], int, list[int]]:
+    """``(src/dst strides, element bytes, counts)`` of a grid piece's VIS transfer."""
+    if pc.local_stride == 1 or pc.count == 1:
+        return [lrow * E], pc.count * E, [rows]
+    return [pc.local_stride * E, lrow * E], E, [pc.count, rows]
 
 
 def _local_sel(pc: Piece) -> Any:
@@ -82,7 +174,7 @@ def _contiguous(pc: Piece) -> int | None:
 
 def bulk_get(a: Any, key: Any) -> np.ndarray:
     """``a[key]`` for a slice or index array: a new numpy array."""
-    pieces, shape = _plan(a, key)
+    pieces, shape, (rows, lrow, prow) = _plan(a, key)
     out = np.empty(int(np.prod(shape)), a.dtype)
     rt = a._rt
     if rt.cache is not None:
@@ -91,6 +183,16 @@ def bulk_get(a: Any, key: Any) -> np.ndarray:
     pending = []
     for pc in pieces:
         view = a._views[pc.thread]
+        if rows > 1:  # one 2-level strided transfer (or copy) per thread
+            dst = _grid(out, pc.pos_start, pc.pos_stride, pc.count, rows, prow)
+            if view is not None:
+                dst[...] = _grid(view, pc.local_start, pc.local_stride, pc.count, rows, lrow)
+                continue
+            strides, elem, counts = _vis_shape(pc, rows, lrow, E)
+            pending.append((ep.vis.get_strided_nb(pc.thread, dst, None, None,
+                                                  base + pc.local_start * E, strides, elem,
+                                                  counts), None, None))
+            continue
         pos = _pos(pc)
         if view is not None:
             out[pos] = view[_local_sel(pc)]
@@ -119,7 +221,7 @@ def bulk_put(a: Any, key: Any, value: Any) -> None:
     """``a[key] = value`` for a slice or index array (relaxed)."""
     from ._array import fit
 
-    pieces, shape = _plan(a, key)
+    pieces, shape, (rows, lrow, prow) = _plan(a, key)
     vals = fit(value, a.dtype, f"{a.name}[{key!r}] = ...")
     try:
         vals = np.ascontiguousarray(np.broadcast_to(vals, shape)).ravel()
@@ -132,6 +234,15 @@ def bulk_put(a: Any, key: Any, value: Any) -> None:
     ep, E, base = a._ep, a._E, a.base
     for pc in pieces:
         view = a._views[pc.thread]
+        if rows > 1:  # one 2-level strided transfer (or copy) per thread
+            src = _grid(vals, pc.pos_start, pc.pos_stride, pc.count, rows, prow)
+            if view is not None:
+                _grid(view, pc.local_start, pc.local_stride, pc.count, rows, lrow)[...] = src
+                continue
+            strides, elem, counts = _vis_shape(pc, rows, lrow, E)
+            ep.vis.put_strided_nbi(pc.thread, base + pc.local_start * E, strides, src, None,
+                                   None, elem, counts)
+            continue
         src = vals[_pos(pc)]
         if view is not None:
             view[_local_sel(pc)] = src

@@ -281,3 +281,48 @@ def churn(ep, rounds: int = 60) -> int:
     upc.free(big)
     upc.barrier()
     return 1
+
+
+ND_KEYS = [
+    (slice(None), slice(4, 8)),  # whole rows of a few threads' columns: a grid per thread
+    (slice(1, None, 3), slice(None, None, -2)),  # rows stepped, columns reversed
+    (slice(None, None, -1), slice(2, 7, 2)),  # rows reversed
+    (Ellipsis, 3),  # one column
+    (2,),  # one row
+    (slice(0, 5), slice(1, 2)),  # a column as a 2-D slice
+    (slice(3, 3), slice(None)),  # empty
+    (np.array([5, 0, 2]), slice(1, 6)),  # index array rows: the general path
+]
+
+
+def nd_slices(ep, cache: bool = False) -> int:
+    """2-D and 3-D slices read and written in bulk, against numpy, for block sizes whose
+    rows line up with the layout's period (one 2-level transfer per thread) and ones that
+    do not (the general path)."""
+    upc.init(cache=cache)
+    me, T = upc.MYTHREAD, upc.THREADS
+    checked = 0
+    for shape, bs in [((9, 8), 2), ((9, 8), 8), ((9, 8), 3), ((9, 8), 0), ((9, 8), None),
+                      ((4, 3, 8), 4), ((4, 3, 8), 1)]:
+        X = upc.shared_array(shape, "i8", bs)
+        ref = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape) * 3 + 1
+        if me == 0:
+            X[...] = ref
+        upc.barrier()
+        keys = ND_KEYS if len(shape) == 2 else [
+            (slice(None), 1, slice(None)), (slice(1, 4, 2), slice(None), slice(0, 8, 3)),
+            (Ellipsis, slice(None, None, -1)), (0, 2)]
+        for key in keys:
+            assert np.array_equal(X[key], ref[key]), (me, shape, bs, key, X[key], ref[key])
+            checked += 1
+        upc.barrier()
+        for k, key in enumerate(keys):  # each key written by one thread, in turn
+            if k % T == me:
+                vals = -np.arange(ref[key].size, dtype=np.int64).reshape(ref[key].shape) - k
+                X[key] = vals
+            ref[key] = -np.arange(ref[key].size, dtype=np.int64).reshape(ref[key].shape) - k
+            upc.barrier()
+            assert np.array_equal(X[...], ref), (me, shape, bs, key)
+            checked += 1
+            upc.barrier()  # everyone checked before the next write
+    return checked
