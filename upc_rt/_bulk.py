@@ -81,27 +81,28 @@ def _plan(a: Any, key: Any) -> tuple[list[Piece], tuple[int, ...], tuple[int, in
         shape = tuple(c for _, _, c, kept in dims if kept)
         if 0 in shape:
             return [], shape, one
-        mul = np.cumprod((1, *a.shape[:0:-1]))[::-1]  # elements per step of each dim
-        outer = np.zeros(1, np.int64)
-        for (s, st, c, _), k in zip(dims[:-1], mul[:-1], strict=True):
-            outer = (outer[:, None] + (s + st * np.arange(c, dtype=np.int64)) * k).ravel()
+        mul = [int(k) for k in np.cumprod((1, *a.shape[:0:-1]))[::-1]]  # per step of a dim
         s, st, c, _ = dims[-1]
-        rows = len(outer)
-        d = np.diff(outer)
-        if rows == 1 or (d == d[0]).all():
-            first = int(outer[0]) + s
+        many = [d for d in range(len(dims) - 1) if dims[d][2] > 1]
+        if len(many) <= 1:  # the rows are a progression: no arrays at all
+            first = sum(dims[d][0] * mul[d] for d in range(len(dims) - 1)) + s
+            rows = dims[many[0]][2] if many else 1
+            D = dims[many[0]][1] * mul[many[0]] if many else 0
             pieces = a._lay.pieces(first, first + c * st, st)
             if rows == 1:
                 return pieces, shape, one
-            D, B, T = int(d[0]), a._B, a._T
+            B, T = a._B, a._T
             if B == 0 or T == 1:
-                lrow = D
+                lrow: int | None = D
             elif D % (B * T) == 0:
                 lrow = D // (B * T) * B
             else:
                 lrow = None
             if lrow is not None and all(pc.local is None and pc.pos is None for pc in pieces):
                 return pieces, shape, (rows, lrow, c)
+        outer = np.zeros(1, np.int64)
+        for (s0, st0, c0, _), k in zip(dims[:-1], mul[:-1], strict=True):
+            outer = (outer[:, None] + (s0 + st0 * np.arange(c0, dtype=np.int64)) * k).ravel()
         idx = (outer[:, None] + (s + st * np.arange(c, dtype=np.int64))[None, :]).reshape(shape)
     elif len(a.shape) == 1 and not isinstance(key, tuple):
         try:
@@ -146,11 +147,16 @@ def _grid(arr: np.ndarray, start: int, stride: int, count: int, rows: int,
                                            (row_stride * e, stride * e))
 
 
-def _vis_shape(pc: Piece, rows: int, lrow: int, E: int) -> tuple[list[int], int, list[int]]:
-    """``(src/dst strides, element bytes, counts)`` of a grid piece's VIS transfer."""
-    if pc.local_stride == 1 or pc.count == 1:
-        return [lrow * E], pc.count * E, [rows]
-    return [pc.local_stride * E, lrow * E], E, [pc.count, rows]
+def _vis_shape(pc: Piece, rows: int, lrow: int, prow: int,
+               E: int) -> tuple[list[int], list[int], int, list[int]]:
+    """``(segment strides, buffer strides, element bytes, counts)`` of a grid piece's VIS
+    transfer: whole runs when both ends are contiguous within a row, else single elements."""
+    if pc.count == 1:
+        return [lrow * E], [prow * E], E, [rows]
+    if pc.local_stride == 1 and pc.pos_stride == 1:
+        return [lrow * E], [prow * E], pc.count * E, [rows]
+    return ([pc.local_stride * E, lrow * E], [pc.pos_stride * E, prow * E], E,
+            [pc.count, rows])
 
 
 def _local_sel(pc: Piece) -> Any:
@@ -184,13 +190,13 @@ def bulk_get(a: Any, key: Any) -> np.ndarray:
     for pc in pieces:
         view = a._views[pc.thread]
         if rows > 1:  # one 2-level strided transfer (or copy) per thread
-            dst = _grid(out, pc.pos_start, pc.pos_stride, pc.count, rows, prow)
             if view is not None:
-                dst[...] = _grid(view, pc.local_start, pc.local_stride, pc.count, rows, lrow)
+                _grid(out, pc.pos_start, pc.pos_stride, pc.count, rows, prow)[...] = _grid(
+                    view, pc.local_start, pc.local_stride, pc.count, rows, lrow)
                 continue
-            strides, elem, counts = _vis_shape(pc, rows, lrow, E)
-            pending.append((ep.vis.get_strided_nb(pc.thread, dst, None, None,
-                                                  base + pc.local_start * E, strides, elem,
+            sst, bst, elem, counts = _vis_shape(pc, rows, lrow, prow, E)
+            pending.append((ep.vis.get_strided_nb(pc.thread, out, pc.pos_start * E, bst,
+                                                  base + pc.local_start * E, sst, elem,
                                                   counts), None, None))
             continue
         pos = _pos(pc)
@@ -200,6 +206,9 @@ def bulk_get(a: Any, key: Any) -> np.ndarray:
         lo = _contiguous(pc)
         direct = lo is not None and isinstance(pos, slice) and pos.step == 1
         tmp = out[pos] if direct else np.empty(pc.count, a.dtype)
+        if direct and len(pieces) == 1:  # the only transfer: a blocking get is leaner
+            ep.get(pc.thread, base + lo * E, pc.count * E, tmp)
+            break
         if lo is not None:
             h = ep.get_nb(pc.thread, base + lo * E, pc.count * E, tmp)
         elif pc.local is None:
@@ -235,13 +244,13 @@ def bulk_put(a: Any, key: Any, value: Any) -> None:
     for pc in pieces:
         view = a._views[pc.thread]
         if rows > 1:  # one 2-level strided transfer (or copy) per thread
-            src = _grid(vals, pc.pos_start, pc.pos_stride, pc.count, rows, prow)
             if view is not None:
-                _grid(view, pc.local_start, pc.local_stride, pc.count, rows, lrow)[...] = src
+                _grid(view, pc.local_start, pc.local_stride, pc.count, rows, lrow)[...] = _grid(
+                    vals, pc.pos_start, pc.pos_stride, pc.count, rows, prow)
                 continue
-            strides, elem, counts = _vis_shape(pc, rows, lrow, E)
-            ep.vis.put_strided_nbi(pc.thread, base + pc.local_start * E, strides, src, None,
-                                   None, elem, counts)
+            sst, bst, elem, counts = _vis_shape(pc, rows, lrow, prow, E)
+            ep.vis.put_strided_nbi(pc.thread, base + pc.local_start * E, sst, vals,
+                                   pc.pos_start * E, bst, elem, counts)
             continue
         src = vals[_pos(pc)]
         if view is not None:

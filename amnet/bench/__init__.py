@@ -55,6 +55,7 @@ def suite(name: str) -> Callable[[Suite], Suite]:
 from . import am as am  # noqa: E402
 from . import rma as rma  # noqa: E402
 from . import startup as startup  # noqa: E402
+from . import upc as upc  # noqa: E402
 from . import vis as vis  # noqa: E402
 
 __all__ = ["SUITES", "BenchError", "suite"]

@@ -150,10 +150,13 @@ def _stats_dict(s: Any) -> dict[str, Any]:
 
 def _interleaved(fns: dict[str, Callable[[], Any]], samples: int,
                  per: int) -> dict[str, list[float]]:
-    """``samples`` rounds; in each, every function timed over ``per`` back-to-back calls (one
-    perf_counter pair); returns seconds per call, each sample."""
+    """One untimed round, then ``samples`` rounds; in each, every function timed over ``per``
+    back-to-back calls (one perf_counter pair); returns seconds per call, each sample."""
     pc = time.perf_counter
     out: dict[str, list[float]] = {k: [] for k in fns}
+    for fn in fns.values():  # warm up: first calls pay for imports, buffers, page faults
+        for _ in range(per):
+            fn()
     for _ in range(samples):
         for k, fn in fns.items():
             t0 = pc()
