@@ -15,9 +15,9 @@
 
   A batch is ``batch`` accesses and one ``upc.fence()`` (which completes relaxed writes and
   empties the remote-reference cache, so no batch hits lines another one loaded). Each
-  thread repeats batches of fresh random draws for at least ``min_s`` seconds per pattern
-  and operation, all threads together (a barrier before each), and returns its wall-clock
-  and CPU seconds per access (median over its batches).
+  thread cycles through 32 batches drawn beforehand (no draw is timed) for at least
+  ``min_s`` seconds per pattern and operation, all threads together (a barrier before
+  each), and returns its wall-clock and CPU seconds per access (median over its batches).
 
 - :func:`node_peers_job` (2 ranks on one node, rank 0 times): ``X[i]`` of thread 1's element
   and of my own, a numpy scalar read, the bare loop, and ``ep.get`` of 8 bytes.
@@ -236,7 +236,7 @@ def net_peers_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
     assert [float(X[i]) for i in remote[:20]] == [float(i) for i in remote[:20]]
     whole = np.empty(mc, np.float64)
     spread = np.empty((rows, 4), np.float64)
-    vis, get, get_nb = ep.vis, ep.get, ep.get_nb
+    vis, get = ep.vis, ep.get
     base_c, base_s = Xc.base, Xs.base
 
     def slice_contig() -> None:
@@ -260,7 +260,6 @@ def net_peers_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
     assert np.array_equal(Xs[:, 4:8], flat[:, 4:8])
     vis_spread()
     assert np.array_equal(spread, flat[:, 4:8])
-    del get_nb
     n = len(offs)
     elem = _interleaved({"x_remote": _loop_timer("X[i]", remote, {"X": X}),
                          "ep_get": _loop_timer("get(2, i * 8, 8, buf)", offs,

@@ -130,8 +130,10 @@ def upc(args: Sequence[str] | None = None, *, reps: int = 3, threads: Any = "2,4
     for name in ("reps", "samples"):
         if getattr(opts, name) < 1:
             parser.error(f"--{name} must be at least 1, got {getattr(opts, name)}")
-    if not 16 <= opts.batch <= opts.block:
-        parser.error(f"--batch must be in 16..--block ({opts.block}), got {opts.batch}")
+    if opts.batch < 16 or 8 * opts.batch > opts.block:
+        parser.error(f"--batch must be at least 16 and at most --block / 8 ({opts.block // 8}: "
+                     f"the coalesce pattern spans up to 8 elements an access), got "
+                     f"{opts.batch}")
     if opts.block * 8 > 256 << 20:
         parser.error(f"--block {opts.block} is {opts.block * 8} bytes a thread; at most 256 MiB")
     if max(opts.threads) > 64:
