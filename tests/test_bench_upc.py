@@ -105,6 +105,9 @@ def test_upc_peer_missing_is_said(marked, monkeypatch):
     ["--cache", "maybe"],
     ["--batch", "8"],
     ["--block", "100", "--batch", "200"],
+    ["--block", "2048", "--batch", "300"],  # the coalesce pattern would span past a block
+    ["--samples", "0"],
+    ["--threads", "65"],
     ["--min-time", "0"],
     ["--matmul-n", "10"],
     ["--no-peers", "--no-patterns"],

@@ -135,3 +135,11 @@ def test_upc_uses_only_the_public_interface():
 def test_nd_slices_move_in_bulk_and_match_numpy(topo, cache):
     got = job(functools.partial(upcjobs.nd_slices, cache=cache), topo)
     assert got == [got[0]] * topo["n"] and got[0] > 50
+
+
+def test_index_keys_follow_numpy_and_bad_ones_are_index_errors():
+    got = job(upcjobs.index_keys, dict(n=2, nodes=2))
+    for errors in got:  # four IndexErrors naming the array, then both floats refused
+        assert len(errors) == 6 and all(e.startswith("shared array 300 of int64")
+                                        for e in errors[:4]), errors
+        assert [e[:17] for e in errors[4:]] == ["float on thread 0", "float on thread 1"]

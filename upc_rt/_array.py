@@ -270,7 +270,8 @@ class SharedArray:
             bulk_put(self, key, value)
             return
         v = self._views[t]
-        if v is not None and (type(value) is not float or self._float) and self._plain:
+        if v is not None and (self._float or not isinstance(value, float | np.floating)) \
+                and self._plain:
             try:
                 v[li] = value
                 return

@@ -70,13 +70,18 @@ def _plan(a: Any, key: Any) -> tuple[list[Piece], tuple[int, ...], tuple[int, in
     the selection is not such a grid)."""
     one = (1, 0, 0)
     if isinstance(key, slice) and len(a.shape) == 1:
-        start, stop, step = key.indices(a._n)
+        try:
+            start, stop, step = key.indices(a._n)
+        except (TypeError, ValueError) as e:  # step 0, a float bound
+            raise IndexError(f"{a.name}: {key!r} is not a valid index ({e})") from None
         m = len(range(start, stop, step))
         return a._lay.pieces(start, stop, step), (m,), one
     try:
         dims = _basic(a.shape, key)
     except IndexError as e:
         raise IndexError(f"{a.name}: {e}") from None
+    except (TypeError, ValueError) as e:  # a slice's step 0, a float bound
+        raise IndexError(f"{a.name}: {key!r} is not a valid index ({e})") from None
     if dims is not None:
         shape = tuple(c for _, _, c, kept in dims if kept)
         if 0 in shape:
@@ -104,14 +109,10 @@ def _plan(a: Any, key: Any) -> tuple[list[Piece], tuple[int, ...], tuple[int, in
         for (s0, st0, c0, _), k in zip(dims[:-1], mul[:-1], strict=True):
             outer = (outer[:, None] + (s0 + st0 * np.arange(c0, dtype=np.int64)) * k).ravel()
         idx = (outer[:, None] + (s + st * np.arange(c, dtype=np.int64))[None, :]).reshape(shape)
-    elif len(a.shape) == 1 and not isinstance(key, tuple):
-        try:
-            idx = np.asarray(key)
-            if idx.dtype.kind not in "iu" or idx.ndim == 0:
-                raise TypeError(f"dtype {idx.dtype}, {idx.ndim} dimensions")
-            idx = np.where(idx < 0, idx + a._n, idx).astype(np.int64)
-        except (TypeError, ValueError) as e:
-            raise IndexError(f"{a.name}: {key!r} is not a valid index ({e})") from None
+    elif (len(a.shape) == 1 and isinstance(key, np.ndarray | list) and
+          np.asarray(key).dtype.kind in "iu" and np.asarray(key).ndim >= 1):
+        idx = np.asarray(key).astype(np.int64)  # an index array: O(its length), not O(n)
+        idx = np.where(idx < 0, idx + a._n, idx)
         if idx.size and (idx.min() < 0 or idx.max() >= a._n):
             raise IndexError(f"{a.name}: an index is out of range: the array has {a._n} "
                              "elements")

@@ -199,7 +199,8 @@ def node_peers_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
         "x_local": _loop_timer("X[i]", offs, {"X": X}),
         "numpy": _loop_timer("a[i]", offs, {"a": a}),
         "loop": _loop_timer("pass", offs, {}),
-        "ep_get": _loop_timer("get(1, i * 8, 8, buf)", offs, {"get": get, "buf": buf}),
+        "ep_get": _loop_timer("get(1, base + i * 8, 8, buf)", offs,
+                              {"get": get, "buf": buf, "base": X.base}),
     }
     got = _interleaved(fns, plan["samples"], per)
     n = len(offs)
@@ -262,8 +263,8 @@ def net_peers_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
     assert np.array_equal(spread, flat[:, 4:8])
     n = len(offs)
     elem = _interleaved({"x_remote": _loop_timer("X[i]", remote, {"X": X}),
-                         "ep_get": _loop_timer("get(2, i * 8, 8, buf)", offs,
-                                               {"get": get, "buf": buf})},
+                         "ep_get": _loop_timer("get(2, base + i * 8, 8, buf)", offs,
+                                               {"get": get, "buf": buf, "base": X.base})},
                         plan["samples"], 1)
     out: dict[str, Any] = {k: [s / n for s in v] for k, v in elem.items()}
     out.update(_interleaved({"slice_contig": slice_contig, "get_contig": get_contig,

@@ -3,13 +3,14 @@
 Two sections, each in fresh jobs per repetition (the ranks' side is
 :mod:`amnet.bench._upcjob`):
 
-- **peers** (the headline): upc_rt beside what a user would write instead, each pair timed
-  interleaved in one job. A remote element read ``X[i]`` within a node (2 processes, PSHM)
-  beside an mpi4py RMA 8-byte Get in a window (``Lock``/``Get``/``Unlock``, passive target,
-  MPICH on the same node, run in the same repetition); ``X[i]`` from another node beside
-  amnet's own ``ep.get`` of 8 bytes; a local-affinity ``X[i]`` beside a numpy scalar read
-  ``a[i]`` (the interpreter's floor); a 1 MiB slice from another node beside ``ep.get`` of
-  the same bytes (contiguous on one thread) and beside the two matching
+- **peers** (the headline): upc_rt beside what a user would write instead, each amnet pair
+  timed interleaved in one job, and mpi4py in its own MPICH job of the same repetition. A
+  remote element read ``X[i]`` within a node (2 processes, PSHM) beside an mpi4py RMA 8-byte
+  Get in a window (``Lock``/``Get``/``Unlock``, passive target, 2 processes on this node);
+  ``X[i]`` from another node beside amnet's own ``ep.get`` of 8 bytes; a local-affinity
+  ``X[i]`` beside a numpy scalar read ``a[i]`` (the interpreter's floor); a 1 MiB slice
+  from another node beside ``ep.get`` of the same bytes (contiguous on one thread) and
+  beside the two matching
   ``ep.vis.get_strided_nb`` calls (spread over two threads); the naive matrix multiply of
   the thesis's Table 5.1 across 2 nodes with the remote-reference cache off and on
   (conduit messages sent and seconds).
@@ -307,6 +308,8 @@ def _peers_table(opts: argparse.Namespace,
         "ratio: upc_rt / peer for times (lower is better), peer / upc_rt for the slices' MB/s "
         "and for the cache's messages and time (higher is better); each against the "
         "target beside it.",
+        "A slice returns a new array, so every upc_rt slice allocates its 1 MiB result; its "
+        "peers write into a buffer allocated once.",
         f"For reference, in the same jobs: ep.get of 8 B within a node "
         f"{_cell(g('node_ep_get'))}, the bare `for i in idx` loop {_cell(g('node_loop'))} "
         "per access (included in every element figure, the numpy one too).",

@@ -326,3 +326,30 @@ def nd_slices(ep, cache: bool = False) -> int:
             checked += 1
             upc.barrier()  # everyone checked before the next write
     return checked
+
+
+def index_keys(ep) -> list[str]:
+    """Index keys numpy accepts give numpy's answer; bad ones IndexError naming the array;
+    a numpy float is refused for an int array held locally as it is remotely."""
+    upc.init()
+    X = upc.shared_array(300, "i8", 3)
+    ref = np.arange(300) * 2
+    if upc.MYTHREAD == 0:
+        X[:] = ref
+    upc.barrier()
+    for key in (np.array([1, 2, 299], np.uint16), np.array([5], np.uint8),
+                ref % 3 == 0, [], np.array(3), [-1, -300]):
+        assert np.array_equal(X[key], ref[key]), (key, X[key], ref[key])
+    errors = []
+    for key in (slice(1, 9, 0), (slice(1.5, None),), np.array([300]), [-301]):
+        try:
+            X[key]
+        except IndexError as e:
+            errors.append(str(e).split(":")[0])
+    for t in range(upc.THREADS):
+        try:
+            X[t * 3] = np.float64(3.7)  # element t*3 lives on thread t
+        except ValueError as e:
+            errors.append(f"float on thread {t}: {str(e)[:10]}")
+    upc.barrier()
+    return errors
