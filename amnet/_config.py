@@ -195,6 +195,16 @@ OPTIONS: dict[str, Option] = {
             lambda v: 8 <= v <= 1 << 20 and v & (v - 1) == 0,
         ),
         Option(
+            "coll_algorithm",
+            str,
+            "",
+            "a comma list of COLLECTIVE=ALGORITHM pairs and algorithm names, e.g. "
+            "broadcast=tree,ring (empty: each collective's default)",
+            "amnet.coll: the algorithm each collective uses when a call names none "
+            "(docs/collectives.md); a bare name applies to every collective that has it.",
+            lambda v: re.fullmatch(r"\s*([a-z_]+(\s*=\s*[a-z_]+)?\s*(,\s*|$))*", v) is not None,
+        ),
+        Option(
             "conduit",
             str,
             "zmq",

@@ -127,6 +127,17 @@ class Endpoint(EndpointBase, AMMixin, ExtendedMixin):
             object.__setattr__(self, "_vis", v)
         return v
 
+    @property
+    def coll(self) -> Any:
+        """Teams and collectives (:class:`amnet.coll.Coll`, docs/collectives.md);
+        ``ep.extension("coll")``."""
+        return self.extension("coll")
+
+    def team_split(self, color: int | None, key: int = 0) -> Any:
+        """``ep.coll.world.split(color, key)``: a new team of the ranks passing ``color``
+        (collective on every rank)."""
+        return self.extension("coll").team_split(color, key)
+
     def port(self, name: str) -> Any:
         """My :class:`amnet.Port` for extension ``name`` (docs/am-guide.md, "Extensions").
 

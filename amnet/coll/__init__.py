@@ -1,0 +1,37 @@
+"""amnet.coll: teams and collectives on them (docs/collectives.md).
+
+Use it as ``ep.coll`` (a :class:`Coll`): ``ep.coll.world`` and ``ep.coll.node`` are teams,
+``ep.coll.team_split(color, key)`` makes more, and every team has barrier, broadcast,
+scatter, gather, gather-to-all, exchange, permute, reduce, reduce-to-all and prefix reduce,
+blocking and non-blocking, each with a choice of algorithms (``ALGORITHMS``). Like VIS it is
+an amnet extension built on the public extension interface: its own system AMs (data,
+agreement, verdict) and ``ep.coll`` made by ``attach``.
+"""
+
+from .. import Extension
+from ._algos import ALGORITHMS
+from ._api import Coll, CollHandle, Team, parse_choice
+from ._msg import DATA, SIG, VERDICT
+from ._ops import ADD, AND, FUNC, LOGAND, LOGOR, MAX, MIN, MULT, NONCOMM_FUNC, OR, XOR
+
+
+def _h_data(port, src, args, payload, is_reply):
+    port.state.box.on_data(src, args, payload)
+
+
+def _h_sig(port, src, args, payload, is_reply):
+    port.state.box.on_sig(src, args, payload)
+
+
+def _h_verdict(port, src, args, payload, is_reply):
+    port.state.box.on_verdict(src, args, payload)
+
+
+_HANDLERS = [None] * 3
+_HANDLERS[DATA], _HANDLERS[SIG], _HANDLERS[VERDICT] = _h_data, _h_sig, _h_verdict
+
+#: amnet's package metadata declares it as the ``coll`` entry point of ``amnet.extensions``.
+EXTENSION = Extension("coll", _HANDLERS, attach=Coll)
+
+__all__ = ["ADD", "ALGORITHMS", "AND", "FUNC", "LOGAND", "LOGOR", "MAX", "MIN", "MULT",
+           "NONCOMM_FUNC", "OR", "XOR", "Coll", "CollHandle", "Team", "parse_choice"]

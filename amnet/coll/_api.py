@@ -1,0 +1,458 @@
+"""``ep.coll`` and teams: the collectives' public face, argument checks and the choice of
+algorithm.
+
+A :class:`Team` is an ordered set of ranks; ``ep.coll.world`` holds every rank,
+``ep.coll.node`` the ranks of my node, and ``team.split(color, key)`` (GASNet-EX's
+``gex_TM_Split``, MPI's ``Comm_split``) makes new ones. On a team every member calls the
+same collectives in the same order. Buffers are numpy arrays (C-contiguous), writable
+bytes-likes for destinations, or an int offset into my segment (then ``nbytes`` is
+required). Each collective has a non-blocking form (``*_nb``) returning a
+:class:`CollHandle`; a call in flight progresses whenever its rank waits in, tests or calls a
+collective.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ._algos import ALGORITHMS, Args
+from ._msg import Ctx, Mailbox, Run
+from ._ops import NAMES, NONCOMM_FUNC, check_op
+
+SMALL = 1 << 15  # gather-to-all below this many bytes in all: recursive doubling
+
+
+def parse_choice(text: str) -> dict[str, str]:
+    """``AMNET_COLL_ALGORITHM``: a comma list of ``collective=algorithm`` and bare algorithm
+    names (a bare name applies to every collective that has it). Raises ValueError naming
+    what is unknown."""
+    out: dict[str, str] = {}
+    for item in (t.strip() for t in str(text or "").split(",")):
+        if not item:
+            continue
+        if "=" in item:
+            what, alg = (x.strip() for x in item.split("=", 1))
+            if what not in ALGORITHMS:
+                raise ValueError(f"unknown collective {what!r} in {text!r}; the collectives "
+                                 f"are {', '.join(ALGORITHMS)}")
+            if alg not in ALGORITHMS[what]:
+                raise ValueError(f"{what} has no algorithm {alg!r}; it has "
+                                 f"{', '.join(ALGORITHMS[what])}")
+            out[what] = alg
+        else:
+            hits = [w for w, algs in ALGORITHMS.items() if item in algs]
+            if not hits:
+                raise ValueError(f"no collective has an algorithm {item!r}")
+            for w in hits:
+                out.setdefault(w, item)
+    return out
+
+
+class CollHandle:
+    """A collective in flight (``team.*_nb``). ``wait()`` completes it (and returns what the
+    blocking form returns); ``test()`` makes progress and says whether it is complete.
+    Either raises amnet.CollectiveMismatch when the members disagreed about the call."""
+
+    __slots__ = ("_coll", "_run")
+
+    def __init__(self, coll: Coll, run: Run) -> None:
+        self._coll = coll
+        self._run = run
+
+    def test(self) -> bool:
+        return self._coll._advance(self._run)
+
+    def wait(self) -> Any:
+        self._coll._wait(self._run)
+        return self._run.result
+
+
+class Team:
+    """An ordered set of ranks (see the module). ``size``, ``index`` (my place),
+    ``members`` (world ranks in order), ``nodes`` (each member's node)."""
+
+    __slots__ = ("_coll", "_splits", "id", "index", "members", "name", "nodes", "size")
+
+    def __init__(self, coll: Coll, tid: int, members: list[int], name: str) -> None:
+        self._coll = coll
+        self.id = tid
+        self.members = members
+        self.size = len(members)
+        self.index = members.index(coll.rank)
+        self.name = name
+        per_node = coll.threads_per_proc * coll.procs_per_node
+        self.nodes = [m // per_node for m in members]
+        self._splits = 0
+
+    def __repr__(self) -> str:
+        return f"<amnet team {self.name}: {self.size} ranks, me at {self.index}>"
+
+    def __str__(self) -> str:
+        return f"team {self.name}"
+
+    def rank_of(self, index: int) -> int:
+        """The world rank of member ``index``."""
+        return self.members[index]
+
+    # -- teams ----------------------------------------------------------------------------
+    def split(self, color: int | None, key: int = 0) -> Team | None:
+        """Collective on this team: members passing the same ``color`` form a new team,
+        ordered by ``key`` then by their index here; ``color=None`` (or negative) joins
+        none and returns None."""
+        c = -1 if color is None else _int(color, "team.split(): color")
+        k = _int(key, "team.split(): key")
+        mine = np.array([c, k], np.int64)
+        allv = np.empty(2 * self.size, np.int64)
+        self.gather_all(allv, mine)
+        self._splits += 1
+        if c < 0:
+            return None
+        pairs = allv.reshape(self.size, 2)
+        chosen = sorted((int(pairs[i, 1]), i) for i in range(self.size)
+                        if pairs[i, 0] == c)
+        members = [self.members[i] for _, i in chosen]
+        h = hashlib.blake2b(f"{self.id}/{self._splits}/{c}".encode(), digest_size=8)
+        tid = int.from_bytes(h.digest(), "little") >> 1
+        return Team(self._coll, tid, members, f"{self.name}/{self._splits}:{c}")
+
+    # -- collectives ------------------------------------------------------------------------
+    def barrier(self, algorithm: str | None = None) -> None:
+        self.barrier_nb(algorithm).wait()
+
+    def barrier_nb(self, algorithm: str | None = None) -> CollHandle:
+        return self._coll._start(self, Args("barrier"), algorithm)
+
+    def broadcast(self, dst: Any, src: Any = None, root: int = 0, nbytes: int | None = None,
+                  algorithm: str | None = None) -> None:
+        """Copy root's ``src`` (``nbytes``) into every member's ``dst``."""
+        self.broadcast_nb(dst, src, root, nbytes, algorithm).wait()
+
+    def broadcast_nb(self, dst: Any, src: Any = None, root: int = 0,
+                     nbytes: int | None = None, algorithm: str | None = None) -> CollHandle:
+        c, what = self._coll, "broadcast"
+        root = self._root(root, what)
+        n = c.size_of(nbytes, dst, 1, what, "dst")
+        d = c.view(dst, n, True, what, "dst")
+        s = c.view(src, n, False, what, "src") if self.index == root else None
+        return c._start(self, Args(what, n, root, s, d, _elem(dst)), algorithm)
+
+    def scatter(self, dst: Any, src: Any = None, root: int = 0, nbytes: int | None = None,
+                algorithm: str | None = None) -> None:
+        """Block i (``nbytes``) of root's ``src`` (size x nbytes) to member i's ``dst``."""
+        self.scatter_nb(dst, src, root, nbytes, algorithm).wait()
+
+    def scatter_nb(self, dst: Any, src: Any = None, root: int = 0, nbytes: int | None = None,
+                   algorithm: str | None = None) -> CollHandle:
+        c, what = self._coll, "scatter"
+        root = self._root(root, what)
+        n = c.size_of(nbytes, dst, 1, what, "dst")
+        d = c.view(dst, n, True, what, "dst")
+        s = c.view(src, n * self.size, False, what, "src") if self.index == root else None
+        return c._start(self, Args(what, n, root, s, d, _elem(dst)), algorithm)
+
+    def gather(self, dst: Any, src: Any, root: int = 0, nbytes: int | None = None,
+               algorithm: str | None = None) -> None:
+        """Every member's ``src`` (``nbytes``) to block i of root's ``dst``."""
+        self.gather_nb(dst, src, root, nbytes, algorithm).wait()
+
+    def gather_nb(self, dst: Any, src: Any, root: int = 0, nbytes: int | None = None,
+                  algorithm: str | None = None) -> CollHandle:
+        c, what = self._coll, "gather"
+        root = self._root(root, what)
+        n = c.size_of(nbytes, src, 1, what, "src")
+        s = c.view(src, n, False, what, "src")
+        d = c.view(dst, n * self.size, True, what, "dst") if self.index == root else None
+        return c._start(self, Args(what, n, root, s, d, _elem(src)), algorithm)
+
+    def gather_all(self, dst: Any, src: Any, nbytes: int | None = None,
+                   algorithm: str | None = None) -> None:
+        """Every member's ``src`` (``nbytes``) to block i of every member's ``dst``."""
+        self.gather_all_nb(dst, src, nbytes, algorithm).wait()
+
+    def gather_all_nb(self, dst: Any, src: Any, nbytes: int | None = None,
+                      algorithm: str | None = None) -> CollHandle:
+        c, what = self._coll, "gather_all"
+        n = c.size_of(nbytes, src, 1, what, "src")
+        s = c.view(src, n, False, what, "src")
+        d = c.view(dst, n * self.size, True, what, "dst")
+        return c._start(self, Args(what, n, 0, s, d, _elem(src)), algorithm)
+
+    def exchange(self, dst: Any, src: Any, nbytes: int | None = None,
+                 algorithm: str | None = None) -> None:
+        """All-to-all: block j of member i's ``src`` to block i of member j's ``dst``
+        (``nbytes`` a block, size blocks each)."""
+        self.exchange_nb(dst, src, nbytes, algorithm).wait()
+
+    def exchange_nb(self, dst: Any, src: Any, nbytes: int | None = None,
+                    algorithm: str | None = None) -> CollHandle:
+        c, what = self._coll, "exchange"
+        n = c.size_of(nbytes, src, self.size, what, "src")
+        s = c.view(src, n * self.size, False, what, "src")
+        d = c.view(dst, n * self.size, True, what, "dst")
+        return c._start(self, Args(what, n, 0, s, d, _elem(src)), algorithm)
+
+    def permute(self, dst: Any, src: Any, perm: Sequence[int], nbytes: int | None = None,
+                algorithm: str | None = None) -> None:
+        """Member i's ``src`` (``nbytes``) to member ``perm[i]``'s ``dst`` (``perm`` the same
+        permutation of range(size) on every member)."""
+        self.permute_nb(dst, src, perm, nbytes, algorithm).wait()
+
+    def permute_nb(self, dst: Any, src: Any, perm: Sequence[int], nbytes: int | None = None,
+                   algorithm: str | None = None) -> CollHandle:
+        c, what = self._coll, "permute"
+        try:
+            p = [int(x) for x in perm]
+        except (TypeError, ValueError):
+            raise ValueError(f"{what}: perm must be a sequence of ints, got {perm!r}") from None
+        if sorted(p) != list(range(self.size)):
+            raise ValueError(f"{what}: perm {p} is not a permutation of 0..{self.size - 1}")
+        n = c.size_of(nbytes, src, 1, what, "src")
+        s = c.view(src, n, False, what, "src")
+        d = c.view(dst, n, True, what, "dst")
+        return c._start(self, Args(what, n, 0, s, d, _elem(src), perm=p), algorithm)
+
+    def reduce(self, dst: Any, src: Any, op: Any, root: int = 0, func: Callable | None = None,
+               algorithm: str | None = None) -> None:
+        """Root's ``dst`` = ``src`` of every member combined element by element with ``op``
+        (ADD ... MAX, FUNC, NONCOMM_FUNC; member order for NONCOMM_FUNC). ``src`` and
+        ``dst`` are numpy arrays of one dtype and size."""
+        self.reduce_nb(dst, src, op, root, func, algorithm).wait()
+
+    def reduce_nb(self, dst: Any, src: Any, op: Any, root: int = 0,
+                  func: Callable | None = None, algorithm: str | None = None) -> CollHandle:
+        root = self._root(root, "reduce")
+        return self._reduction("reduce", dst, src, op, func, root, algorithm,
+                               self.index == root)
+
+    def reduce_all(self, dst: Any, src: Any, op: Any, func: Callable | None = None,
+                   algorithm: str | None = None) -> None:
+        """As :meth:`reduce`, the result in every member's ``dst``."""
+        self.reduce_all_nb(dst, src, op, func, algorithm).wait()
+
+    def reduce_all_nb(self, dst: Any, src: Any, op: Any, func: Callable | None = None,
+                      algorithm: str | None = None) -> CollHandle:
+        return self._reduction("reduce_all", dst, src, op, func, 0, algorithm, True)
+
+    def prefix_reduce(self, dst: Any, src: Any, op: Any, func: Callable | None = None,
+                      algorithm: str | None = None) -> None:
+        """Member i's ``dst`` = the ``src`` of members 0..i combined with ``op`` (an
+        inclusive scan, member order kept)."""
+        self.prefix_reduce_nb(dst, src, op, func, algorithm).wait()
+
+    def prefix_reduce_nb(self, dst: Any, src: Any, op: Any, func: Callable | None = None,
+                         algorithm: str | None = None) -> CollHandle:
+        return self._reduction("prefix_reduce", dst, src, op, func, 0, algorithm, True)
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _root(self, root: Any, what: str) -> int:
+        r = _int(root, f"{what}: root")
+        if not 0 <= r < self.size:
+            raise ValueError(f"{what}: root {r} is not a member index of {self} (0.."
+                             f"{self.size - 1})")
+        return r
+
+    def _reduction(self, what: str, dst: Any, src: Any, op: Any, func: Any, root: int,
+                   algorithm: str | None, needs_dst: bool) -> CollHandle:
+        if not isinstance(src, np.ndarray):
+            raise TypeError(f"{what}: src must be a numpy array, got {type(src).__name__}")
+        dt = src.dtype
+        o = check_op(op, dt, func, what)
+        if src.size == 0:
+            raise ValueError(f"{what}: src is empty; reduce at least one element")
+        c = self._coll
+        s = c.view(src, src.nbytes, False, what, "src")
+        d = None
+        if needs_dst:
+            if not isinstance(dst, np.ndarray) or dst.dtype != dt or dst.size != src.size:
+                got = (f"{dst.dtype} x {dst.size}" if isinstance(dst, np.ndarray)
+                       else type(dst).__name__)
+                raise ValueError(f"{what}: dst must be a numpy array of {dt} x {src.size} "
+                                 f"like src, got {got}")
+            d = c.view(dst, src.nbytes, True, what, "dst")
+        a = Args(what, src.nbytes, root, s, d, dt.itemsize, op=o, func=func, dtype=dt)
+        return c._start(self, a, algorithm)
+
+
+def _int(x: Any, what: str) -> int:
+    if isinstance(x, bool) or not isinstance(x, int | np.integer):
+        raise TypeError(f"{what} must be an int, got {x!r}")
+    return int(x)
+
+
+def _elem(buf: Any) -> int:
+    return buf.itemsize if isinstance(buf, np.ndarray) else 1
+
+
+class Coll:
+    """``ep.coll``: the world and node teams, team splitting (``ep.coll.team_split``), and
+    the collectives of the world team as methods of its own (``ep.coll.broadcast(...)``
+    is ``ep.coll.world.broadcast(...)``)."""
+
+    def __init__(self, port: Any) -> None:
+        ep = port.endpoint
+        self.port = port
+        self.rank = port.rank
+        self.threads_per_proc = ep.threads_per_proc
+        self.procs_per_node = ep.procs_per_node
+        self.box = Mailbox(port)
+        self._seq: dict[int, int] = {}
+        self._runs: list[Run] = []
+        self.choice = parse_choice(ep.config.coll_algorithm)
+        self.world = Team(self, 0, list(range(port.size)), "world")
+        per = self.threads_per_proc * self.procs_per_node
+        node = self.rank // per
+        self.node = Team(self, (1 << 62) + node,
+                         [r for r in range(port.size) if r // per == node], f"node{node}")
+
+    def __repr__(self) -> str:
+        return f"<amnet.coll of rank {self.rank}>"
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.world, name)  # ep.coll.broadcast(...) on the world team
+
+    def team_split(self, color: int | None, key: int = 0, team: Team | None = None
+                   ) -> Team | None:
+        """``(team or the world).split(color, key)``."""
+        return (team or self.world).split(color, key)
+
+    # -- buffers ----------------------------------------------------------------------------
+    def size_of(self, nbytes: Any, buf: Any, parts: int, what: str, name: str) -> int:
+        """``nbytes`` checked, or taken from ``buf`` (divided into ``parts`` blocks)."""
+        if nbytes is None:
+            if isinstance(buf, int | np.integer) and not isinstance(buf, bool):
+                raise ValueError(f"{what}: {name} is a segment offset, so nbytes is needed")
+            try:
+                total = memoryview(buf).nbytes
+            except TypeError:
+                raise TypeError(f"{what}: {name} must be a numpy array, a bytes-like or a "
+                                f"segment offset, got {type(buf).__name__}") from None
+            if total % parts:
+                raise ValueError(f"{what}: {name} holds {total} bytes, not a multiple of the "
+                                 f"team's {parts} members")
+            nbytes = total // parts
+        n = _int(nbytes, f"{what}: nbytes")
+        if n <= 0:
+            raise ValueError(f"{what}: nbytes must be at least 1, got {n}")
+        return n
+
+    def view(self, buf: Any, n: int, writable: bool, what: str, name: str) -> np.ndarray:
+        """``buf`` (``n`` bytes) as a flat uint8 view. Raises ValueError/TypeError."""
+        if isinstance(buf, int | np.integer) and not isinstance(buf, bool):
+            off, seg = int(buf), self.port.segment
+            if not 0 <= off <= len(seg) - n:
+                raise ValueError(f"{what}: {name} at segment offset {off} for {n} bytes "
+                                 f"leaves the segment (0..{len(seg)})")
+            return seg[off:off + n]
+        if buf is None:
+            raise TypeError(f"{what}: {name} is needed on this member")
+        if isinstance(buf, np.ndarray):
+            if not buf.flags.c_contiguous:
+                raise ValueError(f"{what}: {name} must be C-contiguous")
+            if writable and not buf.flags.writeable:
+                raise ValueError(f"{what}: {name} is read-only")
+            v = buf.reshape(-1).view(np.uint8)
+        else:
+            try:
+                mv = memoryview(buf)
+            except TypeError:
+                raise TypeError(f"{what}: {name} must be a numpy array, a bytes-like or a "
+                                f"segment offset, got {type(buf).__name__}") from None
+            if writable and mv.readonly:
+                raise ValueError(f"{what}: {name} is read-only")
+            v = np.frombuffer(mv.cast("B"), np.uint8) if mv.nbytes else np.empty(0, np.uint8)
+        if v.size != n:
+            raise ValueError(f"{what}: {name} holds {v.size} bytes, the call needs {n}")
+        return v
+
+    # -- running ----------------------------------------------------------------------------
+    def pick(self, team: Team, a: Args, algorithm: str | None) -> str:
+        """The algorithm: the caller's, else AMNET_COLL_ALGORITHM's, else the default."""
+        algs = ALGORITHMS[a.what]
+        if algorithm is not None:
+            if algorithm not in algs:
+                raise ValueError(f"{a.what}: no algorithm {algorithm!r}; it has "
+                                 f"{', '.join(algs)}")
+            return algorithm
+        if a.what in self.choice:
+            return self.choice[a.what]
+        return default(team, a)
+
+    def _start(self, team: Team, a: Args, algorithm: str | None) -> CollHandle:
+        self.port.forbid_send_in_handler(f"amnet.coll {a.what}")
+        alg = self.pick(team, a, algorithm)
+        seq = self._seq.get(team.id, 0)
+        self._seq[team.id] = seq + 1
+        sig = _signature(a, alg, team.size)
+        ctx = Ctx(self.box, team, seq)
+        run = Run(self.box, ctx, ALGORITHMS[a.what][alg](ctx, a), sig, f"amnet.coll {a.what}")
+        self._runs.append(run)
+        try:
+            run.start()
+        except BaseException:
+            self._runs.remove(run)
+            raise
+        return CollHandle(self, run)
+
+    def _advance(self, run: Run) -> bool:
+        try:
+            done = run.advance()
+        except BaseException:
+            if run in self._runs:
+                self._runs.remove(run)
+            raise
+        if done and run in self._runs:
+            self._runs.remove(run)
+        return done
+
+    def _wait(self, run: Run) -> None:
+        self.port.forbid_in_handler(f"amnet.coll {run.what}")
+        while not self._advance(run):
+            for other in list(self._runs):  # calls in flight progress too
+                if other is not run and other.ready():
+                    self._advance(other)
+            self.port.wait_until(lambda runs=self._runs: run.ready() or any(
+                r.ready() for r in runs))
+
+
+def _signature(a: Args, alg: str, size: int) -> str:
+    parts = [f"{a.what}(algorithm={alg}"]
+    if a.what not in ("barrier",):
+        parts.append(f"nbytes={a.nbytes}")
+    if a.what in ("broadcast", "scatter", "gather", "reduce"):
+        parts.append(f"root={a.root}")
+    if a.what == "permute":
+        parts.append(f"perm={a.perm}")
+    if a.dtype is not None:
+        parts.append(f"dtype={a.dtype}, op={NAMES[a.op]}")
+    if alg.startswith("naive"):
+        parts.append(f"elemsize={a.elemsize}")
+    return ", ".join(parts) + ")"
+
+
+def default(team: Team, a: Args) -> str:
+    """The algorithm used when none is named (see docs/collectives.md for the measurements
+    behind it)."""
+    P = team.size
+    multi = len(set(team.nodes)) > 1 and len(set(team.nodes)) < P
+    w = a.what
+    if w == "broadcast":
+        return "hier" if multi else ("push" if P <= 2 else "tree")
+    if w in ("scatter", "gather", "permute"):
+        return "push"
+    if w == "gather_all":
+        return "xor" if a.nbytes * P <= SMALL else "ring"
+    if w == "exchange":
+        return "xor"
+    if w == "reduce":
+        return "tree"
+    if w == "reduce_all":
+        return "hier" if multi and a.op != NONCOMM_FUNC else "xor"
+    if w == "prefix_reduce":
+        return "doubling"
+    return "hier" if multi else "dissemination"
