@@ -302,7 +302,7 @@ def reduce_push(ctx: Any, a: Args) -> Gen:
         ctx.send(r, 0, a.src)
         return None
     others = [i for i in range(P) if i != r]
-    got = yield tuple(ctx.recv(i, 0) for i in others) if others else ()
+    got = (yield tuple(ctx.recv(i, 0) for i in others)) if others else ()
     parts = dict(zip(others, got, strict=True))
     acc = None
     for i in range(P):

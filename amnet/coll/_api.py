@@ -64,7 +64,7 @@ class CollHandle:
         self._run = run
 
     def test(self) -> bool:
-        return self._coll._advance(self._run)
+        return self._coll._test(self._run)
 
     def wait(self) -> Any:
         self._coll._wait(self._run)
@@ -409,6 +409,14 @@ class Coll:
         if done and run in self._runs:
             self._runs.remove(run)
         return done
+
+    def _test(self, run: Run) -> bool:
+        self.port.forbid_in_handler(f"amnet.coll {run.what}")
+        self.port.poll()
+        for other in list(self._runs):  # calls in flight progress too
+            if other is not run and other.ready():
+                self._advance(other)
+        return self._advance(run)
 
     def _wait(self, run: Run) -> None:
         self.port.forbid_in_handler(f"amnet.coll {run.what}")

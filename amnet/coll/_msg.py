@@ -145,7 +145,8 @@ class Ctx:
 class Run:
     """One call on one member: its algorithm's generator, what it waits for, its verdict."""
 
-    __slots__ = ("box", "ctx", "done", "gen", "need", "result", "sig", "verdict", "what")
+    __slots__ = ("box", "ctx", "done", "error", "gen", "need", "result", "sig", "verdict",
+                 "what")
 
     def __init__(self, box: Mailbox, ctx: Ctx, gen: Generator, sig: str, what: str) -> None:
         self.box = box
@@ -157,6 +158,7 @@ class Run:
         self.done = False  # the algorithm has finished
         self.verdict: str | None = None  # None until it is in
         self.result: Any = None
+        self.error: BaseException | None = None  # the algorithm's, raised after the verdict
 
     def start(self) -> None:
         ctx = self.ctx
@@ -175,10 +177,16 @@ class Run:
             self.done = True
             self.result = e.value
             self.need = None
+        except Exception as e:  # data of a mismatched call, perhaps: the verdict decides
+            self.done = True
+            self.error = e
+            self.need = None
 
     def _have(self) -> Any:
         """The awaited payload(s) if all have arrived (taken from the mailbox), else None."""
         need, ready = self.need, self.box.ready
+        if need == ():
+            return ()
         if isinstance(need, tuple) and need and isinstance(need[0], tuple):
             if not all(k in ready for k in need):
                 return None
@@ -203,7 +211,7 @@ class Run:
             return self.verdict is not None
         need = self.need
         ready = self.box.ready
-        if isinstance(need, tuple) and need and isinstance(need[0], tuple):
+        if isinstance(need, tuple) and (not need or isinstance(need[0], tuple)):
             return all(k in ready for k in need)
         return need in ready
 
@@ -229,6 +237,8 @@ class Run:
             if got is None:
                 break
             self._step(got)
+        if self.done and self.verdict is not None and self.error is not None:
+            raise self.error
         return self.done and self.verdict is not None
 
     def _judge(self, key: tuple[int, int]) -> None:

@@ -1,0 +1,238 @@
+"""Jobs for tests/test_coll.py: each runs in every rank and checks amnet.coll against numpy
+models, naming the collective, algorithm and member on a failure."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import amnet
+from amnet.coll import ADD, ALGORITHMS, AND, FUNC, LOGOR, MAX, MIN, MULT, NONCOMM_FUNC, XOR
+
+
+def _mm(a, b):  # 2x2 integer matrix product: associative, not commutative
+    return (a.reshape(2, 2) @ b.reshape(2, 2)).ravel()
+
+
+def _mat(i: int, k: int) -> np.ndarray:
+    return np.array([1, (i + k) % 5, (i * 3) % 2, 1 + (i % 2)], np.int64)
+
+
+def _data(i: int, n: int, salt: int) -> np.ndarray:
+    return ((np.arange(n, dtype=np.int64) * 7 + i * 31 + salt) % 251).astype(np.uint8)
+
+
+def check_team(T, n: int, salt: int = 0) -> int:
+    """Every collective with every algorithm on team T, blocks of n bytes; returns how many
+    calls were checked."""
+    P, me = T.size, T.index
+    calls = 0
+
+    def ok(cond, *what):
+        assert cond, (T.name, me, *what)
+
+    for alg in ALGORITHMS["broadcast"]:
+        for root in range(P):
+            src = _data(root, n, salt)
+            dst = np.zeros(n, np.uint8)
+            T.broadcast(dst, src if me == root else None, root=root, algorithm=alg)
+            ok(np.array_equal(dst, src), "broadcast", alg, root)
+            calls += 1
+    for alg in ALGORITHMS["scatter"]:
+        root = (salt + 1) % P
+        src = np.concatenate([_data(i, n, salt) for i in range(P)])
+        dst = np.zeros(n, np.uint8)
+        T.scatter(dst, src if me == root else None, root=root, algorithm=alg)
+        ok(np.array_equal(dst, _data(me, n, salt)), "scatter", alg, root)
+        calls += 1
+    for alg in ALGORITHMS["gather"]:
+        root = (salt + 2) % P
+        dst = np.zeros(n * P, np.uint8)
+        T.gather(dst if me == root else None, _data(me, n, salt), root=root, algorithm=alg)
+        if me == root:
+            ok(np.array_equal(dst, np.concatenate([_data(i, n, salt) for i in range(P)])),
+               "gather", alg, root)
+        calls += 1
+    for alg in ALGORITHMS["gather_all"]:
+        dst = np.zeros(n * P, np.uint8)
+        T.gather_all(dst, _data(me, n, salt), algorithm=alg)
+        ok(np.array_equal(dst, np.concatenate([_data(i, n, salt) for i in range(P)])),
+           "gather_all", alg)
+        calls += 1
+    for alg in ALGORITHMS["exchange"]:
+        src = np.concatenate([_data(me * P + j, n, salt) for j in range(P)])
+        dst = np.zeros(n * P, np.uint8)
+        T.exchange(dst, src, algorithm=alg)
+        ok(np.array_equal(dst, np.concatenate([_data(i * P + me, n, salt) for i in range(P)])),
+           "exchange", alg)
+        calls += 1
+    perm = [(3 * i + 1 + salt) % P for i in range(P)]
+    if sorted(perm) != list(range(P)):
+        perm = [(i + 1 + salt) % P for i in range(P)]
+    for alg in ALGORITHMS["permute"]:
+        dst = np.zeros(n, np.uint8)
+        T.permute(dst, _data(me, n, salt), perm, algorithm=alg)
+        ok(np.array_equal(dst, _data(perm.index(me), n, salt)), "permute", alg)
+        calls += 1
+    cases = [(ADD, None, "i8"), (MULT, None, "f8"), (MIN, None, "i4"), (MAX, None, "f4"),
+             (AND, None, "u2"), (XOR, None, "i8"), (LOGOR, None, "u1"),
+             (FUNC, np.maximum, "i8"), (NONCOMM_FUNC, _mm, "i8")]
+    m = max(1, n // 8)
+
+    def val(i: int, dt: str, op: int) -> np.ndarray:
+        if op == NONCOMM_FUNC:
+            return _mat(i, salt)
+        x = (np.arange(m) * 3 + i * 5 + salt) % 7
+        if op == MULT:
+            x = x % 3 + 1
+        if op == LOGOR:
+            x = (x > 4).astype(np.int64)
+        return x.astype(dt)
+
+    def model(upto: int, op: int, func, dt: str) -> np.ndarray:
+        acc = val(0, dt, op)
+        for i in range(1, upto + 1):
+            x = val(i, dt, op)
+            acc = {ADD: np.add, MULT: np.multiply, MIN: np.minimum, MAX: np.maximum,
+                   AND: np.bitwise_and, XOR: np.bitwise_xor,
+                   LOGOR: lambda a, b: np.logical_or(a, b).astype(a.dtype)}.get(
+                op, func)(acc, x).astype(acc.dtype)
+        return acc
+
+    for what in ("reduce", "reduce_all", "prefix_reduce"):
+        for alg in ALGORITHMS[what]:
+            for op, func, dt in cases:
+                src = val(me, dt, op)
+                dst = np.zeros_like(src)
+                if what == "reduce":
+                    root = (salt + op) % P
+                    T.reduce(dst, src, op, root=root, func=func, algorithm=alg)
+                    if me == root:
+                        ok(np.array_equal(dst, model(P - 1, op, func, dt)), what, alg, op)
+                elif what == "reduce_all":
+                    T.reduce_all(dst, src, op, func=func, algorithm=alg)
+                    ok(np.array_equal(dst, model(P - 1, op, func, dt)), what, alg, op)
+                else:
+                    T.prefix_reduce(dst, src, op, func=func, algorithm=alg)
+                    ok(np.array_equal(dst, model(me, op, func, dt)), what, alg, op)
+                calls += 1
+    for alg in ALGORITHMS["barrier"]:
+        T.barrier(algorithm=alg)
+        calls += 1
+    return calls
+
+
+def every(ep, n: int = 24) -> list[int]:
+    """check_team on the world, on a split of it into odd/even ranks (reverse order), and on
+    my node's team."""
+    c = ep.coll
+    got = [check_team(c.world, n)]
+    sub = ep.team_split(ep.rank % 2, -ep.rank)
+    assert sub.members == sorted([r for r in range(ep.size) if r % 2 == ep.rank % 2],
+                                 reverse=True)
+    got.append(check_team(sub, n + 5, salt=1))
+    got.append(check_team(c.node, 3, salt=2))
+    none = c.team_split(None if ep.rank == 0 else 1)  # rank 0 joins no team
+    assert (none is None) == (ep.rank == 0)
+    c.world.barrier()
+    return got
+
+
+def big(ep, n: int) -> bool:
+    """Blocks larger than max_medium travel in chunks; segment offsets as buffers."""
+    c = ep.coll.world
+    P, me = c.size, c.index
+    src = _data(me, n, 9)
+    dst = np.zeros(n * P, np.uint8)
+    for alg in ("ring", "xor", "push", "pull"):
+        dst[:] = 0
+        c.gather_all(dst, src, algorithm=alg)
+        assert np.array_equal(dst, np.concatenate([_data(i, n, 9) for i in range(P)])), alg
+    seg = ep.segment
+    seg[:n] = _data(me, n, 3)
+    c.broadcast(n, 0, root=P - 1, nbytes=n)  # segment offsets: dst at n, src at 0
+    assert np.array_equal(seg[n:2 * n], _data(P - 1, n, 3))
+    return True
+
+
+def nonblocking(ep) -> list[int]:
+    """Several calls in flight on two teams, completed in reverse order."""
+    c = ep.coll
+    sub = ep.team_split(ep.rank % 2)
+    a = np.zeros(4, np.int64)
+    b = np.zeros(sub.size, np.int64)
+    d = np.zeros(1, np.int64)
+    hs = [c.world.reduce_all_nb(a, np.arange(4, dtype=np.int64) + ep.rank, ADD),
+          sub.gather_all_nb(b, np.array([ep.rank], np.int64)),
+          c.world.barrier_nb(),
+          c.world.prefix_reduce_nb(d, np.array([1], np.int64), ADD)]
+    while not hs[-1].test():
+        pass
+    for h in reversed(hs):
+        h.wait()
+    assert np.array_equal(a, sum(np.arange(4) + r for r in range(ep.size)))
+    assert np.array_equal(b, sub.members)
+    return [int(d[0])]
+
+
+def mismatch(ep) -> list[str]:
+    """Members calling different collectives, roots, sizes or algorithms all fail, naming
+    it; the team works afterwards."""
+    c = ep.coll.world
+    out = []
+    buf = np.zeros(8, np.uint8)
+    cases = [
+        lambda: c.broadcast(buf, buf, root=0) if ep.rank else c.gather_all(
+            np.zeros(8 * c.size, np.uint8), buf),
+        lambda: c.broadcast(buf, buf, root=min(ep.rank, 1)),
+        lambda: c.broadcast(buf[:4 + (ep.rank == 1)], buf[:4 + (ep.rank == 1)]),
+        lambda: c.barrier(algorithm="hier" if ep.rank == 2 else "dissemination"),
+    ]
+    for case in cases:
+        try:
+            case()
+            out.append("no error")
+        except amnet.CollectiveMismatch as e:
+            out.append(str(e))
+        c.barrier()
+    return out
+
+
+def bad_input(ep) -> list[str]:
+    """Bad arguments raise before anything is sent; the team works afterwards."""
+    c = ep.coll.world
+    out = []
+    f8 = np.zeros(4)
+    calls = [
+        lambda: c.broadcast(np.zeros(0, np.uint8)),  # nbytes 0
+        lambda: c.broadcast(f8, f8, nbytes=-3),
+        lambda: c.gather_all(np.zeros(5, np.uint8), np.zeros(2, np.uint8)),  # wrong size
+        lambda: c.permute(f8, f8, [0] * c.size),  # not a permutation
+        lambda: c.reduce_all(f8, f8, "SUM"),  # unknown op
+        lambda: c.reduce_all(f8, f8, XOR),  # bitwise on floats
+        lambda: c.broadcast(f8, f8, algorithm="smoke-signals"),
+        lambda: c.broadcast(f8, f8, root=c.size),
+        lambda: c.broadcast(np.zeros(4)[::2], f8[:2]),  # not contiguous
+        lambda: c.broadcast(1 << 40, 0, nbytes=8),  # offset past the segment
+        lambda: c.reduce_all(np.zeros(3), f8, ADD),  # dst does not match src
+        lambda: c.reduce_all(f8, f8, FUNC),  # FUNC without func
+    ]
+    for call in calls:
+        try:
+            call()
+            out.append("no error")
+        except (ValueError, TypeError) as e:
+            out.append(f"{type(e).__name__}: {e}")
+    v = np.zeros(1, np.int64)
+    c.reduce_all(v, np.ones(1, np.int64), ADD)
+    assert v[0] == c.size
+    return out
+
+
+def picked(ep) -> list[str]:
+    """The algorithms chosen, with nothing named, for a broadcast, a gather-to-all and an
+    exchange of 8 bytes."""
+    from amnet.coll._algos import Args
+
+    c = ep.coll
+    return [c.pick(c.world, Args(w, 8), None) for w in ("broadcast", "gather_all",
+                                                         "exchange")]

@@ -1,0 +1,101 @@
+"""amnet.coll in real jobs: every collective with every algorithm against numpy models, on
+the world team, a split team (odd and even ranks, in reverse order) and each node's team,
+with odd team sizes and T=1/2 threads per process, on 1, 2 and 3 nodes; chunked blocks and
+segment offsets; calls in flight on two teams; mismatched calls and bad arguments. The
+checks run inside the ranks (tests/data/colljobs.py)."""
+
+from __future__ import annotations
+
+import functools
+
+import colljobs
+import pytest
+
+import amnet
+from amnet.coll import ALGORITHMS, parse_choice
+
+TOPOLOGIES = [
+    pytest.param(dict(n=3), id="n3-1node"),
+    pytest.param(dict(n=5), id="n5-1node"),
+    pytest.param(dict(n=4, threads_per_proc=2), id="n4-1node-T2"),
+    pytest.param(dict(n=4, nodes=2), id="n4-2nodes"),
+    pytest.param(dict(n=6, nodes=2, threads_per_proc=2), id="n6-2nodes-T2"),
+    pytest.param(dict(n=5, nodes=3), id="n5-3nodes"),
+]
+
+
+def job(fn, topo, **kw):
+    return amnet.run(fn, **topo, timeout=180, **kw)
+
+
+@pytest.mark.parametrize("topo", TOPOLOGIES)
+def test_every_collective_and_algorithm_matches_numpy(topo):
+    got = job(colljobs.every, topo)
+    calls = [g[0] for g in got]
+    assert len(set(calls)) == 1 and calls[0] > 100  # everyone checked the same calls
+
+
+def test_blocks_larger_than_max_medium_and_segment_offsets():
+    assert job(functools.partial(colljobs.big, n=5000), dict(n=3, nodes=2),
+               max_medium=1024) == [True] * 3
+
+
+@pytest.mark.parametrize("topo", [dict(n=4, nodes=2), dict(n=3, threads_per_proc=3)],
+                         ids=["2nodes", "threads"])
+def test_calls_in_flight_complete_in_any_order(topo):
+    assert job(colljobs.nonblocking, topo) == [[r + 1] for r in range(topo["n"])]
+
+
+def test_mismatched_calls_fail_every_member_and_never_hang():
+    got = job(colljobs.mismatch, dict(n=3, nodes=2))
+    for out in got:
+        assert "called gather_all(algorithm=" in out[0] or "called broadcast(" in out[0]
+        assert "root=1" in out[1] and "root=0" in out[1]
+        assert "nbytes=5" in out[2] and "nbytes=4" in out[2]
+        assert "algorithm=hier" in out[3] and "algorithm=dissemination" in out[3]
+        assert all("members of team world called different collectives" in o for o in out)
+
+
+def test_bad_arguments_raise_before_anything_is_sent():
+    got = job(colljobs.bad_input, dict(n=2, nodes=2))
+    want = ["ValueError: broadcast: nbytes must be at least 1, got 0",
+            "ValueError: broadcast: nbytes must be at least 1, got -3",
+            "ValueError: gather_all: dst holds 5 bytes, the call needs 4",
+            "ValueError: permute: perm [0, 0] is not a permutation of 0..1",
+            "ValueError: reduce_all: unknown reduction op 'SUM'",
+            "TypeError: reduce_all: XOR needs an integer or bool dtype, not float64",
+            "ValueError: broadcast: no algorithm 'smoke-signals'",
+            "ValueError: broadcast: root 2 is not a member index of team world (0..1)",
+            "ValueError: broadcast: dst must be C-contiguous",
+            "ValueError: broadcast: dst at segment offset 1099511627776 for 8 bytes leaves",
+            "ValueError: reduce_all: dst must be a numpy array of float64 x 4 like src",
+            "ValueError: reduce_all: FUNC needs func"]
+    for out in got:
+        assert len(out) == len(want)
+        for o, w in zip(out, want, strict=True):
+            assert o.startswith(w), (o, w)
+
+
+def test_algorithm_choice_parses_and_refuses():
+    assert parse_choice("broadcast=tree, ring") == {"broadcast": "tree", "gather_all": "ring",
+                                                     "exchange": "ring"}
+    assert parse_choice("") == {}
+    for bad, msg in (("broadcast=ring", "broadcast has no algorithm 'ring'"),
+                     ("bcast=tree", "unknown collective 'bcast'"),
+                     ("quantum", "no collective has an algorithm 'quantum'")):
+        with pytest.raises(ValueError, match=msg):
+            parse_choice(bad)
+
+
+def test_amnet_coll_algorithm_selects_and_a_bad_one_is_refused_at_start():
+    got = job(colljobs.picked, dict(n=2), coll_algorithm="broadcast=pull,ring")
+    assert got == [["pull", "ring", "ring"]] * 2  # a bare name: every collective having it
+    with pytest.raises(amnet.ConfigError, match="coll_algorithm"):
+        job(colljobs.picked, dict(n=2), coll_algorithm="broadcast = tree; ring")
+
+
+def test_every_collective_has_its_algorithms():
+    assert set(ALGORITHMS) == {"broadcast", "scatter", "gather", "gather_all", "exchange",
+                               "permute", "reduce", "reduce_all", "prefix_reduce", "barrier"}
+    for what in ("broadcast", "scatter", "gather", "gather_all", "exchange", "permute"):
+        assert {"push", "pull", "naive_push", "naive_pull"} <= set(ALGORITHMS[what])
