@@ -143,3 +143,26 @@ def test_index_keys_follow_numpy_and_bad_ones_are_index_errors():
         assert len(errors) == 6 and all(e.startswith("shared array 300 of int64")
                                         for e in errors[:4]), errors
         assert [e[:17] for e in errors[4:]] == ["float on thread 0", "float on thread 1"]
+
+
+@pytest.mark.parametrize("cache", [False, True], ids=["nocache", "cache"])
+@pytest.mark.parametrize("topo", TOPOLOGIES)
+def test_collectives_every_flag_pair_and_algorithm(topo, cache):
+    got = job(functools.partial(upcjobs.collectives, cache=cache), topo)
+    assert len(set(got)) == 1 and got[0] > 100
+
+
+def test_collectives_refuse_what_does_not_fit():
+    got = job(upcjobs.coll_bad, dict(n=2, nodes=2))
+    want = ["ValueError: upc.all_broadcast(): dst is shared array 16 of uint8 (block size 4)",
+            "ValueError: upc.all_broadcast(): nbytes must be an int >= 1, got 0",
+            "ValueError: upc.all_broadcast(): flags 3 name two IN_* or two OUT_* modes",
+            "ValueError: upc.all_broadcast(): flags must combine one IN_* and one OUT_*",
+            "ValueError: permute: perm [0, 0] is not a permutation of 0..1",
+            "BoundsError: upc.all_broadcast() (src): 8 bytes at byte 0 of the upc_all_alloc(1, 4)",
+            "ValueError: upc.all_reduce(): unknown reduction op 'SUM'",
+            "ValueError: upc.all_reduce(): blk_size 4 differs from src's block size, 8"]
+    for out in got:
+        assert len(out) == len(want)
+        for o, w in zip(out, want, strict=True):
+            assert o.startswith(w), (o, w)

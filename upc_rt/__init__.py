@@ -16,6 +16,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from amnet.coll import ADD as ADD
+from amnet.coll import AND as AND
+from amnet.coll import FUNC as FUNC
+from amnet.coll import LOGAND as LOGAND
+from amnet.coll import LOGOR as LOGOR
+from amnet.coll import MAX as MAX
+from amnet.coll import MIN as MIN
+from amnet.coll import MULT as MULT
+from amnet.coll import NONCOMM_FUNC as NONCOMM_FUNC
+from amnet.coll import OR as OR
+from amnet.coll import XOR as XOR
+
 from ._alloc import all_alloc as all_alloc
 from ._alloc import alloc as alloc
 from ._alloc import free as free
@@ -26,6 +38,20 @@ from ._atomic import AtomicDomain as AtomicDomain
 from ._atomic import atomic_domain as atomic_domain
 from ._atomic import forall as forall
 from ._cache import CacheStats as CacheStats
+from ._coll import IN_ALLSYNC as IN_ALLSYNC
+from ._coll import IN_MYSYNC as IN_MYSYNC
+from ._coll import IN_NOSYNC as IN_NOSYNC
+from ._coll import OUT_ALLSYNC as OUT_ALLSYNC
+from ._coll import OUT_MYSYNC as OUT_MYSYNC
+from ._coll import OUT_NOSYNC as OUT_NOSYNC
+from ._coll import all_broadcast as all_broadcast
+from ._coll import all_exchange as all_exchange
+from ._coll import all_gather as all_gather
+from ._coll import all_gather_all as all_gather_all
+from ._coll import all_permute as all_permute
+from ._coll import all_prefix_reduce as all_prefix_reduce
+from ._coll import all_reduce as all_reduce
+from ._coll import all_scatter as all_scatter
 from ._copy import CopyHandle as CopyHandle
 from ._copy import memcpy as memcpy
 from ._copy import memcpy_nb as memcpy_nb
@@ -124,11 +150,73 @@ def cache_stats() -> CacheStats:
 
 
 __all__ = [
-    "EXTENSION", "AtomicDomain", "BoundsError", "CacheStats", "CopyHandle", "Lock",
-    "LockError", "NotInitialized", "SharedArray", "SharedPtr", "UPCError", "addrfield",
-    "affinitysize", "all_alloc", "all_lock_alloc", "alloc", "atomic_domain", "barrier",
-    "blocksizeof", "cache_stats", "cast", "elemsizeof", "fence", "forall", "free",
-    "global_alloc", "global_lock_alloc", "init", "localsizeof", "lock_free", "memcpy",
-    "memcpy_nb", "memget", "memget_nb", "memput", "memput_nb", "memset", "notify",
-    "phaseof", "poll", "resetphase", "shared_array", "threadof", "wait",
+    "ADD",
+    "AND",
+    "EXTENSION",
+    "FUNC",
+    "IN_ALLSYNC",
+    "IN_MYSYNC",
+    "IN_NOSYNC",
+    "LOGAND",
+    "LOGOR",
+    "MAX",
+    "MIN",
+    "MULT",
+    "NONCOMM_FUNC",
+    "OR",
+    "OUT_ALLSYNC",
+    "OUT_MYSYNC",
+    "OUT_NOSYNC",
+    "XOR",
+    "AtomicDomain",
+    "BoundsError",
+    "CacheStats",
+    "CopyHandle",
+    "Lock",
+    "LockError",
+    "NotInitialized",
+    "SharedArray",
+    "SharedPtr",
+    "UPCError",
+    "addrfield",
+    "affinitysize",
+    "all_alloc",
+    "all_broadcast",
+    "all_exchange",
+    "all_gather",
+    "all_gather_all",
+    "all_lock_alloc",
+    "all_permute",
+    "all_prefix_reduce",
+    "all_reduce",
+    "all_scatter",
+    "alloc",
+    "atomic_domain",
+    "barrier",
+    "blocksizeof",
+    "cache_stats",
+    "cast",
+    "elemsizeof",
+    "fence",
+    "forall",
+    "free",
+    "global_alloc",
+    "global_lock_alloc",
+    "init",
+    "localsizeof",
+    "lock_free",
+    "memcpy",
+    "memcpy_nb",
+    "memget",
+    "memget_nb",
+    "memput",
+    "memput_nb",
+    "memset",
+    "notify",
+    "phaseof",
+    "poll",
+    "resetphase",
+    "shared_array",
+    "threadof",
+    "wait",
 ]

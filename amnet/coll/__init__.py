@@ -12,7 +12,23 @@ from .. import Extension
 from ._algos import ALGORITHMS
 from ._api import Coll, CollHandle, Team, parse_choice
 from ._msg import DATA, SIG, VERDICT
-from ._ops import ADD, AND, FUNC, LOGAND, LOGOR, MAX, MIN, MULT, NONCOMM_FUNC, OR, XOR
+from ._ops import (
+    ADD,
+    AND,
+    FUNC,
+    LOGAND,
+    LOGOR,
+    MAX,
+    MIN,
+    MULT,
+    NONCOMM_FUNC,
+    OR,
+    XOR,
+    check_op,
+    combine,
+    fold,
+    scan,
+)
 
 
 def _h_data(port, src, args, payload, is_reply):
@@ -34,4 +50,5 @@ _HANDLERS[DATA], _HANDLERS[SIG], _HANDLERS[VERDICT] = _h_data, _h_sig, _h_verdic
 EXTENSION = Extension("coll", _HANDLERS, attach=Coll)
 
 __all__ = ["ADD", "ALGORITHMS", "AND", "FUNC", "LOGAND", "LOGOR", "MAX", "MIN", "MULT",
-           "NONCOMM_FUNC", "OR", "XOR", "Coll", "CollHandle", "Team", "parse_choice"]
+           "NONCOMM_FUNC", "OR", "XOR", "Coll", "CollHandle", "Team", "check_op", "combine",
+           "fold", "parse_choice", "scan"]

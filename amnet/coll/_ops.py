@@ -65,3 +65,31 @@ def combine(op: int, a: np.ndarray, b: np.ndarray, func: Callable | None) -> np.
     if out.shape != a.shape:
         raise ValueError(f"the reduction function returned shape {out.shape}, not {a.shape}")
     return out.astype(a.dtype, copy=False)
+
+
+def fold(op: int, x: np.ndarray, func: Callable | None) -> np.ndarray:
+    """``x[0] op x[1] op ...`` in order, as a 1-element array of ``x``'s dtype."""
+    if op in _UFUNC:
+        return np.asarray([_UFUNC[op].reduce(x)], dtype=x.dtype)
+    if op in (LOGAND, LOGOR) and len(x) > 1:  # one element is itself, as in a scan
+        f = np.logical_and if op == LOGAND else np.logical_or
+        return np.asarray([f.reduce(x)], dtype=x.dtype)
+    acc = x[:1].copy()
+    for k in range(1, len(x)):
+        acc = combine(op, acc, x[k:k + 1], func)
+    return acc
+
+
+def scan(op: int, x: np.ndarray, func: Callable | None) -> np.ndarray:
+    """The inclusive prefixes ``x[0], x[0] op x[1], ...`` in order (a new array)."""
+    if op in _UFUNC:
+        return _UFUNC[op].accumulate(x).astype(x.dtype, copy=False)
+    if op in (LOGAND, LOGOR):
+        f = np.logical_and if op == LOGAND else np.logical_or
+        out = f.accumulate(x.astype(bool)).astype(x.dtype)
+        out[:1] = x[:1]  # the first prefix is the element itself
+        return out
+    out = x.copy()
+    for k in range(1, len(x)):
+        out[k:k + 1] = combine(op, out[k - 1:k], x[k:k + 1], func)
+    return out

@@ -353,3 +353,165 @@ def index_keys(ep) -> list[str]:
             errors.append(f"float on thread {t}: {str(e)[:10]}")
     upc.barrier()
     return errors
+
+
+FLAG_PAIRS = [(i, o) for i in ("IN_NOSYNC", "IN_MYSYNC", "IN_ALLSYNC")
+              for o in ("OUT_NOSYNC", "OUT_MYSYNC", "OUT_ALLSYNC")]
+
+
+def _bytes(k: int, n: int) -> np.ndarray:
+    return ((np.arange(n) * 13 + k * 7) % 256).astype(np.uint8)
+
+
+def collectives(ep, cache: bool = False) -> int:
+    """The eight UPC collectives against numpy models: every IN/OUT flag pair with the
+    default algorithm, every algorithm with the default flags."""
+    from amnet.coll import ALGORITHMS
+
+    upc.init(cache=cache)
+    me, T = upc.MYTHREAD, upc.THREADS
+    n = 12
+    A = upc.all_alloc(T, n)  # block k on thread k: sources for any root
+    A1 = upc.all_alloc(T, n * T)  # shared [n*T]: gather destinations, scatter sources
+    D = upc.shared_array(n * T, "u1", n)  # shared [n] char[n*T]
+    S = upc.shared_array(n * T, "u1", n)
+    G = upc.shared_array(n * T * T, "u1", n * T)  # shared [n*T] char[n*T*T]
+    H = upc.shared_array(n * T * T, "u1", n * T)
+    checked = 0
+    runs = [(getattr(upc, i) | getattr(upc, o), None) for i, o in FLAG_PAIRS]
+    runs += [(0, ("broadcast", a)) for a in ALGORITHMS["broadcast"]]
+    runs += [(0, (w, a)) for w in ("scatter", "gather", "gather_all", "exchange", "permute")
+             for a in ALGORITHMS[w]]
+    for k, (flags, only) in enumerate(runs):
+        alg = None if only is None else only[1]
+
+        def want(w: str, only=only) -> bool:
+            return only is None or only[0] == w
+
+        root = k % T
+        upc.memput(A + root * n, _bytes(k, n), n)  # the root's block, by every thread
+        S.local[:] = _bytes(k + me, n)
+        upc.memput(A1 + root * n * T, np.concatenate([_bytes(k + t, n) for t in range(T)]),
+                   n * T)
+        G.local[:] = np.concatenate([_bytes(100 * me + j + k, n) for j in range(T)])
+        upc.barrier()
+        if want("broadcast"):
+            upc.all_broadcast(D, A + root * n, n, flags, algorithm=alg)
+            upc.barrier()
+            assert np.array_equal(D[:], np.tile(_bytes(k, n), T)), (me, k, "broadcast")
+            checked += 1
+            upc.barrier()  # all checked before the next call writes (NOSYNC enters at once)
+        if want("scatter"):
+            upc.all_scatter(D, A1 + root * n * T, n, flags, algorithm=alg)
+            upc.barrier()
+            assert np.array_equal(D.local, _bytes(k + me, n)), (me, k, "scatter")
+            checked += 1
+            upc.barrier()  # all checked before the next call writes (NOSYNC enters at once)
+        if want("gather"):
+            upc.barrier()  # everyone read A1 above before it is overwritten
+            upc.all_gather(A1 + root * n * T, S, n, flags, algorithm=alg)
+            upc.barrier()
+            got = np.empty(n * T, np.uint8)
+            upc.memget(got, A1 + root * n * T, n * T)
+            assert np.array_equal(got, np.concatenate([_bytes(k + t, n) for t in range(T)]))
+            checked += 1
+            upc.barrier()  # all checked before the next call writes (NOSYNC enters at once)
+        if want("gather_all"):
+            upc.all_gather_all(H, S, n, flags, algorithm=alg)
+            upc.barrier()
+            assert np.array_equal(H.local, np.concatenate([_bytes(k + t, n)
+                                                           for t in range(T)])), (me, k)
+            checked += 1
+            upc.barrier()  # all checked before the next call writes (NOSYNC enters at once)
+        if want("exchange"):
+            upc.all_exchange(H, G, n, flags, algorithm=alg)
+            upc.barrier()
+            assert np.array_equal(H.local, np.concatenate(
+                [_bytes(100 * i + me + k, n) for i in range(T)])), (me, k, "exchange")
+            checked += 1
+            upc.barrier()  # all checked before the next call writes (NOSYNC enters at once)
+        if want("permute"):
+            perm = [(i + 1 + k) % T for i in range(T)]
+            P = upc.shared_array(T, "i4", 1)
+            P[me] = perm[me]
+            upc.barrier()
+            upc.all_permute(D, S, P if k % 2 else perm, n, flags, algorithm=alg)
+            upc.barrier()
+            assert np.array_equal(D.local, _bytes(k + perm.index(me), n)), (me, k, "permute")
+            upc.free(P) if me == 0 else None
+            checked += 1
+            upc.barrier()  # all checked before the next call writes (NOSYNC enters at once)
+        upc.barrier()
+    # reductions: every op on a blocked-cyclic array, and NONCOMM_FUNC on 2x2 matrices
+    for k, (i, o) in enumerate(FLAG_PAIRS):
+        flags = getattr(upc, i) | getattr(upc, o)
+        for op, dt, func in ((upc.ADD, "i8", None), (upc.MULT, "f8", None),
+                             (upc.MIN, "i4", None), (upc.MAX, "u2", None),
+                             (upc.XOR, "i8", None), (upc.LOGAND, "u1", None),
+                             (upc.FUNC, "i8", np.maximum)):
+            nel, bs = 17 + k, 3
+            X = upc.shared_array(nel, dt, bs)
+            ref = ((np.arange(nel) * 5 + k) % 9 + (1 if op in (upc.MULT, upc.LOGAND) else 0)
+                   ).astype(dt)
+            if op == upc.MULT:
+                ref = (ref % 2 + 1).astype(dt)
+            for idx in upc.forall(0, nel, affinity=X):
+                X[idx] = ref[idx]
+            R = upc.shared_array(1, dt, 1)
+            Y = upc.shared_array(nel, dt, bs)
+            upc.barrier()
+            upc.all_reduce(R.ptr(0), X, op, nel, bs, func, flags)
+            upc.all_prefix_reduce(Y, X, op, nel, bs, func, flags)
+            upc.barrier()
+            f = {upc.ADD: np.add, upc.MULT: np.multiply, upc.MIN: np.minimum,
+                 upc.MAX: np.maximum, upc.XOR: np.bitwise_xor, upc.FUNC: np.maximum,
+                 upc.LOGAND: lambda a, b: np.logical_and(a, b).astype(a.dtype)}[op]
+            acc = [ref[0]]
+            for v in ref[1:]:
+                acc.append(f(np.array(acc[-1:], dt), np.array([v], dt))[0])
+            assert R[0] == acc[-1], (me, k, op, R[0], acc[-1])
+            assert np.array_equal(Y[:], np.array(acc, dt)), (me, k, op)
+            checked += 2
+            upc.barrier()
+            if me == 0:
+                for arr in (X, R, Y):
+                    upc.free(arr)
+    # NONCOMM_FUNC: matrices as 4 consecutive int64 in a structured... element-wise here:
+    # a non-commutative associative op on scalars, (a, b) -> a (keep the first)
+    X = upc.shared_array(11, "i8", 2)
+    for idx in upc.forall(0, 11, affinity=X):
+        X[idx] = 100 + idx
+    R = upc.shared_array(1, "i8", 1)
+    Y = upc.shared_array(11, "i8", 2)
+    upc.barrier()
+    upc.all_reduce(R, X, upc.NONCOMM_FUNC, 11, 2, lambda a, b: a)
+    upc.all_prefix_reduce(Y, X, upc.NONCOMM_FUNC, 11, 2, lambda a, b: a)
+    assert R[0] == 100 and np.array_equal(Y[:], np.full(11, 100)), (R[0], Y[:])
+    return checked + 1
+
+
+def coll_bad(ep) -> list[str]:
+    """Layouts that do not fit, bad flags, a perm that is not one: refused on every thread
+    before anything moves; then a collective works."""
+    upc.init()
+    T = upc.THREADS
+    D = upc.shared_array(8 * T, "u1", 8)
+    W = upc.shared_array(8 * T, "u1", 4)  # blocks of 4 bytes, not 8
+    S = upc.shared_array(8, "u1", 0)
+    small = upc.all_alloc(1, 4)
+    out = []
+    for call in (lambda: upc.all_broadcast(W, S, 8),
+                 lambda: upc.all_broadcast(D, S, 0),
+                 lambda: upc.all_broadcast(D, S, 8, upc.IN_MYSYNC | upc.IN_NOSYNC),
+                 lambda: upc.all_broadcast(D, S, 8, 1 << 20),
+                 lambda: upc.all_permute(D, D, [0] * T, 8),
+                 lambda: upc.all_broadcast(D, small, 8),  # src holds 4 bytes
+                 lambda: upc.all_reduce(D, D, "SUM", 8, 8),
+                 lambda: upc.all_reduce(D, D, upc.ADD, 8, 4)):  # blk_size differs
+        try:
+            call()
+            out.append("no error")
+        except (ValueError, TypeError, upc.BoundsError) as e:
+            out.append(f"{type(e).__name__}: {e}")
+    upc.all_broadcast(D, S, 8)
+    return out

@@ -1,0 +1,349 @@
+"""The UPC collectives (UPC Collective Operations Specification 1.0; DESIGN §11):
+``all_broadcast``, ``all_scatter``, ``all_gather``, ``all_gather_all``, ``all_exchange``,
+``all_permute``, ``all_reduce`` and ``all_prefix_reduce``, on amnet's collectives
+(``ep.coll``, the world team: team index = MYTHREAD).
+
+Source and destination are pointers-to-shared (or shared arrays, meaning their first
+element) interpreted as the specification says, e.g. for ``all_broadcast`` the source as
+``shared [] char[nbytes]`` and the destination as ``shared [nbytes] char[nbytes*THREADS]``:
+block i on thread ``(threadof(dst) + i) % THREADS``. A shared array whose declared layout
+does not fit is refused (ValueError naming the expected and actual block sizes); every
+block's bounds are checked on every thread before anything moves, so a bad call fails
+everywhere.
+
+Synchronisation (``flags``: one ``IN_*`` and one ``OUT_*``; a missing one means ALLSYNC).
+amnet's collectives move data by messages, and each thread reads and writes only its own
+memory while it is inside the call, so MYSYNC holds by construction: IN_MYSYNC and
+IN_NOSYNC start at once, OUT_MYSYNC and OUT_NOSYNC return as soon as my part is done.
+IN_ALLSYNC adds a barrier before (nobody's data is touched before every thread has
+entered), OUT_ALLSYNC one after. Every call first completes my own relaxed writes (a fence).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from amnet.coll import check_op, combine, fold, scan
+
+from ._alloc import Allocation
+from ._layout import Layout, SharedPtr
+from ._rt import Runtime, current
+
+IN_NOSYNC, IN_MYSYNC, IN_ALLSYNC = 1, 2, 4
+OUT_NOSYNC, OUT_MYSYNC, OUT_ALLSYNC = 8, 16, 32
+_IN, _OUT = IN_NOSYNC | IN_MYSYNC | IN_ALLSYNC, OUT_NOSYNC | OUT_MYSYNC | OUT_ALLSYNC
+
+
+def _flags(flags: Any, what: str) -> tuple[int, int]:
+    if isinstance(flags, bool) or not isinstance(flags, int | np.integer) or \
+            flags & ~(_IN | _OUT):
+        raise ValueError(f"{what}: flags must combine one IN_* and one OUT_* flag, got "
+                         f"{flags!r}")
+    i, o = int(flags) & _IN or IN_ALLSYNC, int(flags) & _OUT or OUT_ALLSYNC
+    if i & (i - 1) or o & (o - 1):
+        raise ValueError(f"{what}: flags {flags} name two IN_* or two OUT_* modes")
+    return i, o
+
+
+class _Call:
+    """One collective call: its checks, its synchronisation, its world team."""
+
+    def __init__(self, what: str, flags: Any) -> None:
+        self.what = f"upc.{what}()"
+        self.rt: Runtime = current(self.what)
+        self.rt.port.forbid_in_handler(self.what)
+        self.inmode, self.outmode = _flags(flags, self.what)
+        self.T, self.me = self.rt.THREADS, self.rt.MYTHREAD
+        self.team = self.rt.ep.coll.world
+
+    def ptr(self, x: Any, name: str, block: int | None, at_least: bool = False) -> SharedPtr:
+        """``x`` as a pointer; a shared array's declared block (bytes) must be ``block``
+        (0: indefinite), or at least it when ``at_least``."""
+        from ._array import SharedArray
+
+        if isinstance(x, SharedArray):
+            have = x.blocksize * x.dtype.itemsize
+            ok = block is None or have == block or (at_least and (have == 0 or have >= block))
+            if not ok:
+                want = ("indefinite (0) or at least " if at_least else "") + f"{block} bytes"
+                raise ValueError(f"{self.what}: {name} is {x.name}, whose blocks are {have} "
+                                 f"bytes; this collective needs blocks of {want}")
+            return x._upc_storage()
+        if not isinstance(x, SharedPtr):
+            raise TypeError(f"{self.what}: {name} must be a pointer-to-shared or a shared "
+                            f"array, got {type(x).__name__}")
+        if x.is_null:
+            raise ValueError(f"{self.what}: {name} is a null pointer")
+        return x
+
+    def block(self, p: SharedPtr, size: int, i: int) -> tuple[int, int]:
+        """(thread, address) of block ``i`` of ``p`` read as ``shared [size] char[]``."""
+        g = p.thread + i
+        return g % self.T, p.addr + (g // self.T) * size
+
+    def check(self, p: SharedPtr, thread: int, addr: int, n: int, name: str) -> None:
+        a = p.alloc
+        if isinstance(a, Allocation):
+            a.check(thread, addr, n, f"{self.what} ({name})")
+        elif addr + n > self.rt.port.segment_size:
+            from ._errors import BoundsError
+
+            raise BoundsError(f"{self.what} ({name}): {n} bytes at byte {addr} of thread "
+                              f"{thread}'s segment go past its end")
+
+    def blocks(self, p: SharedPtr, size: int, n: int, name: str) -> np.ndarray:
+        """Check every thread's block of ``p`` (blocks of ``size`` bytes, ``n`` used), then
+        return my own as a uint8 view."""
+        mine = None
+        for i in range(self.T):
+            t, addr = self.block(p, size, i)
+            self.check(p, t, addr, n, name)
+            if t == self.me:
+                mine = addr
+        assert mine is not None
+        return self.rt.seg(self.me)[mine:mine + n]
+
+    def one(self, p: SharedPtr, n: int, name: str) -> tuple[int, np.ndarray | None]:
+        """(its thread, my view of it or None) of ``n`` bytes on one thread at ``p``."""
+        self.check(p, p.thread, p.addr, n, name)
+        if p.thread != self.me:
+            return p.thread, None
+        return p.thread, self.rt.seg(self.me)[p.addr:p.addr + n]
+
+    def enter(self) -> None:
+        from ._sync import barrier, fence
+
+        if self.inmode == IN_ALLSYNC:
+            barrier()
+        else:
+            fence()
+
+    def leave(self) -> None:
+        from ._sync import barrier
+
+        if self.outmode == OUT_ALLSYNC:
+            barrier()
+
+
+def _nbytes(n: Any, what: str) -> int:
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n <= 0:
+        raise ValueError(f"upc.{what}(): nbytes must be an int >= 1, got {n!r}")
+    return int(n)
+
+
+def all_broadcast(dst: Any, src: Any, nbytes: int, flags: int = 0,
+                  algorithm: str | None = None) -> None:
+    """``upc_all_broadcast``: src (``shared [] char[nbytes]``) into every block of dst
+    (``shared [nbytes] char[nbytes*THREADS]``)."""
+    n = _nbytes(nbytes, "all_broadcast")
+    c = _Call("all_broadcast", flags)
+    s = c.ptr(src, "src", n, at_least=True)
+    d = c.ptr(dst, "dst", n)
+    mine = c.blocks(d, n, n, "dst")
+    root, sv = c.one(s, n, "src")
+    c.enter()
+    c.team.broadcast(mine, sv, root=root, algorithm=algorithm)
+    c.leave()
+
+
+def all_scatter(dst: Any, src: Any, nbytes: int, flags: int = 0,
+                algorithm: str | None = None) -> None:
+    """``upc_all_scatter``: block i of src (``shared [] char[nbytes*THREADS]``) to the
+    block of dst on thread i."""
+    n = _nbytes(nbytes, "all_scatter")
+    c = _Call("all_scatter", flags)
+    s = c.ptr(src, "src", n * c.T, at_least=True)
+    d = c.ptr(dst, "dst", n)
+    mine = c.blocks(d, n, n, "dst")
+    root, sv = c.one(s, n * c.T, "src")
+    c.enter()
+    c.team.scatter(mine, sv, root=root, algorithm=algorithm)
+    c.leave()
+
+
+def all_gather(dst: Any, src: Any, nbytes: int, flags: int = 0,
+               algorithm: str | None = None) -> None:
+    """``upc_all_gather``: thread i's block of src into block i of dst (``shared []
+    char[nbytes*THREADS]``)."""
+    n = _nbytes(nbytes, "all_gather")
+    c = _Call("all_gather", flags)
+    s = c.ptr(src, "src", n)
+    d = c.ptr(dst, "dst", n * c.T, at_least=True)
+    mine = c.blocks(s, n, n, "src")
+    root, dv = c.one(d, n * c.T, "dst")
+    c.enter()
+    c.team.gather(dv, mine, root=root, algorithm=algorithm)
+    c.leave()
+
+
+def all_gather_all(dst: Any, src: Any, nbytes: int, flags: int = 0,
+                   algorithm: str | None = None) -> None:
+    """``upc_all_gather_all``: thread i's block of src into block i of every thread's part
+    of dst (``shared [nbytes*THREADS] char[nbytes*THREADS*THREADS]``)."""
+    n = _nbytes(nbytes, "all_gather_all")
+    c = _Call("all_gather_all", flags)
+    s = c.ptr(src, "src", n)
+    d = c.ptr(dst, "dst", n * c.T)
+    sv = c.blocks(s, n, n, "src")
+    dv = c.blocks(d, n * c.T, n * c.T, "dst")
+    c.enter()
+    c.team.gather_all(dv, sv, algorithm=algorithm)
+    c.leave()
+
+
+def all_exchange(dst: Any, src: Any, nbytes: int, flags: int = 0,
+                 algorithm: str | None = None) -> None:
+    """``upc_all_exchange``: block j of thread i's part of src into block i of thread j's
+    part of dst (both ``shared [nbytes*THREADS] char[nbytes*THREADS*THREADS]``)."""
+    n = _nbytes(nbytes, "all_exchange")
+    c = _Call("all_exchange", flags)
+    s = c.ptr(src, "src", n * c.T)
+    d = c.ptr(dst, "dst", n * c.T)
+    sv = c.blocks(s, n * c.T, n * c.T, "src")
+    dv = c.blocks(d, n * c.T, n * c.T, "dst")
+    c.enter()
+    c.team.exchange(dv, sv, algorithm=algorithm)
+    c.leave()
+
+
+def all_permute(dst: Any, src: Any, perm: Any, nbytes: int, flags: int = 0,
+                algorithm: str | None = None) -> None:
+    """``upc_all_permute``: thread i's block of src into the block of dst on thread
+    ``perm[i]`` (``perm``: a shared int array of THREADS elements, or a sequence)."""
+    from ._array import SharedArray
+
+    n = _nbytes(nbytes, "all_permute")
+    c = _Call("all_permute", flags)
+    s = c.ptr(src, "src", n)
+    d = c.ptr(dst, "dst", n)
+    sv = c.blocks(s, n, n, "src")
+    dv = c.blocks(d, n, n, "dst")
+    if isinstance(perm, SharedArray):
+        if perm.size < c.T:
+            raise ValueError(f"{c.what}: perm holds {perm.size} elements, fewer than THREADS "
+                             f"({c.T})")
+        p: Sequence[int] = perm[0:c.T].tolist()
+    else:
+        p = perm
+    c.enter()
+    c.team.permute(dv, sv, p, algorithm=algorithm)
+    c.leave()
+
+
+# -- reductions ------------------------------------------------------------------------------
+class _Red:
+    """The elements of a reduction's source: layout, my blocks, the op."""
+
+    def __init__(self, c: _Call, src: Any, op: Any, nelems: Any, blk_size: Any,
+                 func: Callable | None, dtype: Any) -> None:
+        from ._array import SharedArray
+
+        if isinstance(src, SharedArray):
+            dt = src.dtype if dtype is None else np.dtype(dtype)
+            if dt != src.dtype:
+                raise ValueError(f"{c.what}: dtype {dt} differs from src's {src.dtype}")
+            if blk_size is not None and blk_size != src.blocksize:
+                raise ValueError(f"{c.what}: blk_size {blk_size} differs from src's block "
+                                 f"size, {src.blocksize} elements")
+            blk_size = src.blocksize
+            p = src._upc_storage()
+        elif isinstance(src, SharedPtr):
+            if dtype is None:
+                raise TypeError(f"{c.what}: a pointer src needs dtype")
+            dt = np.dtype(dtype)
+            if dt.itemsize != src.elemsize:
+                raise ValueError(f"{c.what}: dtype {dt} is {dt.itemsize} bytes, src's "
+                                 f"elements {src.elemsize}")
+            p = src
+        else:
+            raise TypeError(f"{c.what}: src must be a shared array or a pointer-to-shared, "
+                            f"got {type(src).__name__}")
+        if p.thread != 0 or p.phase != 0:
+            raise ValueError(f"{c.what}: src must point at the start of a block on thread 0")
+        for name, v in (("nelems", nelems), ("blk_size", blk_size)):
+            if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 0:
+                raise ValueError(f"{c.what}: {name} must be an int >= 0, got {v!r}")
+        if nelems == 0:
+            raise ValueError(f"{c.what}: nelems must be at least 1")
+        self.op = check_op(op, dt, func, c.what)
+        self.func, self.dt, self.c = func, dt, c
+        self.lay = Layout(int(nelems), dt.itemsize, int(blk_size), c.T, p.addr)
+        k = self.lay.local_count(c.me)
+        c.check(p, c.me, p.addr, k * dt.itemsize, "src")
+        self.p = p
+        self.mine = c.rt.seg(c.me)[p.addr:p.addr + k * dt.itemsize].view(dt)
+        b = self.lay.blocksize or int(nelems)
+        self.B = b
+        self.nblocks = -(-int(nelems) // b)
+        self.per = -(-self.nblocks // c.T)  # local blocks a thread has at most
+
+    def my_blocks(self) -> list[np.ndarray]:
+        return [self.mine[k * self.B:(k + 1) * self.B] for k in range(-(-len(self.mine) //
+                                                                        self.B))]
+
+    def fold(self, x: np.ndarray) -> np.ndarray:
+        """``x[0] op x[1] op ...`` in order, as a 1-element array."""
+        return fold(self.op, x, self.func)
+
+    def totals(self) -> np.ndarray:
+        """Every block's total in global block order (a gather-to-all of my blocks')."""
+        row = np.zeros(self.per, [("has", "u1"), ("v", self.dt)])
+        for k, blk in enumerate(self.my_blocks()):
+            row[k] = (1, self.fold(blk)[0])
+        allr = np.zeros(self.per * self.c.T, row.dtype)
+        self.c.team.gather_all(allr.view(np.uint8), row.view(np.uint8))
+        g = np.arange(self.nblocks)
+        return allr[(g % self.c.T) * self.per + g // self.c.T]["v"]
+
+
+def all_reduce(dst: Any, src: Any, op: Any, nelems: int, blk_size: int | None = None,
+               func: Callable | None = None, flags: int = 0, dtype: Any = None) -> None:
+    """``upc_all_reduceT``: ``*dst`` = src[0] op src[1] op ... op src[nelems-1] (src a
+    shared array, or a pointer with ``dtype``, of block size ``blk_size`` elements; element
+    order kept for NONCOMM_FUNC)."""
+    c = _Call("all_reduce", flags)
+    r = _Red(c, src, op, nelems, blk_size, func, dtype)
+    d = c.ptr(dst, "dst", None)
+    root, dv = c.one(d, r.dt.itemsize, "dst")
+    c.enter()
+    tot = r.totals()
+    if c.me == root:
+        dv.view(r.dt)[0] = r.fold(tot)[0]
+    c.leave()
+
+
+def all_prefix_reduce(dst: Any, src: Any, op: Any, nelems: int, blk_size: int | None = None,
+                      func: Callable | None = None, flags: int = 0, dtype: Any = None) -> None:
+    """``upc_all_prefix_reduceT``: dst[i] = src[0] op ... op src[i] for i < nelems (dst
+    laid out as src)."""
+    from ._array import SharedArray
+
+    c = _Call("all_prefix_reduce", flags)
+    r = _Red(c, src, op, nelems, blk_size, func, dtype)
+    if isinstance(dst, SharedArray) and (dst.dtype != r.dt or dst.blocksize != r.lay.blocksize):
+        raise ValueError(f"{c.what}: dst is {dst.name}; it must be laid out as src "
+                         f"({r.dt}, block size {r.lay.blocksize})")
+    d = c.ptr(dst, "dst", None)
+    if d.thread != 0 or d.phase != 0:
+        raise ValueError(f"{c.what}: dst must point at the start of a block on thread 0")
+    c.check(d, c.me, d.addr, len(r.mine) * r.dt.itemsize, "dst")
+    out = c.rt.seg(c.me)[d.addr:d.addr + len(r.mine) * r.dt.itemsize].view(r.dt)
+    c.enter()
+    tot = r.totals()
+    T, B = c.T, r.B
+    pre: np.ndarray | None = None  # the prefix before global block g
+    befores = {}
+    for g in range(r.nblocks):
+        if g % T == c.me:
+            befores[g // T] = pre
+        pre = tot[g:g + 1].copy() if pre is None else combine(r.op, pre, tot[g:g + 1],
+                                                               r.func)
+    for k, blk in enumerate(r.my_blocks()):
+        res = scan(r.op, blk, r.func)
+        if befores[k] is not None:
+            res = combine(r.op, np.broadcast_to(befores[k], res.shape).copy(), res, r.func)
+        out[k * B:k * B + len(blk)] = res
+    c.leave()
