@@ -53,6 +53,7 @@ def suite(name: str) -> Callable[[Suite], Suite]:
 
 # The suites register themselves on import; keep this list in the order `--list` shows.
 from . import am as am  # noqa: E402
+from . import coll as coll  # noqa: E402
 from . import rma as rma  # noqa: E402
 from . import startup as startup  # noqa: E402
 from . import upc as upc  # noqa: E402

@@ -385,19 +385,29 @@ def run_mpi(plan: dict[str, Any] | None = None, timeout: float = TIMEOUT_S) -> d
     import importlib.util
 
     from amnet.bench import BenchError
-    from amnet.bench._report import find_mpiexec
 
     full = full_plan(plan)
     if importlib.util.find_spec("mpi4py") is None:
         raise BenchError("the mpi4py peer needs mpi4py, which is not installed "
                          "(pip install -e '.[peers]')")
+    return run_script(os.path.abspath(__file__), 2, full, timeout, PREFIX)
+
+
+def run_script(path: str, n: int, plan: Any, timeout: float = TIMEOUT_S,
+               prefix: str = PREFIX) -> dict[str, Any]:
+    """``mpiexec -n N python PATH job PLAN_JSON``; return the JSON after ``prefix`` on the
+    last line that starts with it (a rank prints it). The script's ranks may print
+    :data:`SHM_PREFIX` lines naming /dev/shm files to remove if the job dies. Raises
+    BenchError (mpiexec missing, the job failed or ran past ``timeout`` s: then killed)."""
+    from amnet.bench import BenchError
+    from amnet.bench._report import find_mpiexec
+
     mpiexec = find_mpiexec()
     if mpiexec is None:
         raise BenchError("the mpi4py peer needs mpiexec, found neither beside "
                          f"{sys.executable} nor on PATH (pip install -e '.[peers]')")
-    cmd = [mpiexec, "-n", "2", sys.executable, os.path.abspath(__file__), "job",
-           json.dumps(full)]
-    what = f"`{mpiexec} -n 2 {sys.executable} {os.path.abspath(__file__)} job ...`"
+    cmd = [mpiexec, "-n", str(n), sys.executable, path, "job", json.dumps(plan)]
+    what = f"`{mpiexec} -n {n} {sys.executable} {path} job ...`"
     try:
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              stdin=subprocess.DEVNULL, text=True, start_new_session=True)
@@ -417,8 +427,8 @@ def run_mpi(plan: dict[str, Any] | None = None, timeout: float = TIMEOUT_S) -> d
         raise BenchError(f"the mpi4py peer {what} exited with status {p.returncode}: "
                          f"{err.strip()[-2000:]}")
     for line in reversed(out.splitlines()):
-        if line.startswith(PREFIX):
-            return json.loads(line[len(PREFIX):])
+        if line.startswith(prefix):
+            return json.loads(line[len(prefix):])
     raise BenchError(f"the mpi4py peer {what} printed no result line: {out.strip()[-2000:]!r}")
 
 

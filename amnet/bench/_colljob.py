@@ -1,0 +1,136 @@
+"""The ranks' side of ``amnet-bench coll``: the UPC collectives report's testbed ("High
+Performance UPC Collectives for Linux/Myrinet Platforms", §4.5 and §7.1), for amnet's
+collectives (:func:`coll_job`, every rank of an amnet job) and for mpi4py
+(:func:`mpi_job`, this file run by ``mpiexec``: no amnet import there).
+
+For each collective, algorithm and size: ``warmup`` untimed calls; then ``warmup`` calls
+timed with no computation, whose mean is the *warm-up time*; then ``calls`` rounds of one
+timed call followed by local computation (a busy loop) for ``compute`` x the warm-up time,
+the ``skew`` rank computing ``skew_factor`` times longer. A rank's figure is its mean
+collective time over the rounds; the suite reports the slowest rank's (the report's
+"largest average"). A barrier starts every case.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+PREFIX = "AMNET_COLLPEER_RESULT "
+
+
+def _spin(seconds: float) -> None:
+    """Local computation: a busy loop for ``seconds`` (no communication)."""
+    end = time.perf_counter() + seconds
+    x = 0
+    while time.perf_counter() < end:
+        x += 1
+
+
+def _case(call: Any, barrier: Any, rank: int, plan: dict[str, Any]) -> float:
+    """One case on this rank: its mean collective seconds over the timed rounds."""
+    pc = time.perf_counter
+    barrier()
+    for _ in range(plan["warmup"]):
+        call()
+    t0 = pc()
+    for _ in range(plan["warmup"]):
+        call()
+    warm = (pc() - t0) / max(1, plan["warmup"])
+    comp = plan["compute"] * warm
+    if plan["skew_factor"] > 1 and rank == plan["skew_rank"]:
+        comp *= plan["skew_factor"]
+    total = 0.0
+    for _ in range(plan["calls"]):
+        t0 = pc()
+        call()
+        total += pc() - t0
+        _spin(comp)
+    return total / plan["calls"]
+
+
+def _buffers(what: str, n: int, P: int) -> tuple[np.ndarray, np.ndarray]:
+    """(src, dst) for one rank: n bytes a block."""
+    if what in ("broadcast", "reduce_all"):
+        return np.full(n, 3, np.uint8), np.zeros(n, np.uint8)
+    if what == "gather_all":
+        return np.full(n, 3, np.uint8), np.zeros(n * P, np.uint8)
+    return np.full(n * P, 3, np.uint8), np.zeros(n * P, np.uint8)  # exchange
+
+
+def coll_job(ep: Any, plan: dict[str, Any]) -> dict[str, float]:
+    """Every rank of an amnet job: ``{"what/algorithm/size": mean seconds}``."""
+    from amnet.coll import ADD, ALGORITHMS
+
+    team = ep.coll.world
+    P = team.size
+    out: dict[str, float] = {}
+    for what in plan["collectives"]:
+        algs = [a for a in ALGORITHMS[what] if a in plan["algorithms"].get(what, ())]
+        for alg in algs:
+            for n in plan["sizes"]:
+                if alg.startswith("naive") and n > plan["naive_max"]:
+                    continue
+                src, dst = _buffers(what, n, P)
+                if what == "broadcast":
+                    def call(src=src, dst=dst, alg=alg) -> None:
+                        team.broadcast(dst, src, 0, algorithm=alg)
+                elif what == "gather_all":
+                    def call(src=src, dst=dst, alg=alg) -> None:
+                        team.gather_all(dst, src, algorithm=alg)
+                elif what == "exchange":
+                    def call(src=src, dst=dst, alg=alg) -> None:
+                        team.exchange(dst, src, algorithm=alg)
+                else:  # reduce_all: n bytes of float64 (at least one), summed
+                    s8 = np.ones(max(1, n // 8))
+                    d8 = np.zeros_like(s8)
+
+                    def call(s8=s8, d8=d8, alg=alg) -> None:
+                        team.reduce_all(d8, s8, ADD, algorithm=alg)
+                out[f"{what}/{alg}/{n}"] = _case(call, team.barrier, ep.rank, plan)
+    return out
+
+
+def mpi_job(plan: dict[str, Any]) -> dict[str, float] | None:
+    """Inside ``mpiexec -n P``: the same cases with mpi4py's Bcast, Allgather, Alltoall,
+    Allreduce (buffer API on numpy arrays); rank 0 returns every case's slowest-rank mean."""
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    rank, P = comm.Get_rank(), comm.Get_size()
+    mine: dict[str, float] = {}
+    for what in plan["collectives"]:
+        for n in plan["sizes"]:
+            src, dst = _buffers(what, n, P)
+            if what == "broadcast":
+                def call(dst=dst) -> None:
+                    comm.Bcast(dst, root=0)
+            elif what == "gather_all":
+                def call(src=src, dst=dst) -> None:
+                    comm.Allgather(src, dst)
+            elif what == "exchange":
+                def call(src=src, dst=dst) -> None:
+                    comm.Alltoall(src, dst)
+            else:
+                s8 = np.ones(max(1, n // 8))
+                d8 = np.zeros_like(s8)
+
+                def call(s8=s8, d8=d8) -> None:
+                    comm.Allreduce(s8, d8, op=MPI.SUM)
+            mine[f"{what}/mpi4py/{n}"] = _case(call, comm.Barrier, rank, plan)
+    every = comm.gather(mine, root=0)
+    if rank:
+        return None
+    return {k: max(d[k] for d in every) for k in mine}
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] != "job":
+        raise SystemExit("usage: mpiexec -n P python _colljob.py job PLAN_JSON")
+    res = mpi_job(json.loads(sys.argv[2]))
+    if res is not None:
+        print(PREFIX + json.dumps(res), flush=True)

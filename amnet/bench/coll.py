@@ -1,0 +1,221 @@
+"""Suite ``coll``: amnet's collectives by algorithm, with the UPC collectives report's testbed
+("High Performance UPC Collectives for Linux/Myrinet Platforms", §4.5: computation about
+twice the collective between calls, the slowest rank's average, optional skew), beside
+mpi4py's Bcast, Allgather, Alltoall and Allreduce measured the same way in the same run.
+
+For every ``--ranks`` count and ``--topology`` (one node: a process per rank; 2 nodes: half
+the ranks on each), one amnet job runs every ``--collectives`` x algorithm x ``--sizes``
+case on the world team (:mod:`amnet.bench._colljob`); mpi4py runs the same cases with
+``mpiexec -n P`` on this machine (one node). Naive algorithms (a message per byte) run only
+up to ``--naive-max`` bytes. Figures are µs per call; with ``--out``, ``coll_<collective>.png``
+plots each algorithm's time against the size per rank count and topology.
+
+Targets, at the largest size and the largest rank count: the best algorithm >= 2x faster
+than the reference memcpy push for broadcast and exchange; within one node, the best
+algorithm no slower than 1.5x mpi4py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+from . import BenchError, suite
+from ._colljob import PREFIX, coll_job
+from ._node import mpi_missing
+from ._report import Progress, comma_items, median
+from ._twonode import JOB_TIMEOUT_S, cpu_count, parse_sizes, size_label
+
+COLLECTIVES = ("broadcast", "gather_all", "exchange", "reduce_all")
+MPI_NAME = {"broadcast": "Bcast", "gather_all": "Allgather", "exchange": "Alltoall",
+            "reduce_all": "Allreduce"}
+TARGET_PUSH = 2.0  # best >= 2x the memcpy push (broadcast, exchange)
+TARGET_MPI = 1.5  # best <= 1.5x mpi4py within a node
+
+
+def _list(text: Any, allowed: Sequence[str], what: str) -> list[str]:
+    items = [str(t).strip() for t in comma_items(text) if str(t).strip()]
+    if not items or any(i not in allowed for i in items):
+        raise argparse.ArgumentTypeError(f"{what} are {', '.join(allowed)}; got {text!r}")
+    return list(dict.fromkeys(items))
+
+
+def _ranks(text: Any) -> list[int]:
+    try:
+        vals = [int(t) for t in comma_items(text)]
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected rank counts such as 2,4,8, got {text!r}")
+    if not vals or any(not 2 <= v <= 64 for v in vals):
+        raise argparse.ArgumentTypeError(f"rank counts are 2..64, got {text!r}")
+    return list(dict.fromkeys(vals))
+
+
+@suite("coll")
+def coll(args: Sequence[str] | None = None, *, reps: int = 1, ranks: Any = "2,4,8",
+         topologies: Any = "node,2nodes", collectives: Any = COLLECTIVES,
+         sizes: Any = "8,64,512,4K,64K", calls: int = 20, warmup: int = 3,
+         compute: float = 2.0, skew: float = 1.0, naive_max: Any = "512",
+         progress: bool = True) -> dict[str, Any]:
+    """Collectives by algorithm (the UPC collectives testbed) beside mpi4py."""
+    from amnet.coll import ALGORITHMS
+
+    p = argparse.ArgumentParser(
+        prog="amnet-bench coll",
+        description="amnet's collectives by algorithm with the UPC collectives report's "
+                    "testbed (computation x the collective between calls, slowest rank's "
+                    "mean), beside mpi4py Bcast/Allgather/Alltoall/Allreduce. µs per call.")
+    p.add_argument("--reps", type=int, default=reps, metavar="R",
+                   help="repetitions, fresh jobs each (default: %(default)s)")
+    p.add_argument("--ranks", type=_ranks, default=_ranks(ranks), metavar="P,P",
+                   help="rank counts (default: 2,4,8)")
+    p.add_argument("--topology", type=functools.partial(_list, allowed=("node", "2nodes"),
+                                                        what="topologies"),
+                   default=_list(topologies, ("node", "2nodes"), "topologies"),
+                   dest="topologies", metavar="X,X", help="node and/or 2nodes (default: both)")
+    p.add_argument("--collectives", type=functools.partial(_list, allowed=COLLECTIVES,
+                                                           what="collectives"),
+                   default=_list(collectives, COLLECTIVES, "collectives"), metavar="C,C",
+                   help=f"(default: {','.join(COLLECTIVES)})")
+    p.add_argument("--sizes", type=parse_sizes, default=parse_sizes(sizes), metavar="S,S",
+                   help="bytes per block (default: 8,64,512,4K,64K)")
+    p.add_argument("--calls", type=int, default=calls, metavar="N",
+                   help="timed rounds per case (default: %(default)s)")
+    p.add_argument("--warmup", type=int, default=warmup, metavar="N",
+                   help="untimed calls, then as many timed without computation (default: "
+                        "%(default)s)")
+    p.add_argument("--compute", type=float, default=compute, metavar="X",
+                   help="computation after each call, x the warm-up time (default: "
+                        "%(default)s)")
+    p.add_argument("--skew", type=float, default=skew, metavar="X",
+                   help="the last rank computes X times longer (the report uses 10; "
+                        "default: %(default)s, no skew)")
+    p.add_argument("--naive-max", type=parse_sizes, default=parse_sizes(naive_max),
+                   metavar="S", help="largest size the naive algorithms run at (default: 512)")
+    opts = p.parse_args(list(args or []))
+    for name in ("reps", "calls", "warmup"):
+        if getattr(opts, name) < 1:
+            p.error(f"--{name} must be at least 1, got {getattr(opts, name)}")
+    if not 0 <= opts.compute <= 100:
+        p.error(f"--compute must be in 0..100, got {opts.compute}")
+    if not 1 <= opts.skew <= 100:
+        p.error(f"--skew must be in 1..100, got {opts.skew}")
+    if max(opts.sizes) > 16 << 20:
+        p.error(f"--sizes: at most 16 MiB a block, got {max(opts.sizes)}")
+    if "2nodes" in opts.topologies and any(r % 2 for r in opts.ranks):
+        p.error(f"--ranks must be even with --topology 2nodes, got {opts.ranks}")
+    plan = {"collectives": opts.collectives, "sizes": opts.sizes, "calls": opts.calls,
+            "warmup": opts.warmup, "compute": opts.compute, "skew_factor": opts.skew,
+            "naive_max": opts.naive_max[0],
+            "algorithms": {w: list(ALGORITHMS[w]) for w in opts.collectives}}
+    why = mpi_missing()
+    jobs = opts.reps * len(opts.ranks) * (len(opts.topologies) + (why is None))
+    bar = Progress("coll", jobs, progress)
+    per: dict[tuple[str, int, str], list[float]] = {}
+    for rep in range(opts.reps):
+        for P in opts.ranks:
+            pl = {**plan, "skew_rank": P - 1}
+            for topo in opts.topologies:
+                got = _run(pl, P, topo)
+                for k, v in got.items():
+                    per.setdefault((topo, P, k), []).append(v)
+                bar.step(f"rep {rep + 1}, {P} ranks, {topo}")
+            if why is None:
+                from ._colljob import __file__ as script
+                from ._mpipeer import run_script
+
+                got = run_script(script, P, pl, JOB_TIMEOUT_S, PREFIX)
+                for k, v in got.items():
+                    per.setdefault(("mpi", P, k), []).append(v)
+                bar.step(f"rep {rep + 1}, {P} ranks, mpi4py")
+    bar.close()
+    return _report(opts, per, why)
+
+
+def _run(plan: dict[str, Any], P: int, topo: str) -> dict[str, float]:
+    import amnet
+
+    opts = {"nodes": 2} if topo == "2nodes" else {}
+    try:
+        res = amnet.run(functools.partial(coll_job, plan=plan), n=P, timeout=JOB_TIMEOUT_S,
+                        **opts)
+    except Exception as e:
+        raise BenchError(f"the amnet job (n={P}, {topo}) failed: {type(e).__name__}: {e}") \
+            from e
+    return {k: max(r[k] for r in res) for k in res[0]}  # the slowest rank's mean
+
+
+def _report(opts: argparse.Namespace, per: dict, why: str | None) -> dict[str, Any]:
+    from amnet.coll import ALGORITHMS
+
+    results, rows, notes, figures = [], [], [], []
+    med = {k: median(v) for k, v in per.items()}
+    for what in opts.collectives:
+        series = []
+        for topo in opts.topologies:
+            for P in opts.ranks:
+                for alg in ALGORITHMS[what]:
+                    xs = [n for n in opts.sizes if (topo, P, f"{what}/{alg}/{n}") in med]
+                    if xs:
+                        series.append({"label": f"{alg}, {P} ranks, {topo}", "x": xs,
+                                       "y": [med[(topo, P, f"{what}/{alg}/{n}")] * 1e6
+                                             for n in xs], "group": alg})
+                for n in opts.sizes:
+                    row = {a: med.get((topo, P, f"{what}/{a}/{n}")) for a in ALGORITHMS[what]}
+                    have = {a: v for a, v in row.items() if v is not None}
+                    best = min(have, key=have.get)
+                    mpi = med.get(("mpi", P, f"{what}/mpi4py/{n}")) if topo == "node" else None
+                    results.append({"collective": what, "topology": topo, "ranks": P,
+                                    "size": n, "seconds": row, "best": best, "mpi4py": mpi,
+                                    "samples": {a: per.get((topo, P, f"{what}/{a}/{n}"))
+                                                for a in have}})
+                    rows.append([what, topo, str(P), size_label(n),
+                                 " / ".join("-" if row[a] is None else f"{row[a] * 1e6:.0f}"
+                                            for a in ALGORITHMS[what]),
+                                 best, "-" if mpi is None else f"{mpi * 1e6:.0f}",
+                                 "-" if mpi is None else f"{have[best] / mpi:.2f}"])
+            if topo == "node" and why is None:
+                for P in opts.ranks:
+                    xs = [n for n in opts.sizes if ("mpi", P, f"{what}/mpi4py/{n}") in med]
+                    series.append({"label": f"mpi4py {MPI_NAME[what]}, {P} ranks", "x": xs,
+                                   "y": [med[("mpi", P, f"{what}/mpi4py/{n}")] * 1e6
+                                         for n in xs], "group": "mpi4py", "style": "--"})
+        figures.append({"file": f"coll_{what}.png", "title": f"{what}: µs per call (slowest "
+                        "rank's mean)", "xlabel": "bytes per block", "ylabel": "µs",
+                        "xlog": True, "ylog": True, "series": series})
+    n, P = max(opts.sizes), max(opts.ranks)
+    for r in results:
+        if r["size"] != n or r["ranks"] != P:
+            continue
+        best = r["seconds"][r["best"]]
+        if r["collective"] in ("broadcast", "exchange") and r["seconds"].get("push"):
+            x = r["seconds"]["push"] / best
+            notes.append(f"{r['collective']}, {r['topology']}, {P} ranks, {size_label(n)}: "
+                         f"best ({r['best']}) = {x:.2f}x faster than the memcpy push (target "
+                         f">= {TARGET_PUSH:g}x: {'met' if x >= TARGET_PUSH else 'missed'})")
+        if r["topology"] == "node" and r["mpi4py"]:
+            x = best / r["mpi4py"]
+            notes.append(f"{r['collective']}, one node, {P} ranks, {size_label(n)}: best "
+                         f"({r['best']}) = {x:.2f}x mpi4py {MPI_NAME[r['collective']]} "
+                         f"(target <= {TARGET_MPI:g}x: {'met' if x <= TARGET_MPI else 'missed'})")
+    if why is not None:
+        notes.append(f"mpi4py peer missing: {why}.")
+    if max(opts.ranks) > cpu_count():
+        notes.append(f"{cpu_count()} usable cores: jobs of more ranks are oversubscribed "
+                     "(amnet waits blocking; MPICH polls), which the times include.")
+    notes.append(f"Each case: {opts.warmup} untimed calls, {opts.warmup} timed without "
+                 f"computation (the warm-up time), then {opts.calls} rounds of a call and "
+                 f"{opts.compute:g}x the warm-up time of local computation"
+                 + (f" ({opts.skew:g}x on the last rank)" if opts.skew > 1 else "")
+                 + f"; the slowest rank's mean; median of {opts.reps} repetition(s).")
+    cols = ["collective", "topology", "ranks", "block", "µs by algorithm (" + "; ".join(
+        f"{w}: {' / '.join(ALGORITHMS[w])}" for w in opts.collectives) + ")", "best",
+        "mpi4py µs", "best / mpi4py"]
+    return {"suite": "coll",
+            "config": {k: getattr(opts, k) for k in ("reps", "ranks", "topologies",
+                                                     "collectives", "sizes", "calls",
+                                                     "warmup", "compute", "skew",
+                                                     "naive_max")},
+            "results": results, "table": {"columns": cols, "rows": rows}, "notes": notes,
+            "figures": figures}

@@ -1,0 +1,47 @@
+"""amnet-bench `coll`: the figures it returns, from tiny real runs (behaviour only: nothing
+here is timed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from amnet.bench import SUITES
+from amnet.bench import coll as coll_mod
+from amnet.bench._report import markdown, median
+from amnet.coll import ALGORITHMS
+
+TINY = ["--ranks", "2", "--sizes", "8,600", "--calls", "2", "--warmup", "1",
+        "--collectives", "broadcast,exchange", "--naive-max", "8"]
+
+
+def test_coll_figures(marked):
+    res = SUITES["coll"](TINY, progress=False)
+    assert res["suite"] == "coll"
+    rows = res["results"]
+    assert {(r["collective"], r["topology"], r["size"]) for r in rows} == {
+        (w, t, n) for w in ("broadcast", "exchange") for t in ("node", "2nodes")
+        for n in (8, 600)}
+    for r in rows:
+        ran = {a for a, v in r["seconds"].items() if v is not None}
+        naive = {a for a in ALGORITHMS[r["collective"]] if a.startswith("naive")}
+        # every algorithm ran, the naive ones only up to --naive-max
+        assert ran == set(ALGORITHMS[r["collective"]]) - (naive if r["size"] > 8 else set())
+        assert r["best"] == min(ran, key=lambda a: r["seconds"][a])
+        for a in ran:
+            assert r["seconds"][a] == median(r["samples"][a]) > 0
+        assert (r["mpi4py"] is None) == (r["topology"] == "2nodes" or
+                                          coll_mod.mpi_missing() is not None)
+    assert len(res["table"]["rows"]) == len(rows)
+    assert [f["file"] for f in res["figures"]] == ["coll_broadcast.png", "coll_exchange.png"]
+    pushes = [n for n in res["notes"] if "faster than the memcpy push" in n]
+    assert len(pushes) == 4  # broadcast and exchange, both topologies, at 600 B and 2 ranks
+    assert markdown(res).startswith("## amnet-bench coll")
+
+
+@pytest.mark.parametrize("args", [["--ranks", "1"], ["--ranks", "3", "--topology", "2nodes"],
+                                  ["--collectives", "gossip"], ["--calls", "0"],
+                                  ["--skew", "0.5"], ["--compute", "-1"]])
+def test_bad_options_are_refused(args):
+    with pytest.raises(SystemExit) as e:
+        SUITES["coll"](args, progress=False)
+    assert e.value.code == 2
