@@ -253,10 +253,9 @@ class Run:
         verdict = ""
         for i in range(1, ctx.size):
             if sigs[i] != first:
-                verdict = (f"{self.what}: members of {ctx.team} called different "
-                           f"collectives (call #{ctx.seq} on this team): team member {i} "
-                           f"(rank {ctx.members[i]}) called {sigs[i]}, but member 0 (rank "
-                           f"{ctx.members[0]}) called {first}")
+                verdict = (f"{self.what}: the members of {ctx.team} disagree about call "
+                           f"#{ctx.seq} on it: member {i} (rank {ctx.members[i]}) called "
+                           f"{sigs[i]}, member 0 (rank {ctx.members[0]}) {first}")
                 break
         payload = verdict.encode()
         for i in range(1, ctx.size):
