@@ -51,7 +51,7 @@ def suite(name: str) -> Callable[[Suite], Suite]:
     return register
 
 
-# The suites register themselves on import; keep this list in the order `--list` shows.
+# The suites register themselves on import, in this (alphabetical) order, the one `--list` shows.
 from . import am as am  # noqa: E402
 from . import coll as coll  # noqa: E402
 from . import rma as rma  # noqa: E402
