@@ -55,8 +55,8 @@ def _ranks(text: Any) -> list[int]:
 @suite("coll")
 def coll(args: Sequence[str] | None = None, *, reps: int = 1, ranks: Any = "2,4,8",
          topologies: Any = "node,2nodes", collectives: Any = COLLECTIVES,
-         sizes: Any = "8,64,512,4K,64K", calls: int = 20, warmup: int = 3,
-         compute: float = 2.0, skew: float = 1.0, naive_max: Any = "512",
+         sizes: Any = "8,64,512,4K,64K", calls: int = 10, warmup: int = 3,
+         compute: float = 2.0, skew: float = 1.0, naive_max: Any = "64",
          progress: bool = True) -> dict[str, Any]:
     """Collectives by algorithm (the UPC collectives testbed) beside mpi4py."""
     from amnet.coll import ALGORITHMS
@@ -92,7 +92,7 @@ def coll(args: Sequence[str] | None = None, *, reps: int = 1, ranks: Any = "2,4,
                    help="the last rank computes X times longer (the report uses 10; "
                         "default: %(default)s, no skew)")
     p.add_argument("--naive-max", type=parse_sizes, default=parse_sizes(naive_max),
-                   metavar="S", help="largest size the naive algorithms run at (default: 512)")
+                   metavar="S", help="largest size the naive algorithms run at (default: 64)")
     opts = p.parse_args(list(args or []))
     for name in ("reps", "calls", "warmup"):
         if getattr(opts, name) < 1:
