@@ -99,3 +99,19 @@ def test_every_collective_has_its_algorithms():
                                "permute", "reduce", "reduce_all", "prefix_reduce", "barrier"}
     for what in ("broadcast", "scatter", "gather", "gather_all", "exchange", "permute"):
         assert {"push", "pull", "naive_push", "naive_pull"} <= set(ALGORITHMS[what])
+
+
+def test_one_member_wrong_fails_everyone_and_the_team_goes_on():
+    got = job(colljobs.one_member_wrong, dict(n=3, nodes=2))
+    for rank, out in enumerate(got):
+        if rank == 1:
+            assert out[0].startswith("ValueError: gather_all: dst holds 13 bytes")
+        else:
+            assert out[0].startswith("CollectiveMismatch:") and "(invalid: ValueError: " \
+                "gather_all: dst holds 13 bytes" in out[0], out[0]
+        if rank == 0:
+            assert out[1] == "ValueError: rank 0 refuses to combine"
+        else:
+            assert out[1].startswith("AMNetError: amnet.coll reduce_all: member 0 (rank 0) "
+                                     "of team world failed in call #"), out[1]
+        assert out[2:] == ["handle: CollectiveMismatch", "3"]

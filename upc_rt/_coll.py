@@ -9,7 +9,8 @@ element) interpreted as the specification says, e.g. for ``all_broadcast`` the s
 block i on thread ``(threadof(dst) + i) % THREADS``. A shared array whose declared layout
 does not fit is refused (ValueError naming the expected and actual block sizes); every
 block's bounds are checked on every thread before anything moves, so a bad call fails
-everywhere.
+everywhere (and a member whose arguments amnet.coll refuses still takes part, so the others
+raise CollectiveMismatch rather than wait).
 
 Synchronisation (``flags``: one ``IN_*`` and one ``OUT_*``; a missing one means ALLSYNC).
 amnet's collectives move data by messages, and each thread reads and writes only its own
@@ -221,14 +222,11 @@ def all_permute(dst: Any, src: Any, perm: Any, nbytes: int, flags: int = 0,
     d = c.ptr(dst, "dst", n)
     sv = c.blocks(s, n, n, "src")
     dv = c.blocks(d, n, n, "dst")
-    if isinstance(perm, SharedArray):
-        if perm.size < c.T:
-            raise ValueError(f"{c.what}: perm holds {perm.size} elements, fewer than THREADS "
-                             f"({c.T})")
-        p: Sequence[int] = perm[0:c.T].tolist()
-    else:
-        p = perm
-    c.enter()
+    if isinstance(perm, SharedArray) and perm.size < c.T:
+        raise ValueError(f"{c.what}: perm holds {perm.size} elements, fewer than THREADS "
+                         f"({c.T})")
+    c.enter()  # then perm is read: with IN_ALLSYNC every thread has written its entry
+    p: Sequence[int] = perm[0:c.T].tolist() if isinstance(perm, SharedArray) else perm
     c.team.permute(dv, sv, p, algorithm=algorithm)
     c.leave()
 
@@ -271,8 +269,9 @@ class _Red:
         self.op = check_op(op, dt, func, c.what)
         self.func, self.dt, self.c = func, dt, c
         self.lay = Layout(int(nelems), dt.itemsize, int(blk_size), c.T, p.addr)
+        for t in range(c.T):  # every thread's part, on every thread: all fail alike
+            c.check(p, t, p.addr, self.lay.local_count(t) * dt.itemsize, "src")
         k = self.lay.local_count(c.me)
-        c.check(p, c.me, p.addr, k * dt.itemsize, "src")
         self.p = p
         self.mine = c.rt.seg(c.me)[p.addr:p.addr + k * dt.itemsize].view(dt)
         b = self.lay.blocksize or int(nelems)
@@ -329,7 +328,8 @@ def all_prefix_reduce(dst: Any, src: Any, op: Any, nelems: int, blk_size: int | 
     d = c.ptr(dst, "dst", None)
     if d.thread != 0 or d.phase != 0:
         raise ValueError(f"{c.what}: dst must point at the start of a block on thread 0")
-    c.check(d, c.me, d.addr, len(r.mine) * r.dt.itemsize, "dst")
+    for t in range(c.T):
+        c.check(d, t, d.addr, r.lay.local_count(t) * r.dt.itemsize, "dst")
     out = c.rt.seg(c.me)[d.addr:d.addr + len(r.mine) * r.dt.itemsize].view(r.dt)
     c.enter()
     tot = r.totals()

@@ -13,12 +13,14 @@ collective.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from .. import CollectiveMismatch
 from ._algos import ALGORITHMS, Args
 from ._msg import Ctx, Mailbox, Run
 from ._ops import NAMES, NONCOMM_FUNC, check_op
@@ -50,6 +52,27 @@ def parse_choice(text: str) -> dict[str, str]:
             for w in hits:
                 out.setdefault(w, item)
     return out
+
+
+def _agreed(fn: Callable) -> Callable:
+    """A collective whose arguments this member got wrong still takes part in the call: its
+    description says so, the other members raise CollectiveMismatch instead of waiting for
+    it, and it raises its own TypeError/ValueError once the verdict is in (before any data
+    moves)."""
+
+    @functools.wraps(fn)
+    def call(self: Team, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(self, *args, **kwargs)
+        except (TypeError, ValueError) as e:
+            what = fn.__name__.removesuffix("_nb")
+            try:
+                self._coll._poison(self, f"{what}(invalid: {type(e).__name__}: {e})")
+            except CollectiveMismatch:
+                pass  # the others were told; this member's own error says more
+            raise
+
+    return call
 
 
 class CollHandle:
@@ -99,6 +122,7 @@ class Team:
         return self.members[index]
 
     # -- teams ----------------------------------------------------------------------------
+    @_agreed
     def split(self, color: int | None, key: int = 0) -> Team | None:
         """Collective on this team: members passing the same ``color`` form a new team,
         ordered by ``key`` then by their index here; ``color=None`` (or negative) joins
@@ -123,6 +147,7 @@ class Team:
     def barrier(self, algorithm: str | None = None) -> None:
         self.barrier_nb(algorithm).wait()
 
+    @_agreed
     def barrier_nb(self, algorithm: str | None = None) -> CollHandle:
         return self._coll._start(self, Args("barrier"), algorithm)
 
@@ -131,6 +156,7 @@ class Team:
         """Copy root's ``src`` (``nbytes``) into every member's ``dst``."""
         self.broadcast_nb(dst, src, root, nbytes, algorithm).wait()
 
+    @_agreed
     def broadcast_nb(self, dst: Any, src: Any = None, root: int = 0,
                      nbytes: int | None = None, algorithm: str | None = None) -> CollHandle:
         c, what = self._coll, "broadcast"
@@ -145,6 +171,7 @@ class Team:
         """Block i (``nbytes``) of root's ``src`` (size x nbytes) to member i's ``dst``."""
         self.scatter_nb(dst, src, root, nbytes, algorithm).wait()
 
+    @_agreed
     def scatter_nb(self, dst: Any, src: Any = None, root: int = 0, nbytes: int | None = None,
                    algorithm: str | None = None) -> CollHandle:
         c, what = self._coll, "scatter"
@@ -159,6 +186,7 @@ class Team:
         """Every member's ``src`` (``nbytes``) to block i of root's ``dst``."""
         self.gather_nb(dst, src, root, nbytes, algorithm).wait()
 
+    @_agreed
     def gather_nb(self, dst: Any, src: Any, root: int = 0, nbytes: int | None = None,
                   algorithm: str | None = None) -> CollHandle:
         c, what = self._coll, "gather"
@@ -173,6 +201,7 @@ class Team:
         """Every member's ``src`` (``nbytes``) to block i of every member's ``dst``."""
         self.gather_all_nb(dst, src, nbytes, algorithm).wait()
 
+    @_agreed
     def gather_all_nb(self, dst: Any, src: Any, nbytes: int | None = None,
                       algorithm: str | None = None) -> CollHandle:
         c, what = self._coll, "gather_all"
@@ -187,6 +216,7 @@ class Team:
         (``nbytes`` a block, size blocks each)."""
         self.exchange_nb(dst, src, nbytes, algorithm).wait()
 
+    @_agreed
     def exchange_nb(self, dst: Any, src: Any, nbytes: int | None = None,
                     algorithm: str | None = None) -> CollHandle:
         c, what = self._coll, "exchange"
@@ -201,6 +231,7 @@ class Team:
         permutation of range(size) on every member)."""
         self.permute_nb(dst, src, perm, nbytes, algorithm).wait()
 
+    @_agreed
     def permute_nb(self, dst: Any, src: Any, perm: Sequence[int], nbytes: int | None = None,
                    algorithm: str | None = None) -> CollHandle:
         c, what = self._coll, "permute"
@@ -222,6 +253,7 @@ class Team:
         ``dst`` are numpy arrays of one dtype and size."""
         self.reduce_nb(dst, src, op, root, func, algorithm).wait()
 
+    @_agreed
     def reduce_nb(self, dst: Any, src: Any, op: Any, root: int = 0,
                   func: Callable | None = None, algorithm: str | None = None) -> CollHandle:
         root = self._root(root, "reduce")
@@ -233,6 +265,7 @@ class Team:
         """As :meth:`reduce`, the result in every member's ``dst``."""
         self.reduce_all_nb(dst, src, op, func, algorithm).wait()
 
+    @_agreed
     def reduce_all_nb(self, dst: Any, src: Any, op: Any, func: Callable | None = None,
                       algorithm: str | None = None) -> CollHandle:
         return self._reduction("reduce_all", dst, src, op, func, 0, algorithm, True)
@@ -243,6 +276,7 @@ class Team:
         inclusive scan, member order kept)."""
         self.prefix_reduce_nb(dst, src, op, func, algorithm).wait()
 
+    @_agreed
     def prefix_reduce_nb(self, dst: Any, src: Any, op: Any, func: Callable | None = None,
                          algorithm: str | None = None) -> CollHandle:
         return self._reduction("prefix_reduce", dst, src, op, func, 0, algorithm, True)
@@ -399,7 +433,20 @@ class Coll:
             raise
         return CollHandle(self, run)
 
+    def _poison(self, team: Team, sig: str) -> None:
+        """Take part in a call with a description saying what was wrong (see _agreed)."""
+        seq = self._seq.get(team.id, 0)
+        self._seq[team.id] = seq + 1
+        ctx = Ctx(self.box, team, seq)
+        run = Run(self.box, ctx, _nothing(), sig, "amnet.coll")
+        self._runs.append(run)
+        run.start()
+        self._wait(run)
+
     def _advance(self, run: Run) -> bool:
+        if run.failed is not None:  # it failed while another call was waited for
+            exc, run.failed = run.failed, None
+            raise exc
         try:
             done = run.advance()
         except BaseException:
@@ -413,19 +460,29 @@ class Coll:
     def _test(self, run: Run) -> bool:
         self.port.forbid_in_handler(f"amnet.coll {run.what}")
         self.port.poll()
-        for other in list(self._runs):  # calls in flight progress too
-            if other is not run and other.ready():
-                self._advance(other)
+        self._others(run)
         return self._advance(run)
+
+    def _others(self, run: Run) -> None:
+        """Advance the other calls in flight; what one raises waits for its own handle."""
+        for other in list(self._runs):
+            if other is not run and other.ready():
+                try:
+                    self._advance(other)
+                except Exception as e:
+                    other.failed = e
 
     def _wait(self, run: Run) -> None:
         self.port.forbid_in_handler(f"amnet.coll {run.what}")
         while not self._advance(run):
-            for other in list(self._runs):  # calls in flight progress too
-                if other is not run and other.ready():
-                    self._advance(other)
+            self._others(run)
             self.port.wait_until(lambda runs=self._runs: run.ready() or any(
                 r.ready() for r in runs))
+
+
+def _nothing() -> Any:
+    return None
+    yield  # a generator that finishes at once
 
 
 def _signature(a: Args, alg: str, size: int) -> str:

@@ -16,7 +16,12 @@ the mismatch, which every member raises (``amnet.CollectiveMismatch``) -- also a
 still waiting for data that will never come, so a mismatch never hangs. A call completes
 when its algorithm has finished and its verdict is in.
 
-System AMs (the extension's handlers, in this order): DATA, SIG, VERDICT.
+A member whose algorithm fails part way (a reduction function that raises, data of a
+mismatched call) tells every other member (ABORT), so none waits for data that will not come;
+every member then waits for the verdict and raises the mismatch if there is one, else the
+failure (``amnet.AMNetError`` naming the member that failed).
+
+System AMs (the extension's handlers, in this order): DATA, SIG, VERDICT, ABORT.
 """
 
 from __future__ import annotations
@@ -26,9 +31,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import CollectiveMismatch
+from .. import AMNetError, CollectiveMismatch
 
-DATA, SIG, VERDICT = range(3)
+DATA, SIG, VERDICT, ABORT = range(4)
 Key = tuple[int, int, int, int]  # team id, seq, tag, source index
 
 
@@ -51,6 +56,8 @@ class Mailbox:
         self.ready: dict[Key, bytes] = {}
         self.sigs: dict[tuple[int, int], dict[int, str]] = {}
         self.verdicts: dict[tuple[int, int], str] = {}
+        self.aborts: dict[tuple[int, int], str] = {}
+        self.dead: set[tuple[int, int]] = set()  # failed calls: their late data is dropped
 
     # -- handlers -------------------------------------------------------------------------
     def on_data(self, src: int, args: tuple, payload: Any) -> None:
@@ -60,6 +67,8 @@ class Mailbox:
         team, seq, tag, index, chunk, n = args
         if not 0 <= chunk < n:
             self.port.refuse()
+            return
+        if (team, seq) in self.dead:
             return
         data = b"" if payload is None else bytes(payload)
         key = (team, seq, tag, index)
@@ -96,9 +105,20 @@ class Mailbox:
             self.verdicts[(args[0], args[1])] = "" if payload is None else bytes(
                 payload).decode("utf-8", "replace")
 
-    def forget(self, team: int, seq: int) -> None:
-        """Drop what a failed call left (messages that will never be received)."""
+    def on_abort(self, src: int, args: tuple, payload: Any) -> None:
+        if len(args) != 2:
+            self.port.refuse()
+            return
         with self.lock:
+            self.aborts[(args[0], args[1])] = "" if payload is None else bytes(
+                payload).decode("utf-8", "replace")
+
+    def forget(self, team: int, seq: int) -> None:
+        """Drop what a failed call left (messages that will never be received), and what
+        arrives for it later."""
+        with self.lock:
+            self.dead.add((team, seq))
+            self.aborts.pop((team, seq), None)
             for d in (self.partial, self.ready):
                 for k in [k for k in d if k[0] == team and k[1] == seq]:
                     del d[k]
@@ -145,8 +165,8 @@ class Ctx:
 class Run:
     """One call on one member: its algorithm's generator, what it waits for, its verdict."""
 
-    __slots__ = ("box", "ctx", "done", "error", "gen", "need", "result", "sig", "verdict",
-                 "what")
+    __slots__ = ("box", "ctx", "done", "error", "failed", "gen", "need", "result", "sig",
+                 "verdict", "what")
 
     def __init__(self, box: Mailbox, ctx: Ctx, gen: Generator, sig: str, what: str) -> None:
         self.box = box
@@ -159,6 +179,7 @@ class Run:
         self.verdict: str | None = None  # None until it is in
         self.result: Any = None
         self.error: BaseException | None = None  # the algorithm's, raised after the verdict
+        self.failed: BaseException | None = None  # raised while another call waited
 
     def start(self) -> None:
         ctx = self.ctx
@@ -181,6 +202,12 @@ class Run:
             self.done = True
             self.error = e
             self.need = None
+            ctx = self.ctx
+            text = (f"{self.what}: member {ctx.index} (rank {ctx.port.rank}) of {ctx.team} "
+                    f"failed in call #{ctx.seq}: {type(e).__name__}: {e}").encode()
+            for i in range(ctx.size):  # nobody waits for what I will not send
+                if i != ctx.index:
+                    ctx.port.send(ctx.members[i], ABORT, (ctx.tid, ctx.seq), text)
 
     def _have(self) -> Any:
         """The awaited payload(s) if all have arrived (taken from the mailbox), else None."""
@@ -209,6 +236,8 @@ class Run:
                 return True
         if self.done:
             return self.verdict is not None
+        if key in self.box.aborts:
+            return True
         need = self.need
         ready = self.box.ready
         if isinstance(need, tuple) and (not need or isinstance(need[0], tuple)):
@@ -220,6 +249,8 @@ class Run:
         CollectiveMismatch when the members disagree about the call."""
         ctx = self.ctx
         key = (ctx.tid, ctx.seq)
+        if self.verdict:  # asked again after it failed
+            raise CollectiveMismatch(self.verdict)
         if self.verdict is None:
             if ctx.index == 0:
                 self._judge(key)
@@ -233,11 +264,17 @@ class Run:
                 self.done = True
                 raise CollectiveMismatch(self.verdict)
         while not self.done:
+            if key in self.box.aborts:  # another member failed: wait only for the verdict
+                with self.box.lock:
+                    text = self.box.aborts.pop(key)
+                self.done, self.need, self.error = True, None, AMNetError(text)
+                break
             got = self._have()
             if got is None:
                 break
             self._step(got)
         if self.done and self.verdict is not None and self.error is not None:
+            self.box.forget(*key)
             raise self.error
         return self.done and self.verdict is not None
 

@@ -236,3 +236,39 @@ def picked(ep) -> list[str]:
     c = ep.coll
     return [c.pick(c.world, Args(w, 8), None) for w in ("broadcast", "gather_all",
                                                          "exchange")]
+
+
+def one_member_wrong(ep) -> list[str]:
+    """Only one member errs -- its arguments, or its reduction function part way -- and a
+    mismatched call in flight fails from its own handle: nobody hangs, the team works."""
+    c = ep.coll.world
+    out = []
+    try:  # rank 1 alone passes a destination of the wrong size
+        c.gather_all(np.zeros(4 * c.size + (ep.rank == 1), np.uint8), np.zeros(4, np.uint8))
+        out.append("no error")
+    except (ValueError, amnet.CollectiveMismatch) as e:
+        out.append(f"{type(e).__name__}: {e}")
+
+    def fussy(a, b):
+        if ep.rank == 0:  # in a tree of 3, member 0 combines, 1 and 2 only send
+            raise ValueError("rank 0 refuses to combine")
+        return np.maximum(a, b)
+
+    try:  # rank 0's function raises part way through the reduction
+        c.reduce_all(np.zeros(2, np.int64), np.arange(2, dtype=np.int64), FUNC, func=fussy,
+                     algorithm="tree")
+        out.append("no error")
+    except (ValueError, amnet.AMNetError) as e:
+        out.append(f"{type(e).__name__}: {e}")
+    other = ep.coll.node
+    h = c.broadcast_nb(np.zeros(4, np.uint8), np.zeros(4, np.uint8), root=min(ep.rank, 1))
+    other.barrier()  # the mismatch above is not raised here ...
+    try:
+        h.wait()  # ... but here
+        out.append("no error")
+    except amnet.CollectiveMismatch as e:
+        out.append(f"handle: {type(e).__name__}")
+    v = np.zeros(1, np.int64)
+    c.reduce_all(v, np.ones(1, np.int64), ADD)
+    out.append(str(int(v[0])))
+    return out

@@ -499,6 +499,7 @@ def coll_bad(ep) -> list[str]:
     W = upc.shared_array(8 * T, "u1", 4)  # blocks of 4 bytes, not 8
     S = upc.shared_array(8, "u1", 0)
     small = upc.all_alloc(1, 4)
+    Q = upc.shared_array(17, "i8", 3)  # with 2 threads: 9 elements on thread 0, 8 on 1
     out = []
     for call in (lambda: upc.all_broadcast(W, S, 8),
                  lambda: upc.all_broadcast(D, S, 0),
@@ -507,7 +508,8 @@ def coll_bad(ep) -> list[str]:
                  lambda: upc.all_permute(D, D, [0] * T, 8),
                  lambda: upc.all_broadcast(D, small, 8),  # src holds 4 bytes
                  lambda: upc.all_reduce(D, D, "SUM", 8, 8),
-                 lambda: upc.all_reduce(D, D, upc.ADD, 8, 4)):  # blk_size differs
+                 lambda: upc.all_reduce(D, D, upc.ADD, 8, 4),  # blk_size differs
+                 lambda: upc.all_reduce(D.ptr(0), Q, upc.ADD, 18, 3)):  # past thread 1's part
         try:
             call()
             out.append("no error")
