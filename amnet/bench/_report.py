@@ -16,7 +16,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -246,3 +246,30 @@ def comma_items(text: Any) -> list[Any]:
     if isinstance(text, str):
         return [t for t in text.replace(" ", "").split(",") if t]
     return list(text)
+
+
+def choice_list(text: Any, allowed: Iterable[str], what: str) -> list[str]:
+    """A comma list of names from ``allowed`` (``--topology node,2nodes``), duplicates
+    dropped. Raises argparse.ArgumentTypeError naming what is allowed."""
+    import argparse
+
+    allowed = list(allowed)
+    items = [str(t).strip() for t in comma_items(text) if str(t).strip()]
+    if not items or any(i not in allowed for i in items):
+        raise argparse.ArgumentTypeError(f"{what} are {', '.join(allowed)}; got {text!r}")
+    return list(dict.fromkeys(items))
+
+
+def int_list(text: Any, what: str, least: int = 1, most: int = 1 << 30) -> list[int]:
+    """A comma list of ints in ``least..most`` (``--ranks 2,4,8``), duplicates dropped.
+    Raises argparse.ArgumentTypeError."""
+    import argparse
+
+    try:
+        vals = [int(t) for t in comma_items(text)]
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected a comma list of {what} such as 2,4,8, "
+                                         f"got {text!r}") from None
+    if not vals or any(not least <= v <= most for v in vals):
+        raise argparse.ArgumentTypeError(f"{what} are {least}..{most}, got {text!r}")
+    return list(dict.fromkeys(vals))

@@ -25,7 +25,7 @@ from typing import Any
 from . import BenchError, suite
 from ._colljob import PREFIX, coll_job
 from ._node import mpi_missing
-from ._report import Progress, comma_items, median
+from ._report import Progress, choice_list, int_list, median
 from ._twonode import JOB_TIMEOUT_S, cpu_count, parse_sizes, size_label
 
 COLLECTIVES = ("broadcast", "gather_all", "exchange", "reduce_all")
@@ -33,23 +33,6 @@ MPI_NAME = {"broadcast": "Bcast", "gather_all": "Allgather", "exchange": "Alltoa
             "reduce_all": "Allreduce"}
 TARGET_PUSH = 2.0  # best >= 2x the memcpy push (broadcast, exchange)
 TARGET_MPI = 1.5  # best <= 1.5x mpi4py within a node
-
-
-def _list(text: Any, allowed: Sequence[str], what: str) -> list[str]:
-    items = [str(t).strip() for t in comma_items(text) if str(t).strip()]
-    if not items or any(i not in allowed for i in items):
-        raise argparse.ArgumentTypeError(f"{what} are {', '.join(allowed)}; got {text!r}")
-    return list(dict.fromkeys(items))
-
-
-def _ranks(text: Any) -> list[int]:
-    try:
-        vals = [int(t) for t in comma_items(text)]
-    except (TypeError, ValueError):
-        raise argparse.ArgumentTypeError(f"expected rank counts such as 2,4,8, got {text!r}")
-    if not vals or any(not 2 <= v <= 64 for v in vals):
-        raise argparse.ArgumentTypeError(f"rank counts are 2..64, got {text!r}")
-    return list(dict.fromkeys(vals))
 
 
 @suite("coll")
@@ -68,15 +51,17 @@ def coll(args: Sequence[str] | None = None, *, reps: int = 1, ranks: Any = "2,4,
                     "mean), beside mpi4py Bcast/Allgather/Alltoall/Allreduce. µs per call.")
     p.add_argument("--reps", type=int, default=reps, metavar="R",
                    help="repetitions, fresh jobs each (default: %(default)s)")
-    p.add_argument("--ranks", type=_ranks, default=_ranks(ranks), metavar="P,P",
+    p.add_argument("--ranks",
+                   type=functools.partial(int_list, what="rank counts", least=2, most=64),
+                   default=int_list(ranks, "rank counts", 2, 64), metavar="P,P",
                    help="rank counts (default: 2,4,8)")
-    p.add_argument("--topology", type=functools.partial(_list, allowed=("node", "2nodes"),
+    p.add_argument("--topology", type=functools.partial(choice_list, allowed=("node", "2nodes"),
                                                         what="topologies"),
-                   default=_list(topologies, ("node", "2nodes"), "topologies"),
+                   default=choice_list(topologies, ("node", "2nodes"), "topologies"),
                    dest="topologies", metavar="X,X", help="node and/or 2nodes (default: both)")
-    p.add_argument("--collectives", type=functools.partial(_list, allowed=COLLECTIVES,
+    p.add_argument("--collectives", type=functools.partial(choice_list, allowed=COLLECTIVES,
                                                            what="collectives"),
-                   default=_list(collectives, COLLECTIVES, "collectives"), metavar="C,C",
+                   default=choice_list(collectives, COLLECTIVES, "collectives"), metavar="C,C",
                    help=f"(default: {','.join(COLLECTIVES)})")
     p.add_argument("--sizes", type=parse_sizes, default=parse_sizes(sizes), metavar="S,S",
                    help="bytes per block (default: 8,64,512,4K,64K)")

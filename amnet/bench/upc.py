@@ -30,14 +30,14 @@ from __future__ import annotations
 
 import argparse
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from . import BenchError, suite
 from ._node import mpi_missing, verdict
-from ._report import Progress, comma_items, median
+from ._report import Progress, choice_list, int_list, median
 from ._twonode import JOB_TIMEOUT_S, cpu_count
 from ._upcjob import PATTERNS, matmul_job, net_peers_job, node_peers_job, patterns_job
 
@@ -57,25 +57,6 @@ TABLE_PATTERNS = ("baseline", "vector", "coalesce", "local", "slice")
 MUPC_TABLE = {"baseline": "6.1", "vector": "6.2", "coalesce": "6.3", "local": "6.4"}
 
 
-def _ints(text: Any, what: str, least: int = 1) -> list[int]:
-    try:
-        vals = [int(t) for t in comma_items(text)]
-    except (TypeError, ValueError):
-        raise argparse.ArgumentTypeError(f"expected a comma list of {what} such as 2,4,8, "
-                                         f"got {text!r}")
-    if not vals or any(v < least for v in vals):
-        raise argparse.ArgumentTypeError(f"{what} must be at least {least}, got {text!r}")
-    return list(dict.fromkeys(vals))
-
-
-def _choices(text: Any, allowed: Iterable[str], what: str) -> list[str]:
-    items = [str(t).strip() for t in comma_items(text) if str(t).strip()]
-    allowed = list(allowed)
-    if not items or any(i not in allowed for i in items):
-        raise argparse.ArgumentTypeError(f"{what} are {', '.join(allowed)}; got {text!r}")
-    return list(dict.fromkeys(items))
-
-
 def _parser(reps: int, threads: Any, topologies: Any, caches: Any, block: int, batch: int,
             min_time: float, samples: int, matmul_n: int) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -89,18 +70,19 @@ def _parser(reps: int, threads: Any, topologies: Any, caches: Any, block: int, b
                    help="run the peers section (default: on)")
     p.add_argument("--patterns", action=argparse.BooleanOptionalAction, default=True,
                    help="run the patterns section (default: on)")
-    p.add_argument("--threads", type=functools.partial(_ints, what="thread counts", least=2),
-                   default=_ints(threads, "thread counts", 2), metavar="T,T",
+    p.add_argument("--threads",
+                   type=functools.partial(int_list, what="thread counts", least=2, most=64),
+                   default=int_list(threads, "thread counts", 2, 64), metavar="T,T",
                    help="patterns: UPC threads per job (default: 2,4,8)")
-    p.add_argument("--topology", type=functools.partial(_choices, allowed=TOPOLOGIES,
+    p.add_argument("--topology", type=functools.partial(choice_list, allowed=TOPOLOGIES,
                                                         what="topologies"),
-                   default=_choices(topologies, TOPOLOGIES, "topologies"), metavar="X,X",
+                   default=choice_list(topologies, TOPOLOGIES, "topologies"), metavar="X,X",
                    dest="topologies",
                    help="patterns: node (one node, a process per thread) and/or 2nodes "
                         "(default: node,2nodes)")
-    p.add_argument("--cache", type=functools.partial(_choices, allowed=("off", "on"),
+    p.add_argument("--cache", type=functools.partial(choice_list, allowed=("off", "on"),
                                                      what="cache settings"),
-                   default=_choices(caches, ("off", "on"), "cache settings"), metavar="C,C",
+                   default=choice_list(caches, ("off", "on"), "cache settings"), metavar="C,C",
                    dest="caches", help="patterns: the remote-reference cache (default: off,on)")
     p.add_argument("--block", type=int, default=block, metavar="N",
                    help="patterns: float64 elements per thread (default: %(default)s)")
@@ -137,8 +119,6 @@ def upc(args: Sequence[str] | None = None, *, reps: int = 3, threads: Any = "2,4
                      f"{opts.batch}")
     if opts.block * 8 > 256 << 20:
         parser.error(f"--block {opts.block} is {opts.block * 8} bytes a thread; at most 256 MiB")
-    if max(opts.threads) > 64:
-        parser.error(f"--threads: at most 64, got {max(opts.threads)}")
     if not 0 < opts.min_time <= 10:
         parser.error(f"--min-time must be in (0, 10] seconds, got {opts.min_time}")
     if opts.matmul_n < 4 or opts.matmul_n % 4 or opts.matmul_n > 256:
