@@ -51,6 +51,18 @@ class Allocation:
                 f"{thread} go past its end: that part holds {hi - lo} bytes")
 
 
+def check_span(p: Any, thread: int, addr: int, nbytes: int, segment_size: int,
+               what: str) -> None:
+    """Raise BoundsError when bytes ``[addr, addr+nbytes)`` of ``thread`` leave what the
+    pointer ``p`` points into: its allocation when it has one, else the segment."""
+    a = p.alloc
+    if isinstance(a, Allocation):
+        a.check(thread, addr, nbytes, what)
+    elif addr + nbytes > segment_size:
+        raise BoundsError(f"{what}: {nbytes} bytes at byte {addr} of thread {thread}'s "
+                          f"segment go past its end ({segment_size} bytes)")
+
+
 def _round(n: int) -> int:
     return -(-n // GROW_QUANTUM) * GROW_QUANTUM
 

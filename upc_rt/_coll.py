@@ -29,7 +29,7 @@ import numpy as np
 
 from amnet.coll import check_op, combine, fold, scan
 
-from ._alloc import Allocation
+from ._alloc import check_span
 from ._layout import Layout, SharedPtr
 from ._rt import Runtime, current
 
@@ -86,14 +86,7 @@ class _Call:
         return g % self.T, p.addr + (g // self.T) * size
 
     def check(self, p: SharedPtr, thread: int, addr: int, n: int, name: str) -> None:
-        a = p.alloc
-        if isinstance(a, Allocation):
-            a.check(thread, addr, n, f"{self.what} ({name})")
-        elif addr + n > self.rt.port.segment_size:
-            from ._errors import BoundsError
-
-            raise BoundsError(f"{self.what} ({name}): {n} bytes at byte {addr} of thread "
-                              f"{thread}'s segment go past its end")
+        check_span(p, thread, addr, n, self.rt.port.segment_size, f"{self.what} ({name})")
 
     def blocks(self, p: SharedPtr, size: int, n: int, name: str) -> np.ndarray:
         """Check every thread's block of ``p`` (blocks of ``size`` bytes, ``n`` used), then

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ._alloc import Allocation
+from ._alloc import check_span
 from ._layout import SharedPtr
 from ._rt import Runtime, current
 
@@ -27,14 +27,7 @@ def _shared(rt: Runtime, p: Any, n: Any, what: str) -> tuple[int, int, Any]:
         raise ValueError(f"{what}: the pointer is null")
     if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
         raise ValueError(f"{what}: the byte count must be an int >= 0, got {n!r}")
-    a = p.alloc
-    if isinstance(a, Allocation):
-        a.check(p.thread, p.addr, int(n), what)
-    elif p.addr + n > rt.port.segment_size:
-        from ._errors import BoundsError
-
-        raise BoundsError(f"{what}: {n} bytes at byte {p.addr} of thread {p.thread}'s "
-                          f"segment go past its end ({rt.port.segment_size} bytes)")
+    check_span(p, p.thread, p.addr, int(n), rt.port.segment_size, what)
     return p.thread, p.addr, rt.seg(p.thread)
 
 

@@ -130,6 +130,18 @@ def run_amnet(fn: Callable, plan: dict[str, Any], **options: Any) -> dict[str, A
     return res[0]
 
 
+def run_job(fn: Callable, plan: dict[str, Any], **options: Any) -> list[Any]:
+    """Run ``fn(ep, plan)`` as ``amnet.run(..., **options)``; return every rank's result.
+    Raises BenchError naming the job when it fails."""
+    import amnet
+
+    try:
+        return amnet.run(functools.partial(fn, plan=plan), timeout=JOB_TIMEOUT_S, **options)
+    except Exception as e:
+        raise BenchError(f"the amnet job {fn.__name__} ({options}) failed: "
+                         f"{type(e).__name__}: {e}") from e
+
+
 def run_raw(plan: dict[str, Any], mode: str, latency_us: float = 0.0,
             buf_size: int = 1 << 20, pin: str = "none") -> dict[str, Any]:
     """Run the raw-zmq peer (two processes) through ``plan`` in wait ``mode``."""

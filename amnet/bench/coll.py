@@ -22,11 +22,11 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-from . import BenchError, suite
+from . import suite
 from ._colljob import PREFIX, coll_job
 from ._node import mpi_missing
 from ._report import Progress, choice_list, int_list, median
-from ._twonode import JOB_TIMEOUT_S, cpu_count, parse_sizes, size_label
+from ._twonode import JOB_TIMEOUT_S, cpu_count, parse_sizes, run_job, size_label
 
 COLLECTIVES = ("broadcast", "gather_all", "exchange", "reduce_all")
 MPI_NAME = {"broadcast": "Bcast", "gather_all": "Allgather", "exchange": "Alltoall",
@@ -102,7 +102,8 @@ def coll(args: Sequence[str] | None = None, *, reps: int = 1, ranks: Any = "2,4,
         for P in opts.ranks:
             pl = {**plan, "skew_rank": P - 1}
             for topo in opts.topologies:
-                got = _run(pl, P, topo)
+                res = run_job(coll_job, pl, n=P, **({"nodes": 2} if topo == "2nodes" else {}))
+                got = {k: max(r[k] for r in res) for k in res[0]}  # the slowest rank's mean
                 for k, v in got.items():
                     per.setdefault((topo, P, k), []).append(v)
                 bar.step(f"rep {rep + 1}, {P} ranks, {topo}")
@@ -116,19 +117,6 @@ def coll(args: Sequence[str] | None = None, *, reps: int = 1, ranks: Any = "2,4,
                 bar.step(f"rep {rep + 1}, {P} ranks, mpi4py")
     bar.close()
     return _report(opts, per, why)
-
-
-def _run(plan: dict[str, Any], P: int, topo: str) -> dict[str, float]:
-    import amnet
-
-    opts = {"nodes": 2} if topo == "2nodes" else {}
-    try:
-        res = amnet.run(functools.partial(coll_job, plan=plan), n=P, timeout=JOB_TIMEOUT_S,
-                        **opts)
-    except Exception as e:
-        raise BenchError(f"the amnet job (n={P}, {topo}) failed: {type(e).__name__}: {e}") \
-            from e
-    return {k: max(r[k] for r in res) for k in res[0]}  # the slowest rank's mean
 
 
 def _report(opts: argparse.Namespace, per: dict, why: str | None) -> dict[str, Any]:

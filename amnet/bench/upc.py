@@ -35,10 +35,10 @@ from typing import Any
 
 import numpy as np
 
-from . import BenchError, suite
+from . import suite
 from ._node import mpi_missing, verdict
 from ._report import Progress, choice_list, int_list, median
-from ._twonode import JOB_TIMEOUT_S, cpu_count
+from ._twonode import cpu_count, run_job
 from ._upcjob import PATTERNS, matmul_job, net_peers_job, node_peers_job, patterns_job
 
 TOPOLOGIES = {"node": {}, "2nodes": {"nodes": 2}}
@@ -139,7 +139,7 @@ def upc(args: Sequence[str] | None = None, *, reps: int = 3, threads: Any = "2,4
             for t, topo, c in configs:
                 plan = {"block": opts.block, "batch": opts.batch, "min_s": opts.min_time,
                         "cache": c == "on", "patterns": list(PATTERNS), "seed": rep}
-                got = _run(patterns_job, plan, n=t, **TOPOLOGIES[topo],
+                got = run_job(patterns_job, plan, n=t, **TOPOLOGIES[topo],
                            segment_size=_segment(opts.block * 8))
                 pat_reps[(t, topo, c)].append(_thread_mean(got))
                 bar.step(f"rep {rep + 1}, patterns, {t} threads, {topo}, cache {c}")
@@ -175,16 +175,6 @@ def _segment(nbytes: int) -> int:
     return max(16 << 20, 1 << (2 * nbytes + (4 << 20) - 1).bit_length())
 
 
-def _run(fn: Any, plan: dict[str, Any], **options: Any) -> list[Any]:
-    import amnet
-
-    try:
-        return amnet.run(functools.partial(fn, plan=plan), timeout=JOB_TIMEOUT_S, **options)
-    except Exception as e:
-        raise BenchError(f"the amnet job {fn.__name__} ({options}) failed: "
-                         f"{type(e).__name__}: {e}") from e
-
-
 def _thread_mean(per_thread: list[dict[str, Any]]) -> dict[str, Any]:
     """Each figure's mean over the threads (wall and CPU seconds per access)."""
     out: dict[str, Any] = {}
@@ -200,17 +190,17 @@ def _thread_mean(per_thread: list[dict[str, Any]]) -> dict[str, Any]:
 def _peers_rep(opts: argparse.Namespace, bar: Progress, rep: int) -> dict[str, Any]:
     """One repetition of the peers section: medians of each figure (seconds, counts)."""
     out: dict[str, Any] = {}
-    node = _run(node_peers_job, {"block": 4096, "per": 1, "accesses": 2000,
+    node = run_job(node_peers_job, {"block": 4096, "per": 1, "accesses": 2000,
                                  "samples": opts.samples}, n=2)[0]
     out.update({f"node_{k}": median(v) for k, v in node.items()})
     bar.step(f"rep {rep + 1}, peers in a node")
-    net = _run(net_peers_job, {"block": 4096, "accesses": 50, "samples": opts.samples,
+    net = run_job(net_peers_job, {"block": 4096, "accesses": 50, "samples": opts.samples,
                                "slice_bytes": SLICE_BYTES, "per_slice": 3},
                n=4, nodes=2, segment_size=_segment(SLICE_BYTES))[0]
     out.update({f"net_{k}": median(v) for k, v in net.items()})
     bar.step(f"rep {rep + 1}, peers across 2 nodes")
     for c in ("off", "on"):
-        got = _run(matmul_job, {"n": opts.matmul_n, "cache": c == "on"}, n=4, nodes=2)
+        got = run_job(matmul_job, {"n": opts.matmul_n, "cache": c == "on"}, n=4, nodes=2)
         out[f"matmul_{c}_s"] = max(f["seconds"] for f in got)
         out[f"matmul_{c}_sent"] = sum(f["sent"] for f in got)
         out[f"matmul_{c}_cache"] = {k: sum(f["cache"][k] for f in got)
@@ -244,34 +234,37 @@ def _judge(name: str, ratio: float | None) -> str:
 def _peers_table(opts: argparse.Namespace,
                  reps: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     g = functools.partial(_over, reps)
+
     def us(s: float) -> str:
         return f"{s * 1e6:.3f} µs"
 
     mbs = SLICE_BYTES / 1e6
     n = opts.matmul_n
+    # (figure, what, upc_rt's key, the peer, its key, format, ratio = peer / upc_rt)
     rows_spec = [
         ("x_remote_node", "remote element read X[i], 1 node (2 procs, PSHM)",
-         g("node_x_remote"), "mpi4py RMA 8 B Get (Lock/Get/Unlock)", g("mpi_get_8"), us,
+         "node_x_remote", "mpi4py RMA 8 B Get (Lock/Get/Unlock)", "mpi_get_8", us,
          False),
         ("x_remote_net", "remote element read X[i], from another node",
-         g("net_x_remote"), "ep.get of 8 B", g("net_ep_get"), us, False),
-        ("x_local", "local-affinity element read X[i]", g("node_x_local"),
-         "numpy scalar read a[i]", g("node_numpy"), us, False),
+         "net_x_remote", "ep.get of 8 B", "net_ep_get", us, False),
+        ("x_local", "local-affinity element read X[i]", "node_x_local",
+         "numpy scalar read a[i]", "node_numpy", us, False),
         ("slice_contig", "1 MiB slice from another node, contiguous on one thread",
-         g("net_slice_contig"), "ep.get of the same 1 MiB", g("net_get_contig"),
+         "net_slice_contig", "ep.get of the same 1 MiB", "net_get_contig",
          lambda s: f"{mbs / s:.0f} MB/s", True),
         ("slice_spread", "1 MiB column slice from another node, spread over 2 threads",
-         g("net_slice_spread"), "the 2 matching ep.vis.get_strided_nb", g("net_vis_spread"),
+         "net_slice_spread", "the 2 matching ep.vis.get_strided_nb", "net_vis_spread",
          lambda s: f"{mbs / s:.0f} MB/s", True),
         ("matmul_messages", f"naive {n}x{n} matmul, 4 threads on 2 nodes: messages, "
-         "cache on", g("matmul_on_sent"), "the same, cache off", g("matmul_off_sent"),
+         "cache on", "matmul_on_sent", "the same, cache off", "matmul_off_sent",
          lambda v: f"{v:.0f}", True),
         ("matmul_time", f"naive {n}x{n} matmul, 4 threads on 2 nodes: time, cache on",
-         g("matmul_on_s"), "the same, cache off", g("matmul_off_s"),
+         "matmul_on_s", "the same, cache off", "matmul_off_s",
          lambda s: f"{s * 1e3:.1f} ms", True),
     ]
     rows, results = [], []
-    for name, what, mine, peer_what, peer, fmt, inverse in rows_spec:
+    for name, what, mkey, peer_what, pkey, fmt, inverse in rows_spec:
+        mine, peer = g(mkey), g(pkey)
         ratio = None
         if mine is not None and peer is not None and mine > 0 and peer > 0:
             ratio = peer / mine if inverse else mine / peer
@@ -282,8 +275,8 @@ def _peers_table(opts: argparse.Namespace,
                      _judge(name, ratio)])
         results.append({"section": "peers", "figure": name, "upc_rt": mine, "peer": peer,
                         "ratio": ratio, "target": [cmp, bound],
-                        "samples": {"upc_rt": [r.get(_key(name, True)) for r in reps],
-                                    "peer": [r.get(_key(name, False)) for r in reps]}})
+                        "samples": {"upc_rt": [r.get(mkey) for r in reps],
+                                    "peer": [r.get(pkey) for r in reps]}})
     notes = [
         "ratio: upc_rt / peer for times (lower is better), peer / upc_rt for the slices' MB/s "
         "and for the cache's messages and time (higher is better); each against the "
@@ -310,18 +303,6 @@ def _peers_table(opts: argparse.Namespace,
              "columns": ["figure", "upc_rt", "peer", "peer figure", "ratio", "target",
                          "verdict"], "rows": rows, "notes": notes}
     return table, results
-
-
-def _key(name: str, mine: bool) -> str:
-    return {
-        "x_remote_node": ("node_x_remote", "mpi_get_8"),
-        "x_remote_net": ("net_x_remote", "net_ep_get"),
-        "x_local": ("node_x_local", "node_numpy"),
-        "slice_contig": ("net_slice_contig", "net_get_contig"),
-        "slice_spread": ("net_slice_spread", "net_vis_spread"),
-        "matmul_messages": ("matmul_on_sent", "matmul_off_sent"),
-        "matmul_time": ("matmul_on_s", "matmul_off_s"),
-    }[name][0 if mine else 1]
 
 
 def _cell(s: float | None) -> str:
