@@ -44,6 +44,17 @@ def _parse_choice(*choices: str) -> Callable[[Any], str]:
     return parse
 
 
+def _parse_check(v: Any) -> str:
+    """coll_check: "strict", or a number of seconds from 0.001 to 3600 (kept as text)."""
+    t = str(v).strip().lower()
+    if t == "strict":
+        return t
+    x = float(t)
+    if not 0.001 <= x <= 3600:
+        raise ValueError(t)
+    return repr(x)
+
+
 def _parse_bool(v: Any) -> bool:
     if isinstance(v, bool):
         return v
@@ -203,6 +214,14 @@ OPTIONS: dict[str, Option] = {
             "amnet.coll: the algorithm each collective uses when a call names none "
             "(docs/collectives.md); a bare name applies to every collective that has it.",
             lambda v: re.fullmatch(r"\s*([a-z_]+(\s*=\s*[a-z_]+)?\s*(,\s*|$))*", v) is not None,
+        ),
+        Option(
+            "coll_check",
+            _parse_check,
+            "0.25",
+            "strict, or seconds from 0.001 to 3600",
+            "amnet.coll: when the members compare their calls (docs/collectives.md): strict "
+            "at every call; else only on doubt, e.g. a call with no progress for this long.",
         ),
         Option(
             "conduit",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,7 +23,7 @@ import numpy as np
 
 from .. import CollectiveMismatch
 from ._algos import ALGORITHMS, Args
-from ._msg import Ctx, Mailbox, Run
+from ._msg import Ctx, Mailbox, Run, Sig, digest
 from ._ops import NAMES, NONCOMM_FUNC, check_op
 
 SMALL = 1 << 15  # gather-to-all below this many bytes in all: recursive doubling
@@ -110,6 +111,7 @@ class Team:
         per_node = coll.threads_per_proc * coll.procs_per_node
         self.nodes = [m // per_node for m in members]
         self._splits = 0
+        coll.box.teams[tid] = self
 
     def __repr__(self) -> str:
         return f"<amnet team {self.name}: {self.size} ranks, me at {self.index}>"
@@ -333,9 +335,12 @@ class Coll:
         self.threads_per_proc = ep.threads_per_proc
         self.procs_per_node = ep.procs_per_node
         self.box = Mailbox(port)
-        self._seq: dict[int, int] = {}
         self._runs: list[Run] = []
+        self._digests: dict[Sig, int] = {}
         self.choice = parse_choice(ep.config.coll_algorithm)
+        check = ep.config.coll_check
+        self.strict = check == "strict"  # every call checked before it completes
+        self.check_after = 0.0 if self.strict else float(check)
         self.world = Team(self, 0, list(range(port.size)), "world")
         per = self.threads_per_proc * self.procs_per_node
         node = self.rank // per
@@ -420,11 +425,16 @@ class Coll:
     def _start(self, team: Team, a: Args, algorithm: str | None) -> CollHandle:
         self.port.forbid_send_in_handler(f"amnet.coll {a.what}")
         alg = self.pick(team, a, algorithm)
-        seq = self._seq.get(team.id, 0)
-        self._seq[team.id] = seq + 1
-        sig = _signature(a, alg, team.size)
-        ctx = Ctx(self.box, team, seq)
-        run = Run(self.box, ctx, ALGORITHMS[a.what][alg](ctx, a), sig, f"amnet.coll {a.what}")
+        seq = self.box.next_seq.get(team.id, 0)
+        sig = _signature(a, alg)
+        d = self._digests.get(sig)
+        if d is None:
+            if len(self._digests) > 4096:
+                self._digests.clear()
+            d = self._digests[sig] = digest(sig)
+        ctx = Ctx(self.box, team, seq, d)
+        run = Run(self.box, ctx, ALGORITHMS[a.what][alg](ctx, a), sig, f"amnet.coll {a.what}",
+                  self.strict)
         self._runs.append(run)
         try:
             run.start()
@@ -434,13 +444,14 @@ class Coll:
         return CollHandle(self, run)
 
     def _poison(self, team: Team, sig: str) -> None:
-        """Take part in a call with a description saying what was wrong (see _agreed)."""
-        seq = self._seq.get(team.id, 0)
-        self._seq[team.id] = seq + 1
-        ctx = Ctx(self.box, team, seq)
-        run = Run(self.box, ctx, _nothing(), sig, "amnet.coll")
+        """Take part in a call with a description saying what was wrong (see _agreed):
+        every member is asked for its description at once, and this one waits for the
+        verdict."""
+        seq = self.box.next_seq.get(team.id, 0)
+        ctx = Ctx(self.box, team, seq, digest(sig))
+        run = Run(self.box, ctx, _nothing(), sig, "amnet.coll", True)
         self._runs.append(run)
-        run.start()
+        run.start(check=True)
         self._wait(run)
 
     def _advance(self, run: Run) -> bool:
@@ -453,15 +464,23 @@ class Coll:
             if run in self._runs:
                 self._runs.remove(run)
             raise
-        if done and run in self._runs:
-            self._runs.remove(run)
+        if done:
+            if run in self._runs:
+                self._runs.remove(run)
+            late = self.box.failed.pop(run.call[0], None)
+            if late is not None:  # an earlier call of the team was found mismatched
+                raise CollectiveMismatch("\n".join(late))
         return done
 
     def _test(self, run: Run) -> bool:
         self.port.forbid_in_handler(f"amnet.coll {run.what}")
         self.port.poll()
         self._others(run)
-        return self._advance(run)
+        if self._advance(run):
+            return True
+        if not run.checked and time.monotonic() - run.since > self.check_after:
+            run.check()
+        return False
 
     def _others(self, run: Run) -> None:
         """Advance the other calls in flight; what one raises waits for its own handle."""
@@ -476,8 +495,9 @@ class Coll:
         self.port.forbid_in_handler(f"amnet.coll {run.what}")
         while not self._advance(run):
             self._others(run)
-            self.port.wait_until(lambda runs=self._runs: run.ready() or any(
-                r.ready() for r in runs))
+            if not self.port.wait_until(lambda runs=self._runs: run.ready() or any(
+                    r.ready() for r in runs), None if run.checked else self.check_after):
+                run.check()  # no progress for check_after seconds: compare the calls
 
 
 def _nothing() -> Any:
@@ -485,19 +505,15 @@ def _nothing() -> Any:
     yield  # a generator that finishes at once
 
 
-def _signature(a: Args, alg: str, size: int) -> str:
-    parts = [f"{a.what}(algorithm={alg}"]
-    if a.what not in ("barrier",):
-        parts.append(f"nbytes={a.nbytes}")
-    if a.what in ("broadcast", "scatter", "gather", "reduce"):
-        parts.append(f"root={a.root}")
-    if a.what == "permute":
-        parts.append(f"perm={a.perm}")
-    if a.dtype is not None:
-        parts.append(f"dtype={a.dtype}, op={NAMES[a.op]}")
-    if alg.startswith("naive"):
-        parts.append(f"elemsize={a.elemsize}")
-    return ", ".join(parts) + ")"
+def _signature(a: Args, alg: str) -> Sig:
+    """The call's description (see :func:`amnet.coll._msg.describe`)."""
+    w = a.what
+    return (w, alg, None if w == "barrier" else a.nbytes,
+            a.root if w in ("broadcast", "scatter", "gather", "reduce") else None,
+            tuple(a.perm) if w == "permute" else None,
+            None if a.dtype is None else str(a.dtype),
+            None if a.dtype is None else NAMES[a.op],
+            a.elemsize if alg.startswith("naive") else None)
 
 
 def default(team: Team, a: Args) -> str:

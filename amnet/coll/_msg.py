@@ -9,23 +9,40 @@ team in the order it calls them, so messages of different calls never mix, and o
 arrives before its receiver entered the call waits in the mailbox. Payloads larger than the
 extension's ``max_medium`` travel in chunks.
 
-Agreement: on entering a call every member sends a description of it (the collective, its
-root, sizes, dtype, op, algorithm) to the team's first member, the checker. When the checker
-has them all it sends each member a verdict: empty when they agree, else a message naming
-the mismatch, which every member raises (``amnet.CollectiveMismatch``) -- also a member
-still waiting for data that will never come, so a mismatch never hangs. A call completes
-when its algorithm has finished and its verdict is in.
+Agreement. Every call has a description (the collective, its algorithm, root, sizes, dtype,
+op) and a 63-bit digest of it, which every data message carries. The members compare their
+descriptions -- the *check* -- at the team's first member, the checker: each sends it its
+description (SIG), and once it has them all it sends every member the verdict (VERDICT):
+empty when they agree, else a message naming the mismatch, which a member still in the call
+raises (``amnet.CollectiveMismatch``).
 
-A member whose algorithm fails part way (a reduction function that raises, data of a
-mismatched call) tells every other member (ABORT), so none waits for data that will not come;
-every member then waits for the verdict and raises the mismatch if there is one, else the
-failure (``amnet.AMNetError`` naming the member that failed).
+When the check runs is the ``coll_check`` option:
 
-System AMs (the extension's handlers, in this order): DATA, SIG, VERDICT, ABORT.
+- ``strict``: at every call; a call completes only when its verdict is in, so every member
+  of a mismatched call raises from that call. It costs every call a message to the checker
+  and one back.
+- a number of seconds (the default, lazy): only when a member has a reason to doubt -- data
+  whose digest is not its own, a call that has made no progress for that long, arguments it
+  refuses -- does it ask every member for its description (CHECK). Agreeing calls cost
+  nothing more than their data. A member that had already completed its part of a
+  mismatched call (a broadcast's root, say) learns of it at the end of its next call on that
+  team, which raises the mismatch (the call itself having completed, the team stays in
+  step). Nobody waits for ever: the members waiting in the call raise once the verdict is in.
+
+Members remember the descriptions of their last ``KEEP`` calls on each team, to answer a
+check of a call they have completed.
+
+A member whose algorithm fails part way (a reduction function that raises) tells every other
+member (ABORT), so none waits for data that will not come; they raise ``amnet.AMNetError``
+naming the member that failed.
+
+System AMs (the extension's handlers, in this order): DATA, SIG, VERDICT, ABORT, CHECK.
 """
 
 from __future__ import annotations
 
+import hashlib
+import time
 from collections.abc import Generator
 from typing import Any
 
@@ -33,8 +50,33 @@ import numpy as np
 
 from .. import AMNetError, CollectiveMismatch
 
-DATA, SIG, VERDICT, ABORT = range(4)
+DATA, SIG, VERDICT, ABORT, CHECK = range(5)
+KEEP = 4096  # calls of a team whose descriptions a member remembers (to answer a check)
+CONFLICT = -1  # a call's data came with two different digests
+_MIXED = object()  # _have: data of another call is there
 Key = tuple[int, int, int, int]  # team id, seq, tag, source index
+#: A call's description: (collective, algorithm, nbytes, root, perm, dtype, op name,
+#: element size), None where it does not apply; or a text (a call with refused arguments).
+Sig = tuple | str
+
+
+def describe(sig: Sig) -> str:
+    """A description as the mismatch message shows it."""
+    if isinstance(sig, str):
+        return sig
+    what, alg, nbytes, root, perm, dtype, op, elem = sig
+    parts = [f"{what}(algorithm={alg}"]
+    for name, v in (("nbytes", nbytes), ("root", root), ("perm", perm), ("dtype", dtype),
+                    ("op", op), ("elemsize", elem)):
+        if v is not None:
+            parts.append(f"{name}={list(v) if name == 'perm' else v}")
+    return ", ".join(parts) + ")"
+
+
+def digest(sig: Sig) -> int:
+    """A description's 63-bit digest (the same in every process)."""
+    h = hashlib.blake2b(repr(sig).encode(), digest_size=8).digest()
+    return int.from_bytes(h, "little") >> 1
 
 
 class _Parts:
@@ -47,32 +89,53 @@ class _Parts:
 
 
 class Mailbox:
-    """One rank's arrived messages and verdicts (handlers of any thread add to it)."""
+    """One rank's arrived messages, the descriptions of its calls and the checks' state
+    (handlers of any thread add to it, under ``lock``)."""
 
     def __init__(self, port: Any) -> None:
         self.port = port
         self.lock = port.lock
         self.partial: dict[Key, _Parts] = {}
         self.ready: dict[Key, bytes] = {}
-        self.sigs: dict[tuple[int, int], dict[int, str]] = {}
+        self.digests: dict[tuple[int, int], int] = {}  # call -> digest of its data (or CONFLICT)
+        self.teams: dict[int, Any] = {}  # team id -> Team
+        self.next_seq: dict[int, int] = {}  # team id -> number of my next call on it
+        self.active: dict[tuple[int, int], Run] = {}  # my calls in flight
+        self.history: dict[tuple[int, int], Sig] = {}  # my calls' descriptions (last KEEP)
+        self.asked: set[tuple[int, int]] = set()  # checks of calls I have not yet entered
+        self.answered: set[tuple[int, int]] = set()  # checks I have sent my description to
+        self.sigs: dict[tuple[int, int], dict[int, str]] = {}  # as checker: descriptions
+        self.judged: set[tuple[int, int]] = set()  # as checker: checks already decided
         self.verdicts: dict[tuple[int, int], str] = {}
+        self.failed: dict[int, list[str]] = {}  # team -> mismatches of calls I completed
         self.aborts: dict[tuple[int, int], str] = {}
         self.dead: set[tuple[int, int]] = set()  # failed calls: their late data is dropped
 
     # -- handlers -------------------------------------------------------------------------
     def on_data(self, src: int, args: tuple, payload: Any) -> None:
-        if len(args) != 6:
+        if len(args) != 7:
             self.port.refuse()
             return
-        team, seq, tag, index, chunk, n = args
+        team, seq, tag, index, chunk, n, digest = args
         if not 0 <= chunk < n:
             self.port.refuse()
             return
-        if (team, seq) in self.dead:
+        call = (team, seq)
+        if call in self.dead:
             return
         data = b"" if payload is None else bytes(payload)
         key = (team, seq, tag, index)
         with self.lock:
+            if call not in self.active and seq < self.next_seq.get(team, 0):
+                # data of a call I have completed: none comes when the members agree
+                if call not in self.answered:
+                    self.port.defer(lambda: self.ask(call))
+                return
+            d = self.digests.get(call)
+            if d is None:
+                self.digests[call] = digest
+            elif d != digest:
+                self.digests[call] = CONFLICT
             if n == 1:
                 self.ready[key] = data
                 return
@@ -88,22 +151,36 @@ class Mailbox:
                 del self.partial[key]
                 self.ready[key] = b"".join(p.parts)  # type: ignore[arg-type]
 
-    def on_sig(self, src: int, args: tuple, payload: Any) -> None:
-        if len(args) != 3 or payload is None:
+    def on_check(self, src: int, args: tuple, payload: Any) -> None:
+        """A member asks for my description of a call (now, or when I enter it)."""
+        if len(args) != 2 or args[0] not in self.teams:
             self.port.refuse()
             return
-        team, seq, index = args
+        call = (args[0], args[1])
         with self.lock:
-            self.sigs.setdefault((team, seq), {})[index] = bytes(payload).decode(
-                "utf-8", "replace")
+            if call in self.answered or call in self.dead:
+                return
+            if call in self.history or args[1] < self.next_seq.get(args[0], 0):
+                self._answered(call)
+                text = self._description(call)
+                self.port.defer(lambda: self.send_sig(call, text))
+            else:
+                self.asked.add(call)
+
+    def on_sig(self, src: int, args: tuple, payload: Any) -> None:
+        if len(args) != 3 or payload is None or args[0] not in self.teams:
+            self.port.refuse()
+            return
+        call = (args[0], args[1])
+        if self.add_sig(call, args[2], bytes(payload).decode("utf-8", "replace")):
+            self.port.defer(lambda: self.judge(call))
 
     def on_verdict(self, src: int, args: tuple, payload: Any) -> None:
         if len(args) != 2:
             self.port.refuse()
             return
-        with self.lock:
-            self.verdicts[(args[0], args[1])] = "" if payload is None else bytes(
-                payload).decode("utf-8", "replace")
+        self.verdict((args[0], args[1]),
+                     "" if payload is None else bytes(payload).decode("utf-8", "replace"))
 
     def on_abort(self, src: int, args: tuple, payload: Any) -> None:
         if len(args) != 2:
@@ -113,30 +190,115 @@ class Mailbox:
             self.aborts[(args[0], args[1])] = "" if payload is None else bytes(
                 payload).decode("utf-8", "replace")
 
-    def forget(self, team: int, seq: int) -> None:
+    # -- the check --------------------------------------------------------------------------
+    def _answered(self, call: tuple[int, int]) -> None:
+        self.answered.add(call)
+        self.answered.discard((call[0], call[1] - KEEP))
+
+    def ask(self, call: tuple[int, int]) -> None:
+        """Ask every member of the call's team for its description, and send mine (not
+        from a handler)."""
+        team = self.teams[call[0]]
+        with self.lock:
+            if call in self.answered:  # asked already, or answering another's request
+                return
+            self._answered(call)
+            text = self._description(call)
+        for i in range(team.size):
+            if i != team.index:
+                self.port.send(team.members[i], CHECK, call)
+        self.send_sig(call, text)
+
+    def _description(self, call: tuple[int, int]) -> str:
+        sig = self.history.get(call)
+        return describe(sig) if sig is not None else \
+            f"a call more than {KEEP} calls back (forgotten)"
+
+    def send_sig(self, call: tuple[int, int], text: str) -> None:
+        """My description of ``call`` to the team's checker (not from a handler)."""
+        team = self.teams[call[0]]
+        if team.index == 0:
+            if self.add_sig(call, 0, text):
+                self.judge(call)
+        else:
+            self.port.send(team.members[0], SIG, (call[0], call[1], team.index), text.encode())
+
+    def add_sig(self, call: tuple[int, int], index: int, text: str) -> bool:
+        """As checker: a member's description; True when they are all in."""
+        team = self.teams[call[0]]
+        if not 0 <= index < team.size or team.index != 0:
+            self.port.refuse()
+            return False
+        with self.lock:
+            if call in self.judged:
+                return False
+            sigs = self.sigs.setdefault(call, {})
+            sigs[index] = text
+            return len(sigs) == team.size
+
+    def judge(self, call: tuple[int, int]) -> None:
+        """As checker, every description in: send the verdicts (not from a handler)."""
+        with self.lock:
+            sigs = self.sigs.pop(call, None)
+            if sigs is None or call in self.judged:
+                return
+            self.judged.add(call)
+            self.judged.discard((call[0], call[1] - KEEP))
+        team = self.teams[call[0]]
+        first, verdict = sigs[0], ""
+        for i in range(1, team.size):
+            if sigs[i] != first:
+                verdict = (f"amnet.coll: the members of {team} disagree about call "
+                           f"#{call[1]} on it: member {i} (rank {team.members[i]}) called "
+                           f"{sigs[i]}, member 0 (rank {team.members[0]}) {first}")
+                break
+        payload = verdict.encode()
+        for i in range(1, team.size):
+            self.port.send(team.members[i], VERDICT, call, payload)
+        self.verdict(call, verdict)
+
+    def verdict(self, call: tuple[int, int], text: str) -> None:
+        """A verdict in: for a call in flight or not yet entered it waits for the call; a
+        mismatch of a call I have completed is raised at the end of my next call on the
+        team."""
+        with self.lock:
+            if call in self.active or call[1] >= self.next_seq.get(call[0], 0):
+                self.verdicts[call] = text
+            elif text:
+                self.failed.setdefault(call[0], []).append(
+                    f"{text} (this member had completed its part of that call; raised at "
+                    f"the end of its next one on the team)")
+                self._forget(call)
+
+    def forget(self, call: tuple[int, int]) -> None:
         """Drop what a failed call left (messages that will never be received), and what
         arrives for it later."""
         with self.lock:
-            self.dead.add((team, seq))
-            self.aborts.pop((team, seq), None)
-            for d in (self.partial, self.ready):
-                for k in [k for k in d if k[0] == team and k[1] == seq]:
-                    del d[k]
-            self.sigs.pop((team, seq), None)
-            self.verdicts.pop((team, seq), None)
+            self._forget(call)
+
+    def _forget(self, call: tuple[int, int]) -> None:
+        self.dead.add(call)
+        team, seq = call
+        self.aborts.pop(call, None)
+        self.digests.pop(call, None)
+        self.verdicts.pop(call, None)
+        for d in (self.partial, self.ready):
+            for k in [k for k in d if k[0] == team and k[1] == seq]:
+                del d[k]
 
 
 class Ctx:
     """What an algorithm sees of its call: the team, my index, sends and receive keys."""
 
-    __slots__ = ("box", "index", "members", "port", "seq", "size", "team", "tid")
+    __slots__ = ("box", "digest", "index", "members", "port", "seq", "size", "team", "tid")
 
-    def __init__(self, box: Mailbox, team: Any, seq: int) -> None:
+    def __init__(self, box: Mailbox, team: Any, seq: int, digest: int) -> None:
         self.box = box
         self.port = box.port
         self.team = team
         self.tid = team.id
         self.seq = seq
+        self.digest = digest
         self.index = team.index
         self.size = team.size
         self.members = team.members
@@ -146,15 +308,20 @@ class Ctx:
         mv = memoryview(data).cast("B") if not isinstance(data, np.ndarray) else \
             memoryview(np.ascontiguousarray(data).view(np.uint8).reshape(-1))
         rank = self.members[index]
-        step = self.port.max_medium
-        n = max(1, -(-len(mv) // step))
         if rank == self.port.rank:  # to myself: straight into the mailbox
             with self.box.lock:
                 self.box.ready[(self.tid, self.seq, tag, self.index)] = bytes(mv)
             return
+        step = self.port.max_medium
+        n = len(mv)
+        if n <= step:
+            self.port.send(rank, DATA, (self.tid, self.seq, tag, self.index, 0, 1,
+                                        self.digest), mv)
+            return
+        n = -(-n // step)
         send = self.port.send
         for c in range(n):
-            send(rank, DATA, (self.tid, self.seq, tag, self.index, c, n),
+            send(rank, DATA, (self.tid, self.seq, tag, self.index, c, n, self.digest),
                  mv[c * step:(c + 1) * step])
 
     def recv(self, index: int, tag: int) -> Key:
@@ -165,31 +332,52 @@ class Ctx:
 class Run:
     """One call on one member: its algorithm's generator, what it waits for, its verdict."""
 
-    __slots__ = ("box", "ctx", "done", "error", "failed", "gen", "need", "result", "sig",
-                 "verdict", "what")
+    __slots__ = ("box", "call", "checked", "ctx", "done", "error", "failed", "gen", "need",
+                 "result", "sig", "since", "strict", "verdict", "what")
 
-    def __init__(self, box: Mailbox, ctx: Ctx, gen: Generator, sig: str, what: str) -> None:
+    def __init__(self, box: Mailbox, ctx: Ctx, gen: Generator, sig: Sig, what: str,
+                 strict: bool) -> None:
         self.box = box
         self.ctx = ctx
+        self.call = (ctx.tid, ctx.seq)
         self.gen = gen
         self.sig = sig
         self.what = what
+        self.strict = strict  # complete only with the verdict in
+        self.checked = False  # my description has gone to the checker
+        self.since = 0.0  # when the call last made progress (for the lazy check)
         self.need: Any = None
         self.done = False  # the algorithm has finished
         self.verdict: str | None = None  # None until it is in
         self.result: Any = None
-        self.error: BaseException | None = None  # the algorithm's, raised after the verdict
         self.failed: BaseException | None = None  # raised while another call waited
 
-    def start(self) -> None:
-        ctx = self.ctx
-        payload = self.sig.encode()
-        if ctx.index == 0:
-            with self.box.lock:
-                self.box.sigs.setdefault((ctx.tid, ctx.seq), {})[0] = self.sig
-        else:
-            ctx.port.send(ctx.members[0], SIG, (ctx.tid, ctx.seq, ctx.index), payload)
+    def start(self, check: bool = False) -> None:
+        """Enter the call (``check``: ask every member for its description at once)."""
+        box, call = self.box, self.call
+        with box.lock:
+            box.next_seq[call[0]] = call[1] + 1
+            box.active[call] = self
+            box.history[call] = self.sig
+            box.history.pop((call[0], call[1] - KEEP), None)
+            asked = call in box.asked
+            if asked:
+                box.asked.discard(call)
+            if asked or self.strict:
+                box._answered(call)
+        if asked or self.strict:
+            self.checked = True
+            box.send_sig(call, describe(self.sig))
+        elif check:
+            self.check()
+        self.since = time.monotonic()
         self._step(None)
+
+    def check(self) -> None:
+        """Ask every member for its description of this call (the lazy check)."""
+        if not self.checked:
+            self.checked = True
+            self.box.ask(self.call)
 
     def _step(self, value: Any) -> None:
         try:
@@ -198,103 +386,99 @@ class Run:
             self.done = True
             self.result = e.value
             self.need = None
-        except Exception as e:  # data of a mismatched call, perhaps: the verdict decides
-            self.done = True
-            self.error = e
-            self.need = None
+        except Exception as e:
             ctx = self.ctx
             text = (f"{self.what}: member {ctx.index} (rank {ctx.port.rank}) of {ctx.team} "
                     f"failed in call #{ctx.seq}: {type(e).__name__}: {e}").encode()
             for i in range(ctx.size):  # nobody waits for what I will not send
                 if i != ctx.index:
-                    ctx.port.send(ctx.members[i], ABORT, (ctx.tid, ctx.seq), text)
+                    ctx.port.send(ctx.members[i], ABORT, self.call, text)
+            self._close(True)
+            raise
 
     def _have(self) -> Any:
-        """The awaited payload(s) if all have arrived (taken from the mailbox), else None."""
-        need, ready = self.need, self.box.ready
+        """The awaited payload(s) if all have arrived (taken from the mailbox), else None;
+        _MIXED, taking nothing, when data of this call came with another digest."""
+        need, box = self.need, self.box
+        ready, call = box.ready, self.call
         if need == ():
             return ()
-        if isinstance(need, tuple) and need and isinstance(need[0], tuple):
+        many = isinstance(need, tuple) and need and isinstance(need[0], tuple)
+        if many:
             if not all(k in ready for k in need):
                 return None
-            with self.box.lock:
-                return tuple(ready.pop(k) for k in need)
-        if need not in ready:
+        elif need not in ready:
             return None
-        with self.box.lock:
+        with box.lock:  # the handler stores data and its digest under the lock
+            if box.digests.get(call, self.ctx.digest) != self.ctx.digest:
+                return _MIXED
+            if many:
+                return tuple(ready.pop(k) for k in need)
             return ready.pop(need)
 
     def ready(self) -> bool:
         """Whether :meth:`advance` can make progress now (the wait predicate: no side
         effects)."""
-        ctx = self.ctx
-        key = (ctx.tid, ctx.seq)
-        if self.verdict is None:
-            if key in self.box.verdicts:
-                return True
-            if ctx.index == 0 and len(self.box.sigs.get(key, ())) == ctx.size:
-                return True
-        if self.done:
-            return self.verdict is not None
-        if key in self.box.aborts:
+        box, call = self.box, self.call
+        if call in box.verdicts or call in box.aborts:
             return True
+        if self.done:
+            return False
+        d = box.digests.get(call)
+        if d is not None and d != self.ctx.digest:
+            return not self.checked
         need = self.need
-        ready = self.box.ready
+        ready = box.ready
         if isinstance(need, tuple) and (not need or isinstance(need[0], tuple)):
             return all(k in ready for k in need)
         return need in ready
 
     def advance(self) -> bool:
         """Make what progress is possible; True when the call is complete. Raises
-        CollectiveMismatch when the members disagree about the call."""
-        ctx = self.ctx
-        key = (ctx.tid, ctx.seq)
+        CollectiveMismatch when the members disagree about the call, AMNetError when
+        another member failed in it, and what the algorithm raised."""
+        box, call = self.box, self.call
         if self.verdict:  # asked again after it failed
             raise CollectiveMismatch(self.verdict)
-        if self.verdict is None:
-            if ctx.index == 0:
-                self._judge(key)
-            else:
-                v = self.box.verdicts.get(key)
-                if v is not None:
-                    with self.box.lock:
-                        self.verdict = self.box.verdicts.pop(key)
-            if self.verdict:
-                self.box.forget(*key)
-                self.done = True
-                raise CollectiveMismatch(self.verdict)
+        if call in box.verdicts:
+            with box.lock:
+                v = box.verdicts.pop(call, "")
+            if v:
+                self.verdict = v
+                self._close(True)
+                raise CollectiveMismatch(v)
+            self.verdict = ""
         while not self.done:
-            if key in self.box.aborts:  # another member failed: wait only for the verdict
-                with self.box.lock:
-                    text = self.box.aborts.pop(key)
-                self.done, self.need, self.error = True, None, AMNetError(text)
-                break
+            if call in box.aborts:  # another member failed
+                with box.lock:
+                    text = box.aborts.pop(call)
+                self._close(True)
+                raise AMNetError(text)
             got = self._have()
             if got is None:
-                break
+                if box.digests.get(call, self.ctx.digest) != self.ctx.digest:
+                    self.check()  # data of another call is here: the members compare
+                return False
+            if got is _MIXED:
+                self.check()
+                return False
+            self.since = time.monotonic()
             self._step(got)
-        if self.done and self.verdict is not None and self.error is not None:
-            self.box.forget(*key)
-            raise self.error
-        return self.done and self.verdict is not None
+        if self.verdict is None and self.strict:
+            return False
+        self._close(False)
+        return True
 
-    def _judge(self, key: tuple[int, int]) -> None:
-        """The checker: once every member's description is in, send the verdicts."""
-        ctx = self.ctx
-        sigs = self.box.sigs.get(key)
-        if sigs is None or len(sigs) < ctx.size:
-            return
-        with self.box.lock:
-            sigs = self.box.sigs.pop(key)
-        first = sigs[0]
-        verdict = ""
-        for i in range(1, ctx.size):
-            if sigs[i] != first:
-                verdict = (f"{self.what}: the members of {ctx.team} disagree about call "
-                           f"#{ctx.seq} on it: member {i} (rank {ctx.members[i]}) called "
-                           f"{sigs[i]}, member 0 (rank {ctx.members[0]}) {first}")
-                break
-        payload = verdict.encode()
-        for i in range(1, ctx.size):
-            ctx.port.send(ctx.members[i], VERDICT, key, payload)
-        self.verdict = verdict
+    def _close(self, failed: bool) -> None:
+        self.done = True
+        self.need = None
+        box, call = self.box, self.call
+        with box.lock:
+            box.active.pop(call, None)
+            if failed:
+                box._forget(call)
+                return
+            d = box.digests.pop(call, None)
+            box.verdicts.pop(call, None)
+        if d is not None and d != self.ctx.digest and not self.checked:
+            box.ask(call)  # data of another call came and was not needed: compare

@@ -3,6 +3,8 @@ models, naming the collective, algorithm and member on a failure."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 import amnet
@@ -174,26 +176,55 @@ def nonblocking(ep) -> list[int]:
     return [int(d[0])]
 
 
-def mismatch(ep) -> list[str]:
-    """Members calling different collectives, roots, sizes or algorithms all fail, naming
-    it; the team works afterwards."""
+def _mismatches(ep) -> list:
     c = ep.coll.world
-    out = []
     buf = np.zeros(8, np.uint8)
-    cases = [
+    return [
         lambda: c.broadcast(buf, buf, root=0) if ep.rank else c.gather_all(
             np.zeros(8 * c.size, np.uint8), buf),
         lambda: c.broadcast(buf, buf, root=min(ep.rank, 1)),
         lambda: c.broadcast(buf[:4 + (ep.rank == 1)], buf[:4 + (ep.rank == 1)]),
         lambda: c.barrier(algorithm="hier" if ep.rank == 2 else "dissemination"),
+        # every member a root that receives nothing: only the data left over tells
+        lambda: c.broadcast(buf, buf, root=ep.rank, algorithm="push"),
     ]
-    for case in cases:
+
+
+def mismatch(ep) -> list[str]:
+    """coll_check=strict: members calling different collectives, roots, sizes or algorithms
+    all fail in the call, naming it; the team works afterwards."""
+    c = ep.coll.world
+    out = []
+    for case in _mismatches(ep):
         try:
             case()
             out.append("no error")
         except amnet.CollectiveMismatch as e:
             out.append(str(e))
         c.barrier()
+    return out
+
+
+def mismatch_lazy(ep) -> list[str]:
+    """The lazy check: each mismatch is raised by the call, or -- on a member that had
+    completed its part -- at the end of its next call on the team; the team stays in step."""
+    import time
+
+    c = ep.coll.world
+    out = []
+    for case in _mismatches(ep):
+        got = []
+        for call in (case, c.barrier, "settle", c.barrier):
+            if call == "settle":  # every member out of the case, the check's messages in
+                ep.barrier()
+                time.sleep(0.3)
+                ep.poll()
+                continue
+            try:
+                call()
+            except amnet.CollectiveMismatch as e:
+                got.append(str(e))
+        out.append(" | ".join(got) or "no error")
     return out
 
 
@@ -264,11 +295,18 @@ def one_member_wrong(ep) -> list[str]:
     h = c.broadcast_nb(np.zeros(4, np.uint8), np.zeros(4, np.uint8), root=min(ep.rank, 1))
     other.barrier()  # the mismatch above is not raised here ...
     try:
-        h.wait()  # ... but here
+        h.wait()  # ... but here (or, checked lazily, on a root: at the end of its next call)
         out.append("no error")
     except amnet.CollectiveMismatch as e:
         out.append(f"handle: {type(e).__name__}")
+    ep.barrier()  # the check's messages in
+    time.sleep(0.3)
+    ep.poll()
     v = np.zeros(1, np.int64)
+    try:
+        c.reduce_all(v, np.ones(1, np.int64), ADD)
+    except amnet.CollectiveMismatch as e:
+        out.append(f"next: {type(e).__name__}")
     c.reduce_all(v, np.ones(1, np.int64), ADD)
     out.append(str(int(v[0])))
     return out
