@@ -162,7 +162,12 @@ def test_collectives_refuse_what_does_not_fit():
             "BoundsError: upc.all_broadcast() (src): 8 bytes at byte 0 of the upc_all_alloc(1, 4)",
             "ValueError: upc.all_reduce(): unknown reduction op 'SUM'",
             "ValueError: upc.all_reduce(): blk_size 4 differs from src's block size, 8",
-            "BoundsError: upc.all_reduce() (src): 72 bytes at byte 0 of shared array 17"]
+            "BoundsError: upc.all_reduce() (src): 72 bytes at byte 0 of shared array 17",
+            "CollectiveMismatch: upc.all_reduce(): the threads disagree: thread 1 called it "
+            "with op MAX, nelems 17, blk_size 3, dtype int64, thread 0 with op ADD, nelems 17",
+            "CollectiveMismatch: upc.all_prefix_reduce(): the threads disagree: thread 1 "
+            "called it with op ADD, nelems 16, blk_size 3, dtype int64, thread 0 with op ADD, "
+            "nelems 17"]
     for out in got:
         assert len(out) == len(want)
         for o, w in zip(out, want, strict=True):

@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from amnet.coll import check_op, combine, fold, scan
+from amnet import CollectiveMismatch
+from amnet.coll import OP_NAMES, check_op, combine, fold, scan
 
 from ._alloc import check_span
 from ._layout import Layout, SharedPtr
@@ -280,37 +281,60 @@ class _Red:
         """``x[0] op x[1] op ...`` in order, as a 1-element array."""
         return fold(self.op, x, self.func)
 
-    def totals(self) -> np.ndarray:
-        """Every block's total in global block order (a gather-to-all of my blocks')."""
+    def totals(self, algorithm: str | None) -> np.ndarray:
+        """Every block's total in global block order (a gather-to-all of my blocks'),
+        behind a header with what this thread called: every thread compares them all and
+        raises the same amnet.CollectiveMismatch when threads passed different ops or
+        layouts."""
+        T = self.c.T
         row = np.zeros(self.per, [("has", "u1"), ("v", self.dt)])
         for k, blk in enumerate(self.my_blocks()):
             row[k] = (1, self.fold(blk)[0])
-        allr = np.zeros(self.per * self.c.T, row.dtype)
-        self.c.team.gather_all(allr.view(np.uint8), row.view(np.uint8))
+        head = np.array([self.op, self.lay.n, self.lay.blocksize, self.dt.num], np.int64)
+        mine = np.concatenate([head.view(np.uint8), row.view(np.uint8)])
+        allb = np.zeros(mine.size * T, np.uint8)
+        self.c.team.gather_all(allb, mine, algorithm=algorithm)
+        allb = allb.reshape(T, mine.size)
+        heads = allb[:, :head.nbytes].copy().view(np.int64)
+        for t in range(1, T):
+            if not np.array_equal(heads[t], heads[0]):
+                raise CollectiveMismatch(f"{self.c.what}: the threads disagree: thread {t} "
+                                         f"called it with {_said(heads[t])}, thread 0 with "
+                                         f"{_said(heads[0])}")
+        allr = allb[:, head.nbytes:].copy().reshape(-1).view(row.dtype)
         g = np.arange(self.nblocks)
-        return allr[(g % self.c.T) * self.per + g // self.c.T]["v"]
+        return allr[(g % T) * self.per + g // T]["v"]
+
+
+def _said(head: np.ndarray) -> str:
+    op, nelems, blk, num = (int(x) for x in head)
+    dt = next((np.dtype(c) for c in np.typecodes["All"] if np.dtype(c).num == num), num)
+    return f"op {OP_NAMES.get(op, op)}, nelems {nelems}, blk_size {blk}, dtype {dt}"
 
 
 def all_reduce(dst: Any, src: Any, op: Any, nelems: int, blk_size: int | None = None,
-               func: Callable | None = None, flags: int = 0, dtype: Any = None) -> None:
+               func: Callable | None = None, flags: int = 0, dtype: Any = None,
+               algorithm: str | None = None) -> None:
     """``upc_all_reduceT``: ``*dst`` = src[0] op src[1] op ... op src[nelems-1] (src a
     shared array, or a pointer with ``dtype``, of block size ``blk_size`` elements; element
-    order kept for NONCOMM_FUNC)."""
+    order kept for NONCOMM_FUNC). The threads' block totals travel by an amnet.coll
+    gather-to-all (``algorithm``: one of its algorithms)."""
     c = _Call("all_reduce", flags)
     r = _Red(c, src, op, nelems, blk_size, func, dtype)
     d = c.ptr(dst, "dst", None)
     root, dv = c.one(d, r.dt.itemsize, "dst")
     c.enter()
-    tot = r.totals()
+    tot = r.totals(algorithm)
     if c.me == root:
         dv.view(r.dt)[0] = r.fold(tot)[0]
     c.leave()
 
 
 def all_prefix_reduce(dst: Any, src: Any, op: Any, nelems: int, blk_size: int | None = None,
-                      func: Callable | None = None, flags: int = 0, dtype: Any = None) -> None:
+                      func: Callable | None = None, flags: int = 0, dtype: Any = None,
+                      algorithm: str | None = None) -> None:
     """``upc_all_prefix_reduceT``: dst[i] = src[0] op ... op src[i] for i < nelems (dst
-    laid out as src)."""
+    laid out as src; ``algorithm`` as for :func:`all_reduce`)."""
     from ._array import SharedArray
 
     c = _Call("all_prefix_reduce", flags)
@@ -325,7 +349,7 @@ def all_prefix_reduce(dst: Any, src: Any, op: Any, nelems: int, blk_size: int | 
         c.check(d, t, d.addr, r.lay.local_count(t) * r.dt.itemsize, "dst")
     out = c.rt.seg(c.me)[d.addr:d.addr + len(r.mine) * r.dt.itemsize].view(r.dt)
     c.enter()
-    tot = r.totals()
+    tot = r.totals(algorithm)
     T, B = c.T, r.B
     pre: np.ndarray | None = None  # the prefix before global block g
     befores = {}

@@ -29,6 +29,7 @@ from ._ops import (
     fold,
     scan,
 )
+from ._ops import NAMES as OP_NAMES
 
 
 def _h_data(port, src, args, payload, is_reply):
@@ -59,5 +60,5 @@ _HANDLERS[ABORT], _HANDLERS[CHECK] = _h_abort, _h_check
 EXTENSION = Extension("coll", _HANDLERS, attach=Coll)
 
 __all__ = ["ADD", "ALGORITHMS", "AND", "FUNC", "LOGAND", "LOGOR", "MAX", "MIN", "MULT",
-           "NONCOMM_FUNC", "OR", "XOR", "Coll", "CollHandle", "Team", "check_op", "combine",
-           "fold", "parse_choice", "scan"]
+           "NONCOMM_FUNC", "OP_NAMES", "OR", "XOR", "Coll", "CollHandle", "Team", "check_op",
+           "combine", "fold", "parse_choice", "scan"]

@@ -99,7 +99,8 @@ class Team:
     """An ordered set of ranks (see the module). ``size``, ``index`` (my place),
     ``members`` (world ranks in order), ``nodes`` (each member's node)."""
 
-    __slots__ = ("_coll", "_splits", "id", "index", "members", "name", "nodes", "size")
+    __slots__ = ("_coll", "_splits", "id", "index", "members", "multi", "name", "nodes",
+                 "size")
 
     def __init__(self, coll: Coll, tid: int, members: list[int], name: str) -> None:
         self._coll = coll
@@ -110,6 +111,8 @@ class Team:
         self.name = name
         per_node = coll.threads_per_proc * coll.procs_per_node
         self.nodes = [m // per_node for m in members]
+        n_nodes = len(set(self.nodes))
+        self.multi = 1 < n_nodes < self.size  # several nodes, some with several members
         self._splits = 0
         coll.box.teams[tid] = self
 
@@ -337,6 +340,7 @@ class Coll:
         self.box = Mailbox(port)
         self._runs: list[Run] = []
         self._digests: dict[Sig, int] = {}
+
         self.choice = parse_choice(ep.config.coll_algorithm)
         check = ep.config.coll_check
         self.strict = check == "strict"  # every call checked before it completes
@@ -424,17 +428,17 @@ class Coll:
 
     def _start(self, team: Team, a: Args, algorithm: str | None) -> CollHandle:
         self.port.forbid_send_in_handler(f"amnet.coll {a.what}")
-        alg = self.pick(team, a, algorithm)
-        seq = self.box.next_seq.get(team.id, 0)
+        alg = algorithm if algorithm is not None and algorithm in ALGORITHMS[a.what] else \
+            self.pick(team, a, algorithm)
         sig = _signature(a, alg)
         d = self._digests.get(sig)
         if d is None:
             if len(self._digests) > 4096:
                 self._digests.clear()
             d = self._digests[sig] = digest(sig)
-        ctx = Ctx(self.box, team, seq, d)
-        run = Run(self.box, ctx, ALGORITHMS[a.what][alg](ctx, a), sig, f"amnet.coll {a.what}",
-                  self.strict)
+        box = self.box
+        ctx = Ctx(box, team, box.next_seq.get(team.id, 0), d)
+        run = Run(box, ctx, ALGORITHMS[a.what][alg](ctx, a), sig, a.what, self.strict)
         self._runs.append(run)
         try:
             run.start()
@@ -449,7 +453,7 @@ class Coll:
         verdict."""
         seq = self.box.next_seq.get(team.id, 0)
         ctx = Ctx(self.box, team, seq, digest(sig))
-        run = Run(self.box, ctx, _nothing(), sig, "amnet.coll", True)
+        run = Run(self.box, ctx, _nothing(), sig, "call", True)
         self._runs.append(run)
         run.start(check=True)
         self._wait(run)
@@ -520,7 +524,7 @@ def default(team: Team, a: Args) -> str:
     """The algorithm used when none is named (see docs/collectives.md for the measurements
     behind it)."""
     P = team.size
-    multi = len(set(team.nodes)) > 1 and len(set(team.nodes)) < P
+    multi = team.multi
     w = a.what
     if w == "broadcast":
         return "hier" if multi else ("push" if P <= 2 else "tree")

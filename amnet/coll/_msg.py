@@ -94,7 +94,10 @@ class Mailbox:
 
     def __init__(self, port: Any) -> None:
         self.port = port
+        self.rank = port.rank
         self.lock = port.lock
+        self.max_medium = port.max_medium
+        self.send_data = port.sender(DATA)
         self.partial: dict[Key, _Parts] = {}
         self.ready: dict[Key, bytes] = {}
         self.digests: dict[tuple[int, int], int] = {}  # call -> digest of its data (or CONFLICT)
@@ -290,11 +293,13 @@ class Mailbox:
 class Ctx:
     """What an algorithm sees of its call: the team, my index, sends and receive keys."""
 
-    __slots__ = ("box", "digest", "index", "members", "port", "seq", "size", "team", "tid")
+    __slots__ = ("box", "digest", "index", "members", "port", "rank", "seq", "size", "team",
+                 "tid")
 
     def __init__(self, box: Mailbox, team: Any, seq: int, digest: int) -> None:
         self.box = box
         self.port = box.port
+        self.rank = box.rank
         self.team = team
         self.tid = team.id
         self.seq = seq
@@ -305,24 +310,25 @@ class Ctx:
 
     def send(self, index: int, tag: int, data: Any) -> None:
         """Send ``data`` (bytes-like; reusable on return) to member ``index``."""
-        mv = memoryview(data).cast("B") if not isinstance(data, np.ndarray) else \
-            memoryview(np.ascontiguousarray(data).view(np.uint8).reshape(-1))
+        if type(data) is not np.ndarray or data.dtype != np.uint8 or data.ndim != 1:
+            data = memoryview(data).cast("B") if not isinstance(data, np.ndarray) else \
+                np.ascontiguousarray(data).view(np.uint8).reshape(-1)
         rank = self.members[index]
-        if rank == self.port.rank:  # to myself: straight into the mailbox
+        if rank == self.rank:  # to myself: straight into the mailbox
             with self.box.lock:
-                self.box.ready[(self.tid, self.seq, tag, self.index)] = bytes(mv)
+                self.box.ready[(self.tid, self.seq, tag, self.index)] = bytes(data)
             return
-        step = self.port.max_medium
-        n = len(mv)
+        step = self.box.max_medium
+        n = len(data)
         if n <= step:
-            self.port.send(rank, DATA, (self.tid, self.seq, tag, self.index, 0, 1,
-                                        self.digest), mv)
+            self.box.send_data(rank, (self.tid, self.seq, tag, self.index, 0, 1, self.digest),
+                               data)
             return
         n = -(-n // step)
-        send = self.port.send
+        send = self.box.send_data
         for c in range(n):
-            send(rank, DATA, (self.tid, self.seq, tag, self.index, c, n, self.digest),
-                 mv[c * step:(c + 1) * step])
+            send(rank, (self.tid, self.seq, tag, self.index, c, n, self.digest),
+                 data[c * step:(c + 1) * step])
 
     def recv(self, index: int, tag: int) -> Key:
         """The key of the message of ``tag`` from member ``index`` (yield it)."""
@@ -388,8 +394,8 @@ class Run:
             self.need = None
         except Exception as e:
             ctx = self.ctx
-            text = (f"{self.what}: member {ctx.index} (rank {ctx.port.rank}) of {ctx.team} "
-                    f"failed in call #{ctx.seq}: {type(e).__name__}: {e}").encode()
+            text = (f"amnet.coll {self.what}: member {ctx.index} (rank {ctx.port.rank}) of "
+                    f"{ctx.team} failed in call #{ctx.seq}: {type(e).__name__}: {e}").encode()
             for i in range(ctx.size):  # nobody waits for what I will not send
                 if i != ctx.index:
                     ctx.port.send(ctx.members[i], ABORT, self.call, text)

@@ -278,6 +278,27 @@ class Port:
         """
         self._send(dest, index, args, payload, False)
 
+    def sender(self, index: int) -> Callable[[int, tuple, Any], None]:
+        """A function ``send(dest, args, payload=None)`` sending requests to handler
+        ``index`` as :meth:`send` does, for a layer's hot path: ``args`` are not checked on
+        each call, so they must be a tuple of at most amnet.MAX_ARGS int64 values (others
+        raise ``struct.error`` for another process, and reach the handler as they are in
+        this one). ``dest`` is checked (RankError); ``payload`` may be reused on return.
+
+        Raises:
+            ValueError: a bad ``index`` (at once).
+        """
+        hidx = self._index(index)
+        eng, src, size = self._eng, self._rs.rank, self._eng.size
+        send_sys, check_dest = eng.send_sys, eng.check_dest
+
+        def send(dest: int, args: tuple, payload: Any = None) -> None:
+            if type(dest) is not int or not 0 <= dest < size:
+                dest = check_dest(dest)
+            send_sys(src, dest, hidx, args, payload)
+
+        return send
+
     def reply(self, dest: int, index: int, args: tuple = (), payload: Any = None) -> None:
         """Send a reply (from a request handler, to the request's source)."""
         self._send(dest, index, args, payload, True)

@@ -378,10 +378,10 @@ def collectives(ep, cache: bool = False) -> int:
     G = upc.shared_array(n * T * T, "u1", n * T)  # shared [n*T] char[n*T*T]
     H = upc.shared_array(n * T * T, "u1", n * T)
     checked = 0
-    runs = [(getattr(upc, i) | getattr(upc, o), None) for i, o in FLAG_PAIRS]
-    runs += [(0, ("broadcast", a)) for a in ALGORITHMS["broadcast"]]
-    runs += [(0, (w, a)) for w in ("scatter", "gather", "gather_all", "exchange", "permute")
-             for a in ALGORITHMS[w]]
+    runs = [(getattr(upc, i) | getattr(upc, o), (w, a)) for i, o in FLAG_PAIRS
+            for w in ("broadcast", "scatter", "gather", "gather_all", "exchange", "permute")
+            for a in ALGORITHMS[w]]  # every collective x flag pair x algorithm
+    runs += [(0, None)]  # and all six, one after another, with the defaults
     for k, (flags, only) in enumerate(runs):
         alg = None if only is None else only[1]
 
@@ -443,12 +443,14 @@ def collectives(ep, cache: bool = False) -> int:
             upc.barrier()  # all checked before the next call writes (NOSYNC enters at once)
         upc.barrier()
     # reductions: every op on a blocked-cyclic array, and NONCOMM_FUNC on 2x2 matrices
+    algs = list(ALGORITHMS["gather_all"])  # what the reductions' gather of totals runs
     for k, (i, o) in enumerate(FLAG_PAIRS):
         flags = getattr(upc, i) | getattr(upc, o)
-        for op, dt, func in ((upc.ADD, "i8", None), (upc.MULT, "f8", None),
-                             (upc.MIN, "i4", None), (upc.MAX, "u2", None),
-                             (upc.XOR, "i8", None), (upc.LOGAND, "u1", None),
-                             (upc.FUNC, "i8", np.maximum)):
+        for j, (op, dt, func) in enumerate(((upc.ADD, "i8", None), (upc.MULT, "f8", None),
+                                            (upc.MIN, "i4", None), (upc.MAX, "u2", None),
+                                            (upc.XOR, "i8", None), (upc.LOGAND, "u1", None),
+                                            (upc.FUNC, "i8", np.maximum))):
+            alg = algs[(7 * k + j) % len(algs)]  # each flag pair meets every algorithm
             nel, bs = 17 + k, 3
             X = upc.shared_array(nel, dt, bs)
             ref = ((np.arange(nel) * 5 + k) % 9 + (1 if op in (upc.MULT, upc.LOGAND) else 0)
@@ -460,8 +462,8 @@ def collectives(ep, cache: bool = False) -> int:
             R = upc.shared_array(1, dt, 1)
             Y = upc.shared_array(nel, dt, bs)
             upc.barrier()
-            upc.all_reduce(R.ptr(0), X, op, nel, bs, func, flags)
-            upc.all_prefix_reduce(Y, X, op, nel, bs, func, flags)
+            upc.all_reduce(R.ptr(0), X, op, nel, bs, func, flags, algorithm=alg)
+            upc.all_prefix_reduce(Y, X, op, nel, bs, func, flags, algorithm=alg)
             upc.barrier()
             f = {upc.ADD: np.add, upc.MULT: np.multiply, upc.MIN: np.minimum,
                  upc.MAX: np.maximum, upc.XOR: np.bitwise_xor, upc.FUNC: np.maximum,
@@ -500,6 +502,8 @@ def coll_bad(ep) -> list[str]:
     S = upc.shared_array(8, "u1", 0)
     small = upc.all_alloc(1, 4)
     Q = upc.shared_array(17, "i8", 3)  # with 2 threads: 9 elements on thread 0, 8 on 1
+    Q2 = upc.shared_array(17, "i8", 3)
+    R = upc.shared_array(1, "i8", 1)
     out = []
     for call in (lambda: upc.all_broadcast(W, S, 8),
                  lambda: upc.all_broadcast(D, S, 0),
@@ -509,11 +513,14 @@ def coll_bad(ep) -> list[str]:
                  lambda: upc.all_broadcast(D, small, 8),  # src holds 4 bytes
                  lambda: upc.all_reduce(D, D, "SUM", 8, 8),
                  lambda: upc.all_reduce(D, D, upc.ADD, 8, 4),  # blk_size differs
-                 lambda: upc.all_reduce(D.ptr(0), Q, upc.ADD, 18, 3)):  # past thread 1's part
+                 lambda: upc.all_reduce(D.ptr(0), Q, upc.ADD, 18, 3),  # past thread 1's part
+                 # the threads disagree about the op (same sizes: only upc_rt can tell)
+                 lambda: upc.all_reduce(R, Q, upc.MAX if upc.MYTHREAD else upc.ADD, 17, 3),
+                 lambda: upc.all_prefix_reduce(Q2, Q, upc.ADD, 17 - upc.MYTHREAD, 3)):
         try:
             call()
             out.append("no error")
-        except (ValueError, TypeError, upc.BoundsError) as e:
+        except (ValueError, TypeError, upc.BoundsError, amnet.CollectiveMismatch) as e:
             out.append(f"{type(e).__name__}: {e}")
     upc.all_broadcast(D, S, 8)
     return out
