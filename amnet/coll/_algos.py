@@ -516,6 +516,82 @@ def reduce_all_hier(ctx: Any, a: Args) -> Gen:
     return None
 
 
+def _nodes_of(ctx: Any, leaders: list[int]) -> dict[int, list[int]]:
+    """Each leader's node members, in member order."""
+    nodes = ctx.team.nodes
+    return {L: [i for i in range(ctx.size) if nodes[i] == nodes[L]] for L in leaders}
+
+
+def gather_all_hier(ctx: Any, a: Args) -> Gen:
+    """Members send their block to their node's leader; each leader sends its node's blocks,
+    packed, to every other leader; each leader sends the whole result to its node."""
+    mine, leaders, _ = _leader_team(ctx)
+    lead, n = mine[0], a.nbytes
+    if ctx.index != lead:
+        ctx.send(lead, 7000, a.src)
+        data = yield ctx.recv(lead, 7001)
+        a.dst[:] = np.frombuffer(data, np.uint8)
+        return None
+    a.dst[lead * n:(lead + 1) * n] = a.src
+    if len(mine) > 1:
+        got = yield tuple(ctx.recv(i, 7000) for i in mine[1:])
+        for i, data in zip(mine[1:], got, strict=True):
+            a.dst[i * n:(i + 1) * n] = np.frombuffer(data, np.uint8)
+    others = [L for L in leaders if L != lead]
+    if others:
+        pack = np.concatenate([a.dst[i * n:(i + 1) * n] for i in mine])
+        for L in others:
+            ctx.send(L, 8000, pack)
+        node = _nodes_of(ctx, others)
+        got = yield tuple(ctx.recv(L, 8000) for L in others)
+        for L, data in zip(others, got, strict=True):
+            d = np.frombuffer(data, np.uint8)
+            for k, i in enumerate(node[L]):
+                a.dst[i * n:(i + 1) * n] = d[k * n:(k + 1) * n]
+    for i in mine[1:]:
+        ctx.send(i, 7001, a.dst)
+    return None
+
+
+def exchange_hier(ctx: Any, a: Args) -> Gen:
+    """Members send their whole source to their node's leader; each leader sends every
+    other leader, packed in one message, the blocks its node's members have for that
+    node's members, and hands each member of its own node its assembled destination."""
+    mine, leaders, _ = _leader_team(ctx)
+    lead, n, P = mine[0], a.nbytes, ctx.size
+    if ctx.index != lead:
+        ctx.send(lead, 7000, a.src)
+        data = yield ctx.recv(lead, 7001)
+        a.dst[:] = np.frombuffer(data, np.uint8)
+        return None
+    srcs = {lead: a.src}
+    if len(mine) > 1:
+        got = yield tuple(ctx.recv(i, 7000) for i in mine[1:])
+        for i, data in zip(mine[1:], got, strict=True):
+            srcs[i] = np.frombuffer(data, np.uint8)
+    others = [L for L in leaders if L != lead]
+    node = _nodes_of(ctx, others)
+    for L in others:  # source-major: for s in my node, for t in L's node
+        ctx.send(L, 8000, np.concatenate([srcs[s][t * n:(t + 1) * n] for s in mine
+                                          for t in node[L]]))
+    out = {t: (a.dst if t == lead else np.empty(P * n, np.uint8)) for t in mine}
+    for s in mine:
+        for t in mine:
+            out[t][s * n:(s + 1) * n] = srcs[s][t * n:(t + 1) * n]
+    if others:
+        got = yield tuple(ctx.recv(L, 8000) for L in others)
+        for L, data in zip(others, got, strict=True):
+            d = np.frombuffer(data, np.uint8)
+            k = 0
+            for s in node[L]:
+                for t in mine:
+                    out[t][s * n:(s + 1) * n] = d[k * n:(k + 1) * n]
+                    k += 1
+    for t in mine[1:]:
+        ctx.send(t, 7001, out[t])
+    return None
+
+
 def barrier_hier(ctx: Any, a: Args) -> Gen:
     """Members tell their leader, leaders run a dissemination barrier, leaders release."""
     mine, leaders, _ = _leader_team(ctx)
@@ -549,8 +625,9 @@ ALGORITHMS: dict[str, dict[str, Callable[[Any, Args], Gen]]] = {
                 "naive_push": _RELOC["naive_push"], "naive_pull": _RELOC["naive_pull"]},
     "gather": {"push": _RELOC["push"], "tree": gather_tree, "pull": _RELOC["pull"],
                "naive_push": _RELOC["naive_push"], "naive_pull": _RELOC["naive_pull"]},
-    "gather_all": {"ring": gather_all_ring, "xor": gather_all_xor, **_RELOC},
-    "exchange": {"xor": exchange_xor, "ring": exchange_ring, **_RELOC},
+    "gather_all": {"ring": gather_all_ring, "xor": gather_all_xor, **_RELOC,
+                   "hier": gather_all_hier},
+    "exchange": {"xor": exchange_xor, "ring": exchange_ring, **_RELOC, "hier": exchange_hier},
     "permute": {"push": _RELOC["push"], "pull": _RELOC["pull"],
                 "naive_push": _RELOC["naive_push"], "naive_pull": _RELOC["naive_pull"]},
     "reduce": {"tree": reduce_tree, "push": reduce_push},
