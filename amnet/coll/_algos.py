@@ -25,7 +25,6 @@ views, ``nbytes`` the block size). Tags keep the messages of one call apart.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -36,20 +35,26 @@ REQ, DAT = 1, 2  # pull: a request, the data
 Gen = Generator[Any, Any, Any]
 
 
-@dataclass
 class Args:
     """One member's arguments of a call (views are flat uint8)."""
 
-    what: str
-    nbytes: int = 0  # bytes of a block
-    root: int = 0
-    src: np.ndarray | None = None
-    dst: np.ndarray | None = None
-    elemsize: int = 1
-    perm: list[int] = field(default_factory=list)
-    op: int = 0
-    func: Callable | None = None
-    dtype: np.dtype | None = None
+    __slots__ = ("dst", "dtype", "elemsize", "func", "nbytes", "op", "perm", "root", "src",
+                 "what")
+
+    def __init__(self, what: str, nbytes: int = 0, root: int = 0, src: np.ndarray | None = None,
+                 dst: np.ndarray | None = None, elemsize: int = 1, perm: list[int] | None = None,
+                 op: int = 0, func: Callable | None = None, dtype: np.dtype | None = None
+                 ) -> None:
+        self.what = what
+        self.nbytes = nbytes  # bytes of a block
+        self.root = root
+        self.src = src
+        self.dst = dst
+        self.elemsize = elemsize
+        self.perm = [] if perm is None else perm
+        self.op = op
+        self.func = func
+        self.dtype = dtype
 
 
 # -- moves ----------------------------------------------------------------------------------
@@ -82,22 +87,40 @@ def _pieces(n: int, e: int, naive: bool) -> list[tuple[int, int]]:
     return [(o, min(e, n - o)) for o in range(0, n, e)]
 
 
+_PLANS: dict[tuple, tuple] = {}  # relocalisation plans by shape (few: calls repeat)
+
+
+def _plan(a: Args, P: int, me: int, naive: bool) -> tuple:
+    """``(out, inc, pieces)`` of a relocalisation on member ``me``: the moves it sends, the
+    moves it receives, and the (offset, length) pieces of a block."""
+    key = (a.what, a.root, tuple(a.perm), P, me, a.nbytes, a.elemsize if naive else 0)
+    plan = _PLANS.get(key)
+    if plan is None:
+        mv = moves(a, P)
+        plan = ([m for m in mv if m[0] == me], [m for m in mv if m[2] == me],
+                _pieces(a.nbytes, a.elemsize, naive))
+        if len(_PLANS) > 1024:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    return plan
+
+
 def relocalise(ctx: Any, a: Args, pull: bool, naive: bool) -> Gen:
     """push, pull, naive_push, naive_pull for any relocalisation collective."""
     me, n, P = ctx.index, a.nbytes, ctx.size
-    mv = moves(a, P)
-    out = [m for m in mv if m[0] == me]  # blocks I send
-    inc = [m for m in mv if m[2] == me]  # blocks I receive
-    pieces = _pieces(n, a.elemsize, naive)
+    out, inc, pieces = _plan(a, P, me, naive)  # blocks I send, blocks I receive
     np_ = len(pieces)
 
     def tag(sb: int, db: int, k: int, base: int) -> int:
         return base + ((sb * P + db) * np_ + k) * 3
 
     def send_block(s_b: int, t: int, d_b: int) -> None:
-        blk = _blk(a.src, s_b, n)
+        blk = a.src[s_b * n:(s_b + 1) * n]
         if t == me:
-            _blk(a.dst, d_b, n)[:] = blk
+            a.dst[d_b * n:(d_b + 1) * n] = blk
+            return
+        if np_ == 1:
+            ctx.send(t, tag(s_b, d_b, 0, DAT), blk)
             return
         for k, (o, ln) in enumerate(pieces):
             ctx.send(t, tag(s_b, d_b, k, DAT), blk[o:o + ln])
@@ -230,6 +253,17 @@ def gather_all_xor(ctx: Any, a: Args) -> Gen:
     me, P, n = ctx.index, ctx.size, a.nbytes
     p = _pow2_below(P)
     _blk(a.dst, me, n)[:] = a.src[:n]
+    if p == P:  # no folded members: every group is a run of consecutive blocks
+        lo, d, step = me, 1, 2
+        while d < P:
+            ctx.send(me ^ d, step, a.dst[lo * n:(lo + d) * n])
+            theirs = lo ^ d
+            data = yield ctx.recv(me ^ d, step)
+            a.dst[theirs * n:(theirs + d) * n] = np.frombuffer(data, np.uint8)
+            lo = min(lo, theirs)
+            d *= 2
+            step += 1
+        return None
     if me >= p:
         ctx.send(me - p, 0, a.src[:n])
         data = yield ctx.recv(me - p, 1)

@@ -367,6 +367,10 @@ class Coll:
     # -- buffers ----------------------------------------------------------------------------
     def size_of(self, nbytes: Any, buf: Any, parts: int, what: str, name: str) -> int:
         """``nbytes`` checked, or taken from ``buf`` (divided into ``parts`` blocks)."""
+        if nbytes is None and type(buf) is np.ndarray and buf.size:  # the common case
+            total = buf.nbytes
+            if not total % parts:
+                return total // parts
         if nbytes is None:
             if isinstance(buf, int | np.integer) and not isinstance(buf, bool):
                 raise ValueError(f"{what}: {name} is a segment offset, so nbytes is needed")
@@ -386,6 +390,11 @@ class Coll:
 
     def view(self, buf: Any, n: int, writable: bool, what: str, name: str) -> np.ndarray:
         """``buf`` (``n`` bytes) as a flat uint8 view. Raises ValueError/TypeError."""
+        if type(buf) is np.ndarray and buf.nbytes == n:  # the common case
+            f = buf.flags
+            if f.c_contiguous and (f.writeable or not writable):
+                return buf if buf.dtype == np.uint8 and buf.ndim == 1 else \
+                    buf.reshape(-1).view(np.uint8)
         if isinstance(buf, int | np.integer) and not isinstance(buf, bool):
             off, seg = int(buf), self.port.segment
             if not 0 <= off <= len(seg) - n:
@@ -497,10 +506,14 @@ class Coll:
 
     def _wait(self, run: Run) -> None:
         self.port.forbid_in_handler(f"amnet.coll {run.what}")
+        runs = self._runs
         while not self._advance(run):
-            self._others(run)
-            if not self.port.wait_until(lambda runs=self._runs: run.ready() or any(
-                    r.ready() for r in runs), None if run.checked else self.check_after):
+            if len(runs) > 1:
+                self._others(run)
+                pred = lambda: run.ready() or any(r.ready() for r in runs)
+            else:
+                pred = run.ready
+            if not self.port.wait_until(pred, None if run.checked else self.check_after):
                 run.check()  # no progress for check_after seconds: compare the calls
 
 
@@ -509,13 +522,24 @@ def _nothing() -> Any:
     yield  # a generator that finishes at once
 
 
+_DTYPE_NAMES: dict[np.dtype, str] = {}
+
+
+def _dtype_name(dt: np.dtype) -> str:
+    """``str(dt)``, cached (it costs microseconds)."""
+    name = _DTYPE_NAMES.get(dt)
+    if name is None:
+        name = _DTYPE_NAMES[dt] = str(dt)
+    return name
+
+
 def _signature(a: Args, alg: str) -> Sig:
     """The call's description (see :func:`amnet.coll._msg.describe`)."""
     w = a.what
     return (w, alg, None if w == "barrier" else a.nbytes,
             a.root if w in ("broadcast", "scatter", "gather", "reduce") else None,
             tuple(a.perm) if w == "permute" else None,
-            None if a.dtype is None else str(a.dtype),
+            None if a.dtype is None else _dtype_name(a.dtype),
             None if a.dtype is None else NAMES[a.op],
             a.elemsize if alg.startswith("naive") else None)
 
