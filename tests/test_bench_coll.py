@@ -29,12 +29,14 @@ def test_coll_figures(marked):
         assert r["best"] == min(ran, key=lambda a: r["seconds"][a])
         for a in ran:
             assert r["seconds"][a] == median(r["samples"][a]) > 0
+        assert r["floor"] > 0  # the same bytes as plain AMs, measured beside them
         assert (r["mpi4py"] is None) == (r["topology"] == "2nodes" or
                                           coll_mod.mpi_missing() is not None)
     assert len(res["table"]["rows"]) == len(rows)
     assert [f["file"] for f in res["figures"]] == ["coll_broadcast.png", "coll_exchange.png"]
     pushes = [n for n in res["notes"] if "faster than the memcpy push" in n]
     assert len(pushes) == 4  # broadcast and exchange, both topologies, at 600 B and 2 ranks
+    assert any(n.startswith("AM floor:") for n in res["notes"])
     assert markdown(res).startswith("## amnet-bench coll")
 
 

@@ -62,13 +62,66 @@ def _buffers(what: str, n: int, P: int) -> tuple[np.ndarray, np.ndarray]:
     return np.full(n * P, 3, np.uint8), np.zeros(n * P, np.uint8)  # exchange
 
 
+_GOT: dict[int, list] = {}  # rank -> [messages arrived, landing buffer] (the floor's AMs)
+
+
+def _land(token: Any, payload: Any, at: int) -> None:
+    """The floor's handler: the payload into the landing buffer at byte ``at``."""
+    got = _GOT[token.endpoint.rank]
+    got[1][at:at + len(payload)] = np.frombuffer(payload, np.uint8)
+    got[0] += 1
+
+
+def _floor_call(ep: Any, what: str, n: int, src: np.ndarray, dst: np.ndarray) -> Any:
+    """The floor: the memcpy push's messages as plain Medium AMs (amnet's cheapest way to
+    move them, with no collective logic): broadcast from rank 0; gather_all, exchange and
+    reduce_all (a sum of float64s) to and from every rank."""
+    me, P, step = ep.rank, ep.size, ep.max_medium
+    got = _GOT[me]
+    got[1] = dst
+    chunks = -(-n // step)
+    want = [got[0]]
+
+    def send(to: int, blk: np.ndarray, at: int) -> None:
+        for c in range(chunks):
+            ep.request_medium(to, _land, blk[c * step:(c + 1) * step], at + c * step)
+
+    def call() -> None:
+        if what == "broadcast":
+            if me == 0:
+                for t in range(1, P):
+                    send(t, src, 0)
+                return
+            want[0] += chunks
+        else:
+            for t in range(P):
+                if t != me:
+                    send(t, src[t * n:(t + 1) * n] if what == "exchange" else src, me * n)
+            want[0] += chunks * (P - 1)
+        ep.wait_until(lambda: got[0] >= want[0])
+        if what == "reduce_all":
+            dst.view(np.float64).reshape(P, -1).sum(axis=0)
+
+    return call
+
+
 def coll_job(ep: Any, plan: dict[str, Any]) -> dict[str, float]:
-    """Every rank of an amnet job: ``{"what/algorithm/size": mean seconds}``."""
+    """Every rank of an amnet job: ``{"what/algorithm/size": mean seconds}``, with the
+    floor as algorithm ``floor``."""
     from amnet.coll import ADD, ALGORITHMS
 
     team = ep.coll.world
     P = team.size
+    _GOT[ep.rank] = [0, None]
+    ep.register_handlers([_land])
     out: dict[str, float] = {}
+    for what in plan["collectives"]:
+        for n in plan["sizes"]:
+            nb = 8 * max(1, n // 8) if what == "reduce_all" else n  # as the cases below
+            src = np.full(nb * P if what == "exchange" else nb, 3, np.uint8)
+            dst = np.zeros(nb * P, np.uint8)
+            out[f"{what}/floor/{n}"] = _case(_floor_call(ep, what, nb, src, dst),
+                                             team.barrier, ep.rank, plan)
     for what in plan["collectives"]:
         algs = [a for a in ALGORITHMS[what] if a in plan["algorithms"].get(what, ())]
         for alg in algs:
