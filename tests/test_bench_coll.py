@@ -17,7 +17,7 @@ TINY = ["--ranks", "2", "--sizes", "8,600", "--calls", "2", "--warmup", "1",
 def test_coll_figures(marked):
     res = SUITES["coll"](TINY, progress=False)
     assert res["suite"] == "coll"
-    rows = res["results"]
+    rows = [r for r in res["results"] if r["section"] == "algorithms"]
     assert {(r["collective"], r["topology"], r["size"]) for r in rows} == {
         (w, t, n) for w in ("broadcast", "exchange") for t in ("node", "2nodes")
         for n in (8, 600)}
@@ -32,17 +32,31 @@ def test_coll_figures(marked):
         assert r["floor"] > 0  # the same bytes as plain AMs, measured beside them
         assert (r["mpi4py"] is None) == (r["topology"] == "2nodes" or
                                           coll_mod.mpi_missing() is not None)
-    assert len(res["table"]["rows"]) == len(rows)
+    assert len(res["table"]["rows"]) == len(rows) and res["tables"][0] is res["table"]
+    # upc_rt's all_broadcast and all_exchange under ALL, MY and NO sync, same cases
+    sync = [r for r in res["results"] if r["section"] == "sync"]
+    assert {(r["collective"], r["topology"], r["size"]) for r in sync} == {
+        (w, t, n) for w in ("broadcast", "exchange") for t in ("node", "2nodes")
+        for n in (8, 600)}
+    for r in sync:
+        assert set(r["seconds"]) == {"ALL", "MY", "NO"} and all(
+            v > 0 for v in r["seconds"].values())
+    assert len(res["tables"][1]["rows"]) == len(sync)
+    assert sum("x ALLSYNC" in n for n in res["tables"][1]["notes"]) == 4
     assert [f["file"] for f in res["figures"]] == ["coll_broadcast.png", "coll_exchange.png"]
     pushes = [n for n in res["notes"] if "faster than the memcpy push" in n]
     assert len(pushes) == 4  # broadcast and exchange, both topologies, at 600 B and 2 ranks
     assert any(n.startswith("AM floor:") for n in res["notes"])
     assert markdown(res).startswith("## amnet-bench coll")
+    only = SUITES["coll"]([*TINY, "--sync", "none", "--topology", "node"], progress=False)
+    assert len(only["tables"]) == 1 and all(r["section"] == "algorithms"
+                                            for r in only["results"])
 
 
 @pytest.mark.parametrize("args", [["--ranks", "1"], ["--ranks", "3", "--topology", "2nodes"],
                                   ["--collectives", "gossip"], ["--calls", "0"],
-                                  ["--skew", "0.5"], ["--compute", "-1"]])
+                                  ["--skew", "0.5"], ["--compute", "-1"],
+                                  ["--sync", "SOME"]])
 def test_bad_options_are_refused(args):
     with pytest.raises(SystemExit) as e:
         SUITES["coll"](args, progress=False)

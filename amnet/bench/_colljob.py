@@ -148,6 +148,42 @@ def coll_job(ep: Any, plan: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+SYNC_MODES = ("ALL", "MY", "NO")  # IN_xSYNC | OUT_xSYNC: the report's test cases 1, 7 and 8
+
+
+def upc_sync_job(ep: Any, plan: dict[str, Any]) -> dict[str, float]:
+    """Every thread of a upc_rt job: ``upc.all_broadcast`` and ``upc.all_exchange`` under
+    each ``plan["sync"]`` mode (IN and OUT alike), the same testbed; ``{"what/MODE/size":
+    mean seconds}``."""
+    import upc_rt as upc
+
+    upc.init()
+    T = upc.THREADS
+    out: dict[str, float] = {}
+    for what in [w for w in ("broadcast", "exchange") if w in plan["collectives"]]:
+        for n in plan["sizes"]:
+            if what == "broadcast":
+                S = upc.all_alloc(1, n)  # shared [] char[n] on thread 0
+                D = upc.all_alloc(T, n)  # shared [n] char[n*THREADS]
+            else:
+                S = upc.all_alloc(T, n * T)  # shared [n*T] char[n*T*T]
+                D = upc.all_alloc(T, n * T)
+            for mode in plan["sync"]:
+                flags = getattr(upc, f"IN_{mode}SYNC") | getattr(upc, f"OUT_{mode}SYNC")
+                if what == "broadcast":
+                    def call(flags=flags, S=S, D=D, n=n) -> None:
+                        upc.all_broadcast(D, S, n, flags)
+                else:
+                    def call(flags=flags, S=S, D=D, n=n) -> None:
+                        upc.all_exchange(D, S, n, flags)
+                out[f"{what}/{mode}/{n}"] = _case(call, upc.barrier, ep.rank, plan)
+            upc.barrier()
+            if upc.MYTHREAD == 0:
+                upc.free(S)
+                upc.free(D)
+    return out
+
+
 def mpi_job(plan: dict[str, Any]) -> dict[str, float] | None:
     """Inside ``mpiexec -n P``: the same cases with mpi4py's Bcast, Allgather, Alltoall,
     Allreduce (buffer API on numpy arrays); rank 0 returns every case's slowest-rank mean."""

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import suite
-from ._colljob import PREFIX, coll_job
+from ._colljob import PREFIX, SYNC_MODES, coll_job, upc_sync_job
 from ._node import mpi_missing
 from ._report import Progress, choice_list, int_list, median
 from ._twonode import JOB_TIMEOUT_S, cpu_count, parse_sizes, run_job, size_label
@@ -40,7 +40,7 @@ def coll(args: Sequence[str] | None = None, *, reps: int = 1, ranks: Any = "2,4,
          topologies: Any = "node,2nodes", collectives: Any = COLLECTIVES,
          sizes: Any = "8,64,512,4K,64K", calls: int = 10, warmup: int = 3,
          compute: float = 2.0, skew: float = 1.0, naive_max: Any = "64",
-         progress: bool = True) -> dict[str, Any]:
+         sync: Any = SYNC_MODES, progress: bool = True) -> dict[str, Any]:
     """Collectives by algorithm (the UPC collectives testbed) beside mpi4py."""
     from amnet.coll import ALGORITHMS
 
@@ -78,6 +78,10 @@ def coll(args: Sequence[str] | None = None, *, reps: int = 1, ranks: Any = "2,4,
                         "default: %(default)s, no skew)")
     p.add_argument("--naive-max", type=parse_sizes, default=parse_sizes(naive_max),
                    metavar="S", help="largest size the naive algorithms run at (default: 64)")
+    p.add_argument("--sync", type=_sync_list, default=_sync_list(sync), metavar="M,M",
+                   help="upc_rt's all_broadcast and all_exchange under these IN/OUT modes "
+                        "(ALL, MY, NO: the report's test cases 1, 7, 8), or none "
+                        "(default: ALL,MY,NO)")
     opts = p.parse_args(list(args or []))
     for name in ("reps", "calls", "warmup"):
         if getattr(opts, name) < 1:
@@ -94,8 +98,10 @@ def coll(args: Sequence[str] | None = None, *, reps: int = 1, ranks: Any = "2,4,
             "warmup": opts.warmup, "compute": opts.compute, "skew_factor": opts.skew,
             "naive_max": opts.naive_max[0],
             "algorithms": {w: list(ALGORITHMS[w]) for w in opts.collectives}}
+    plan["sync"] = opts.sync
+    upc_too = bool(opts.sync) and any(w in opts.collectives for w in ("broadcast", "exchange"))
     why = mpi_missing()
-    jobs = opts.reps * len(opts.ranks) * (len(opts.topologies) + (why is None))
+    jobs = opts.reps * len(opts.ranks) * (len(opts.topologies) * (1 + upc_too) + (why is None))
     bar = Progress("coll", jobs, progress)
     per: dict[tuple[str, int, str], list[float]] = {}
     for rep in range(opts.reps):
@@ -107,6 +113,13 @@ def coll(args: Sequence[str] | None = None, *, reps: int = 1, ranks: Any = "2,4,
                 for k, v in got.items():
                     per.setdefault((topo, P, k), []).append(v)
                 bar.step(f"rep {rep + 1}, {P} ranks, {topo}")
+                if upc_too:
+                    res = run_job(upc_sync_job, pl, n=P,
+                                  **({"nodes": 2} if topo == "2nodes" else {}))
+                    for k in res[0]:
+                        per.setdefault((f"upc-{topo}", P, k), []).append(
+                            max(r[k] for r in res))
+                    bar.step(f"rep {rep + 1}, {P} ranks, {topo}, upc_rt sync modes")
             if why is None:
                 from ._colljob import __file__ as script
                 from ._mpipeer import run_script
@@ -117,6 +130,49 @@ def coll(args: Sequence[str] | None = None, *, reps: int = 1, ranks: Any = "2,4,
                 bar.step(f"rep {rep + 1}, {P} ranks, mpi4py")
     bar.close()
     return _report(opts, per, why)
+
+
+def _sync_list(text: Any) -> list[str]:
+    if isinstance(text, list | tuple):
+        text = ",".join(text)
+    if str(text).strip().lower() in ("", "none"):
+        return []
+    return choice_list(str(text).upper(), SYNC_MODES, "sync modes")
+
+
+def _sync_table(opts: argparse.Namespace, med: dict) -> tuple[list, list, list]:
+    """The synchronisation-mode rows (upc_rt), their results and notes."""
+    results, rows, notes = [], [], []
+    whats = [w for w in ("broadcast", "exchange") if w in opts.collectives]
+    for what in whats:
+        for topo in opts.topologies:
+            for P in opts.ranks:
+                for n in opts.sizes:
+                    sec = {m: med.get((f"upc-{topo}", P, f"{what}/{m}/{n}")) for m in opts.sync}
+                    if not any(sec.values()):
+                        continue
+                    results.append({"section": "sync", "collective": what, "topology": topo,
+                                    "ranks": P, "size": n, "seconds": sec})
+                    base = sec.get("ALL")
+                    rows.append([f"all_{what}", topo, str(P), size_label(n),
+                                 " / ".join(f"{sec[m] * 1e6:.0f}" for m in opts.sync),
+                                 " / ".join(f"{sec[m] / base:.2f}" for m in opts.sync
+                                            if m != "ALL") if base else "-"])
+    n, P = max(opts.sizes), max(opts.ranks)
+    for r in results:
+        base = r["seconds"].get("ALL")
+        if r["size"] == n and r["ranks"] == P and base:
+            less = [m for m in opts.sync if m != "ALL" and r["seconds"][m] < base]
+            notes.append(f"all_{r['collective']}, {r['topology']}, {P} ranks, "
+                         f"{size_label(n)}: " + ", ".join(
+                             f"{m}SYNC {r['seconds'][m] / base:.2f}x ALLSYNC"
+                             for m in opts.sync if m != "ALL")
+                         + (" (less synchronisation, less time)" if len(less) == len(
+                             opts.sync) - 1 else " (not all faster)"))
+    notes.append("upc_rt's collectives with IN_xSYNC | OUT_xSYNC for x in the modes, in the "
+                 "same testbed: ALLSYNC adds a barrier before and after; MYSYNC and NOSYNC "
+                 "start and return at once (MYSYNC holds by construction, docs/collectives.md).")
+    return results, rows, notes
 
 
 def _report(opts: argparse.Namespace, per: dict, why: str | None) -> dict[str, Any]:
@@ -140,7 +196,8 @@ def _report(opts: argparse.Namespace, per: dict, why: str | None) -> dict[str, A
                     best = min(have, key=have.get)
                     mpi = med.get(("mpi", P, f"{what}/mpi4py/{n}")) if topo == "node" else None
                     floor = med.get((topo, P, f"{what}/floor/{n}"))
-                    results.append({"collective": what, "topology": topo, "ranks": P,
+                    results.append({"section": "algorithms", "collective": what,
+                                    "topology": topo, "ranks": P,
                                     "size": n, "seconds": row, "best": best, "mpi4py": mpi,
                                     "floor": floor,
                                     "samples": {a: per.get((topo, P, f"{what}/{a}/{n}"))
@@ -191,10 +248,23 @@ def _report(opts: argparse.Namespace, per: dict, why: str | None) -> dict[str, A
     cols = ["collective", "topology", "ranks", "block", "µs by algorithm (" + "; ".join(
         f"{w}: {' / '.join(ALGORITHMS[w])}" for w in opts.collectives) + ")", "best",
         "AM floor µs", "mpi4py µs", "best / mpi4py"]
+    table = {"title": "Collectives by algorithm, beside mpi4py", "columns": cols,
+             "rows": rows, "notes": notes}
+    tables = [table]
+    if any(k[0].startswith("upc-") for k in med):
+        sres, srows, snotes = _sync_table(opts, med)
+        results += sres
+        tables.append({"title": "upc_rt: synchronisation modes (the report's test cases 1, "
+                                "7 and 8)",
+                       "columns": ["collective", "topology", "ranks", "block",
+                                   "µs by mode (" + " / ".join(opts.sync) + ")",
+                                   "x ALLSYNC (" + " / ".join(m for m in opts.sync
+                                                              if m != "ALL") + ")"],
+                       "rows": srows, "notes": snotes})
     return {"suite": "coll",
             "config": {k: getattr(opts, k) for k in ("reps", "ranks", "topologies",
                                                      "collectives", "sizes", "calls",
                                                      "warmup", "compute", "skew",
-                                                     "naive_max")},
-            "results": results, "table": {"columns": cols, "rows": rows}, "notes": notes,
+                                                     "naive_max", "sync")},
+            "results": results, "table": table, "tables": tables, "notes": notes,
             "figures": figures}
