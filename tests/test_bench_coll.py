@@ -44,7 +44,7 @@ def test_coll_figures(marked):
     assert len(res["tables"][1]["rows"]) == len(sync)
     assert sum("x ALLSYNC" in n for n in res["tables"][1]["notes"]) == 4
     assert [f["file"] for f in res["figures"]] == ["coll_broadcast.png", "coll_exchange.png"]
-    pushes = [n for n in res["notes"] if "faster than the memcpy push" in n]
+    pushes = [n for n in res["notes"] if "faster than the reference memcpy push" in n]
     assert len(pushes) == 4  # broadcast and exchange, both topologies, at 600 B and 2 ranks
     assert any(n.startswith("AM floor:") for n in res["notes"])
     assert markdown(res).startswith("## amnet-bench coll")

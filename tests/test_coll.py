@@ -112,7 +112,8 @@ def test_every_collective_has_its_algorithms():
     assert set(ALGORITHMS) == {"broadcast", "scatter", "gather", "gather_all", "exchange",
                                "permute", "reduce", "reduce_all", "prefix_reduce", "barrier"}
     for what in ("broadcast", "scatter", "gather", "gather_all", "exchange", "permute"):
-        assert {"push", "pull", "naive_push", "naive_pull"} <= set(ALGORITHMS[what])
+        assert {"memcpy_push", "push", "pull", "naive_push", "naive_pull"} <= set(
+            ALGORITHMS[what])
 
 
 @pytest.mark.parametrize("check", ["strict", "0.25"])

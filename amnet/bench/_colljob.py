@@ -73,7 +73,7 @@ def _land(token: Any, payload: Any, at: int) -> None:
 
 
 def _floor_call(ep: Any, what: str, n: int, src: np.ndarray, dst: np.ndarray) -> Any:
-    """The floor: the memcpy push's messages as plain Medium AMs (amnet's cheapest way to
+    """The floor: the push's messages as plain Medium AMs (amnet's cheapest way to
     move them, with no collective logic): broadcast from rank 0; gather_all, exchange and
     reduce_all (a sum of float64s) to and from every rank."""
     me, P, step = ep.rank, ep.size, ep.max_medium

@@ -5,13 +5,13 @@ Use it as ``ep.coll`` (a :class:`Coll`): ``ep.coll.world`` and ``ep.coll.node`` 
 scatter, gather, gather-to-all, exchange, permute, reduce, reduce-to-all and prefix reduce,
 blocking and non-blocking, each with a choice of algorithms (``ALGORITHMS``). Like VIS it is
 an amnet extension built on the public extension interface: its own system AMs (data,
-agreement, verdict, abort, check) and ``ep.coll`` made by ``attach``.
+agreement, verdict, abort, check, acknowledgement) and ``ep.coll`` made by ``attach``.
 """
 
 from .. import Extension
 from ._algos import ALGORITHMS
 from ._api import Coll, CollHandle, Team, parse_choice
-from ._msg import ABORT, CHECK, DATA, SIG, VERDICT
+from ._msg import ABORT, ACK, CHECK, DATA, SIG, VERDICT
 from ._ops import (
     ADD,
     AND,
@@ -52,9 +52,13 @@ def _h_check(port, src, args, payload, is_reply):
     port.state.box.on_check(src, args, payload)
 
 
-_HANDLERS = [None] * 5
+def _h_ack(port, src, args, payload, is_reply):
+    port.state.box.on_ack(src, args, payload)
+
+
+_HANDLERS = [None] * 6
 _HANDLERS[DATA], _HANDLERS[SIG], _HANDLERS[VERDICT] = _h_data, _h_sig, _h_verdict
-_HANDLERS[ABORT], _HANDLERS[CHECK] = _h_abort, _h_check
+_HANDLERS[ABORT], _HANDLERS[CHECK], _HANDLERS[ACK] = _h_abort, _h_check, _h_ack
 
 #: amnet's package metadata declares it as the ``coll`` entry point of ``amnet.extensions``.
 EXTENSION = Extension("coll", _HANDLERS, attach=Coll)

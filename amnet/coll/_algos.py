@@ -5,8 +5,11 @@ described as *moves*: block ``b`` of member ``s``'s source goes to block ``d`` o
 ``t``'s destination. Four algorithms serve every one of them, after the UPC collectives
 report ("High Performance UPC Collectives for Linux/Myrinet Platforms", §3.2):
 
-- ``push``: each source sends its blocks straight to their destinations (the reference
-  implementation's memcpy push; scatter and gather are its straight puts);
+- ``memcpy_push``: the reference implementation's push, a loop of blocking
+  ``upc_memcpy`` puts: each source sends its blocks one after another, each waiting for
+  its receiver's acknowledgement (the baseline of the report's 2-3x);
+- ``push``: each source sends all its blocks straight to their destinations at once, with
+  no waiting (the straight puts; eager, as GMTU's GM sends are);
 - ``pull``: each destination asks each source for its blocks, and the source answers (the
   reference memcpy pull);
 - ``naive_push`` / ``naive_pull``: the same one element at a time (``elemsize`` bytes a
@@ -15,8 +18,8 @@ report ("High Performance UPC Collectives for Linux/Myrinet Platforms", §3.2):
 The others are particular to a collective: ``tree`` (binomial: broadcast, scatter, gather,
 reduce, reduce-to-all), ``ring`` and ``xor`` (recursive doubling / XOR partners: gather-to-all,
 exchange, reduce-to-all), ``doubling`` (prefix reduce), ``dissemination`` (barrier) and the
-node-aware ``hier`` (broadcast, reduce-to-all, barrier): members of a node work through
-their node's first member, the only one that sends across nodes.
+node-aware ``hier`` (broadcast, gather-to-all, exchange, reduce-to-all, barrier): members
+of a node work through their node's first member, the only one that sends across nodes.
 
 Every generator takes ``(ctx, a)``: ``a`` is the call's :class:`Args` (buffers as flat uint8
 views, ``nbytes`` the block size). Tags keep the messages of one call apart.
@@ -105,8 +108,10 @@ def _plan(a: Args, P: int, me: int, naive: bool) -> tuple:
     return plan
 
 
-def relocalise(ctx: Any, a: Args, pull: bool, naive: bool) -> Gen:
-    """push, pull, naive_push, naive_pull for any relocalisation collective."""
+def relocalise(ctx: Any, a: Args, pull: bool, naive: bool, blocking: bool = False) -> Gen:
+    """push, pull, naive_push, naive_pull and memcpy_push (``blocking``: each block waits
+    for its receiver's acknowledgement before the next is sent, as a loop of blocking
+    ``upc_memcpy`` puts does) for any relocalisation collective."""
     me, n, P = ctx.index, a.nbytes, ctx.size
     out, inc, pieces = _plan(a, P, me, naive)  # blocks I send, blocks I receive
     np_ = len(pieces)
@@ -139,6 +144,13 @@ def relocalise(ctx: Any, a: Args, pull: bool, naive: bool) -> Gen:
         for _s, s_b, t, d_b in out:
             if t == me:
                 _blk(a.dst, d_b, n)[:] = _blk(a.src, s_b, n)
+    elif blocking:
+        for _s, s_b, t, d_b in out:
+            if t == me:
+                send_block(s_b, t, d_b)
+                continue
+            ctx.send(t, tag(s_b, d_b, 0, DAT), a.src[s_b * n:(s_b + 1) * n], ack=True)
+            yield ctx.ack(t, tag(s_b, d_b, 0, DAT))
     else:
         for _s, s_b, t, d_b in out:
             send_block(s_b, t, d_b)
@@ -642,28 +654,26 @@ def barrier_hier(ctx: Any, a: Args) -> Gen:
     return None
 
 
-def _reloc(pull: bool, naive: bool) -> Callable[[Any, Args], Gen]:
+def _reloc(pull: bool, naive: bool, blocking: bool = False) -> Callable[[Any, Args], Gen]:
     def run(ctx: Any, a: Args) -> Gen:
-        return relocalise(ctx, a, pull, naive)
+        return relocalise(ctx, a, pull, naive, blocking)
 
     return run
 
 
-_RELOC = {"push": _reloc(False, False), "pull": _reloc(True, False),
-          "naive_push": _reloc(False, True), "naive_pull": _reloc(True, True)}
+_RELOC = {"push": _reloc(False, False), "memcpy_push": _reloc(False, False, True),
+          "pull": _reloc(True, False), "naive_push": _reloc(False, True),
+          "naive_pull": _reloc(True, True)}
 
 #: collective -> {algorithm name: generator function}; the first is the fallback default.
 ALGORITHMS: dict[str, dict[str, Callable[[Any, Args], Gen]]] = {
     "broadcast": {"tree": bcast_tree, **_RELOC, "hier": bcast_hier},
-    "scatter": {"push": _RELOC["push"], "tree": scatter_tree, "pull": _RELOC["pull"],
-                "naive_push": _RELOC["naive_push"], "naive_pull": _RELOC["naive_pull"]},
-    "gather": {"push": _RELOC["push"], "tree": gather_tree, "pull": _RELOC["pull"],
-               "naive_push": _RELOC["naive_push"], "naive_pull": _RELOC["naive_pull"]},
+    "scatter": {"push": _RELOC["push"], "tree": scatter_tree, **_RELOC},
+    "gather": {"push": _RELOC["push"], "tree": gather_tree, **_RELOC},
     "gather_all": {"ring": gather_all_ring, "xor": gather_all_xor, **_RELOC,
                    "hier": gather_all_hier},
     "exchange": {"xor": exchange_xor, "ring": exchange_ring, **_RELOC, "hier": exchange_hier},
-    "permute": {"push": _RELOC["push"], "pull": _RELOC["pull"],
-                "naive_push": _RELOC["naive_push"], "naive_pull": _RELOC["naive_pull"]},
+    "permute": dict(_RELOC),
     "reduce": {"tree": reduce_tree, "push": reduce_push},
     "reduce_all": {"xor": reduce_all_xor, "tree": reduce_all_tree, "hier": reduce_all_hier},
     "prefix_reduce": {"doubling": prefix_doubling, "linear": prefix_linear},

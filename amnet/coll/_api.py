@@ -27,6 +27,7 @@ from ._msg import Ctx, Mailbox, Run, Sig, digest
 from ._ops import NAMES, NONCOMM_FUNC, check_op
 
 SMALL = 1 << 15  # gather-to-all below this many bytes in all: recursive doubling
+HIER_EXCHANGE = 4096  # exchange across nodes: blocks up to this go through node leaders
 
 
 def parse_choice(text: str) -> dict[str, str]:
@@ -551,13 +552,15 @@ def default(team: Team, a: Args) -> str:
     multi = team.multi
     w = a.what
     if w == "broadcast":
-        return "hier" if multi else ("push" if P <= 2 else "tree")
+        return "hier" if multi else "tree"
     if w in ("scatter", "gather", "permute"):
         return "push"
     if w == "gather_all":
-        return "xor" if a.nbytes * P <= SMALL else "ring"
+        return "hier" if multi else ("xor" if a.nbytes * P <= SMALL else "ring")
     if w == "exchange":
-        return "xor"
+        if multi and a.nbytes <= HIER_EXCHANGE:
+            return "hier"
+        return "xor" if P <= 2 else "push"
     if w == "reduce":
         return "tree"
     if w == "reduce_all":

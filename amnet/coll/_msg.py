@@ -36,7 +36,11 @@ A member whose algorithm fails part way (a reduction function that raises) tells
 member (ABORT), so none waits for data that will not come; they raise ``amnet.AMNetError``
 naming the member that failed.
 
-System AMs (the extension's handlers, in this order): DATA, SIG, VERDICT, ABORT, CHECK.
+A message sent with ``ack=True`` is acknowledged by the receiver's handler once all of it
+has arrived (a reply, ACK), whatever its algorithm is doing: ``yield ctx.ack(index, tag)``
+waits for that, as a blocking put waits for its completion (the reference memcpy push).
+
+System AMs (the extension's handlers, in this order): DATA, SIG, VERDICT, ABORT, CHECK, ACK.
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ import numpy as np
 
 from .. import AMNetError, CollectiveMismatch
 
-DATA, SIG, VERDICT, ABORT, CHECK = range(5)
+DATA, SIG, VERDICT, ABORT, CHECK, ACK = range(6)
 KEEP = 4096  # calls of a team whose descriptions a member remembers (to answer a check)
 CONFLICT = -1  # a call's data came with two different digests
 _MIXED = object()  # _have: data of another call is there
@@ -116,16 +120,28 @@ class Mailbox:
 
     # -- handlers -------------------------------------------------------------------------
     def on_data(self, src: int, args: tuple, payload: Any) -> None:
-        if len(args) != 7:
+        if len(args) != 8:
             self.port.refuse()
             return
-        team, seq, tag, index, chunk, n, digest = args
+        team, seq, tag, _, chunk, n, _, ack = args
         if not 0 <= chunk < n:
             self.port.refuse()
             return
+        if ack and self._store(src, args, payload):  # all of it is here: acknowledge it
+            t = self.teams.get(team)
+            if t is None:
+                self.port.refuse()
+                return
+            self.port.reply(src, ACK, (team, seq, -1 - tag, t.index))
+            return
+        self._store(src, args, payload)
+
+    def _store(self, src: int, args: tuple, payload: Any) -> bool:
+        """File a data message; True when the whole message is in (or was dropped)."""
+        team, seq, tag, index, chunk, n, digest, _ = args
         call = (team, seq)
         if call in self.dead:
-            return
+            return True
         data = b"" if payload is None else bytes(payload)
         key = (team, seq, tag, index)
         with self.lock:
@@ -133,7 +149,7 @@ class Mailbox:
                 # data of a call I have completed: none comes when the members agree
                 if call not in self.answered:
                     self.port.defer(lambda: self.ask(call))
-                return
+                return True
             d = self.digests.get(call)
             if d is None:
                 self.digests[call] = digest
@@ -141,18 +157,28 @@ class Mailbox:
                 self.digests[call] = CONFLICT
             if n == 1:
                 self.ready[key] = data
-                return
+                return True
             p = self.partial.get(key)
             if p is None:
                 p = self.partial[key] = _Parts(n)
             if p.n != n or p.parts[chunk] is not None:
                 self.port.refuse()
-                return
+                return False
             p.parts[chunk] = data
             p.got += 1
             if p.got == n:
                 del self.partial[key]
                 self.ready[key] = b"".join(p.parts)  # type: ignore[arg-type]
+                return True
+        return False
+
+    def on_ack(self, src: int, args: tuple, payload: Any) -> None:
+        """A receiver has all of a message I sent with ``ack=True``."""
+        if len(args) != 4 or args[2] >= 0:
+            self.port.refuse()
+            return
+        with self.lock:
+            self.ready[(args[0], args[1], args[2], args[3])] = b""
 
     def on_check(self, src: int, args: tuple, payload: Any) -> None:
         """A member asks for my description of a call (now, or when I enter it)."""
@@ -308,8 +334,9 @@ class Ctx:
         self.size = team.size
         self.members = team.members
 
-    def send(self, index: int, tag: int, data: Any) -> None:
-        """Send ``data`` (bytes-like; reusable on return) to member ``index``."""
+    def send(self, index: int, tag: int, data: Any, ack: bool = False) -> None:
+        """Send ``data`` (bytes-like; reusable on return) to member ``index``; with ``ack``,
+        the receiver acknowledges it once all of it is in (see :meth:`ack`)."""
         if type(data) is not np.ndarray or data.dtype != np.uint8 or data.ndim != 1:
             data = memoryview(data).cast("B") if not isinstance(data, np.ndarray) else \
                 np.ascontiguousarray(data).view(np.uint8).reshape(-1)
@@ -317,22 +344,30 @@ class Ctx:
         if rank == self.rank:  # to myself: straight into the mailbox
             with self.box.lock:
                 self.box.ready[(self.tid, self.seq, tag, self.index)] = bytes(data)
+                if ack:
+                    self.box.ready[(self.tid, self.seq, -1 - tag, self.index)] = b""
             return
         step = self.box.max_medium
         n = len(data)
+        a = 1 if ack else 0
         if n <= step:
-            self.box.send_data(rank, (self.tid, self.seq, tag, self.index, 0, 1, self.digest),
-                               data)
+            self.box.send_data(rank, (self.tid, self.seq, tag, self.index, 0, 1, self.digest,
+                                      a), data)
             return
         n = -(-n // step)
         send = self.box.send_data
         for c in range(n):
-            send(rank, (self.tid, self.seq, tag, self.index, c, n, self.digest),
+            send(rank, (self.tid, self.seq, tag, self.index, c, n, self.digest, a),
                  data[c * step:(c + 1) * step])
 
     def recv(self, index: int, tag: int) -> Key:
         """The key of the message of ``tag`` from member ``index`` (yield it)."""
         return (self.tid, self.seq, tag, index)
+
+    def ack(self, index: int, tag: int) -> Key:
+        """The key of member ``index``'s acknowledgement of my message of ``tag`` (yield
+        it)."""
+        return (self.tid, self.seq, -1 - tag, index)
 
 
 class Run:
