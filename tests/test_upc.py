@@ -146,7 +146,8 @@ def test_index_keys_follow_numpy_and_bad_ones_are_index_errors():
 
 
 @pytest.mark.parametrize("cache", [False, True], ids=["nocache", "cache"])
-@pytest.mark.parametrize("topo", TOPOLOGIES)
+@pytest.mark.parametrize("topo", [*TOPOLOGIES, pytest.param(dict(n=3), id="node-T1-3threads"),
+                                  pytest.param(dict(n=5, nodes=2), id="2nodes-T1-5threads")])
 def test_collectives_every_flag_pair_and_algorithm(topo, cache):
     got = job(functools.partial(upcjobs.collectives, cache=cache), topo)
     assert len(set(got)) == 1 and got[0] > 100

@@ -9,7 +9,6 @@ agreement, verdict, abort, check, acknowledgement) and ``ep.coll`` made by ``att
 """
 
 from .. import Extension
-from ._algos import ALGORITHMS
 from ._api import Coll, CollHandle, Team, parse_choice
 from ._msg import ABORT, ACK, CHECK, DATA, SIG, VERDICT
 from ._ops import (
@@ -30,6 +29,7 @@ from ._ops import (
     scan,
 )
 from ._ops import NAMES as OP_NAMES
+from ._table import ALGORITHMS
 
 
 def _h_data(port, src, args, payload, is_reply):

@@ -22,9 +22,10 @@ from typing import Any
 import numpy as np
 
 from .. import CollectiveMismatch
-from ._algos import ALGORITHMS, Args
+from ._algos import Args
 from ._msg import Ctx, Mailbox, Run, Sig, digest
 from ._ops import NAMES, NONCOMM_FUNC, check_op
+from ._table import ALGORITHMS
 
 SMALL = 1 << 15  # gather-to-all below this many bytes in all: recursive doubling
 HIER_EXCHANGE = 4096  # exchange across nodes: blocks up to this go through node leaders

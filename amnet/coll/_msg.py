@@ -22,8 +22,9 @@ When the check runs is the ``coll_check`` option:
   of a mismatched call raises from that call. It costs every call a message to the checker
   and one back.
 - a number of seconds (the default, lazy): only when a member has a reason to doubt -- data
-  whose digest is not its own, a call that has made no progress for that long, arguments it
-  refuses -- does it ask every member for its description (CHECK). Agreeing calls cost
+  whose digest is not its own, data left over when it completes a call or arriving after,
+  a call that has made no progress for that long, arguments it refuses -- does it ask every
+  member for its description (CHECK). Agreeing calls cost
   nothing more than their data. A member that had already completed its part of a
   mismatched call (a broadcast's root, say) learns of it at the end of its next call on that
   team, which raises the mismatch (the call itself having completed, the team stays in

@@ -1,0 +1,201 @@
+"""amnet.coll's node-aware algorithms (``hier``), after the hybrid paper (Blagojević,
+Hargrove, Iancu, Yelick, *Hybrid PGAS Runtime Support for Multicore Nodes*, §4.1.3): the
+members of a node work through their node's first member, the leader, over shared memory
+(PSHM), and only the leaders send across nodes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._algos import (
+    Args,
+    Gen,
+    _typed,
+    barrier_dissemination,
+    bcast_tree,
+    reduce_all_tree,
+    reduce_all_xor,
+)
+from ._ops import NONCOMM_FUNC, combine
+
+
+def _leader_team(ctx: Any) -> tuple[list[int], list[int], int]:
+    """(the node's members, the leaders of every node in member order, my node's number in
+    that order), by team index."""
+    nodes = ctx.team.nodes  # team index -> node number
+    mine = [i for i in range(ctx.size) if nodes[i] == nodes[ctx.index]]
+    leaders: list[int] = []
+    seen: set[int] = set()
+    for i in range(ctx.size):
+        if nodes[i] not in seen:
+            seen.add(nodes[i])
+            leaders.append(i)
+    return mine, leaders, leaders.index(mine[0])
+
+
+class _Sub:
+    """A view of ``ctx`` restricted to some members (indices into the team), with a tag
+    offset so its messages stay apart from the caller's."""
+
+    __slots__ = ("index", "members", "off", "parent", "size", "team")
+
+    def __init__(self, ctx: Any, members: list[int], off: int) -> None:
+        self.parent = ctx
+        self.members = members
+        self.index = members.index(ctx.index)
+        self.size = len(members)
+        self.off = off
+        self.team = ctx.team
+
+    def send(self, index: int, tag: int, data: Any) -> None:
+        self.parent.send(self.members[index], self.off + tag, data)
+
+    def recv(self, index: int, tag: int) -> Any:
+        return self.parent.recv(self.members[index], self.off + tag)
+
+
+def bcast_hier(ctx: Any, a: Args) -> Gen:
+    """Binomial tree among the node leaders (the root's node led by the root), then each
+    leader sends to the members of its node."""
+    mine, leaders, _ = _leader_team(ctx)
+    nodes = ctx.team.nodes
+    rnode = nodes[a.root]
+    leaders = [a.root if nodes[i] == rnode else i for i in leaders]
+    mine = [a.root] + [i for i in mine if i != a.root] if nodes[ctx.index] == rnode else mine
+    lead = leaders[[nodes[i] for i in leaders].index(nodes[ctx.index])]
+    if ctx.index == lead:
+        sub = _Sub(ctx, leaders, 1000)
+        yield from bcast_tree(sub, Args("broadcast", a.nbytes, sub.members.index(a.root),
+                                        a.src if ctx.index == a.root else a.dst, a.dst))
+        for i in mine:
+            if i != lead:
+                ctx.send(i, 2000, a.dst)
+    else:
+        data = yield ctx.recv(lead, 2000)
+        a.dst[:] = np.frombuffer(data, np.uint8)
+    return None
+
+
+def reduce_all_hier(ctx: Any, a: Args) -> Gen:
+    """Members of a node send to their leader, which combines in member order; the leaders
+    reduce-to-all among themselves (recursive doubling); each leader sends the result to its
+    node. NONCOMM_FUNC takes the tree (node order need not be member order)."""
+    if a.op == NONCOMM_FUNC:
+        yield from reduce_all_tree(ctx, a)
+        return None
+    mine, leaders, _ = _leader_team(ctx)
+    lead = mine[0]
+    if ctx.index != lead:
+        ctx.send(lead, 3000, a.src)
+        data = yield ctx.recv(lead, 3001)
+        _typed(a.dst, a)[:] = np.frombuffer(data, a.dtype)
+        return None
+    acc = _typed(a.src, a).copy()
+    others = mine[1:]
+    if others:
+        got = yield tuple(ctx.recv(i, 3000) for i in others)
+        for data in got:
+            acc = combine(a.op, acc, np.frombuffer(data, a.dtype), a.func)
+    sub = _Sub(ctx, leaders, 4000)
+    tmp = acc.view(np.uint8).reshape(-1).copy()
+    out = np.empty_like(tmp)
+    yield from reduce_all_xor(sub, Args("reduce_all", a.nbytes, 0, tmp, out, op=a.op,
+                                        func=a.func, dtype=a.dtype))
+    a.dst[:] = out
+    for i in others:
+        ctx.send(i, 3001, out)
+    return None
+
+
+def _nodes_of(ctx: Any, leaders: list[int]) -> dict[int, list[int]]:
+    """Each leader's node members, in member order."""
+    nodes = ctx.team.nodes
+    return {L: [i for i in range(ctx.size) if nodes[i] == nodes[L]] for L in leaders}
+
+
+def gather_all_hier(ctx: Any, a: Args) -> Gen:
+    """Members send their block to their node's leader; each leader sends its node's blocks,
+    packed, to every other leader; each leader sends the whole result to its node."""
+    mine, leaders, _ = _leader_team(ctx)
+    lead, n = mine[0], a.nbytes
+    if ctx.index != lead:
+        ctx.send(lead, 7000, a.src)
+        data = yield ctx.recv(lead, 7001)
+        a.dst[:] = np.frombuffer(data, np.uint8)
+        return None
+    a.dst[lead * n:(lead + 1) * n] = a.src
+    if len(mine) > 1:
+        got = yield tuple(ctx.recv(i, 7000) for i in mine[1:])
+        for i, data in zip(mine[1:], got, strict=True):
+            a.dst[i * n:(i + 1) * n] = np.frombuffer(data, np.uint8)
+    others = [L for L in leaders if L != lead]
+    if others:
+        pack = np.concatenate([a.dst[i * n:(i + 1) * n] for i in mine])
+        for L in others:
+            ctx.send(L, 8000, pack)
+        node = _nodes_of(ctx, others)
+        got = yield tuple(ctx.recv(L, 8000) for L in others)
+        for L, data in zip(others, got, strict=True):
+            d = np.frombuffer(data, np.uint8)
+            for k, i in enumerate(node[L]):
+                a.dst[i * n:(i + 1) * n] = d[k * n:(k + 1) * n]
+    for i in mine[1:]:
+        ctx.send(i, 7001, a.dst)
+    return None
+
+
+def exchange_hier(ctx: Any, a: Args) -> Gen:
+    """Members send their whole source to their node's leader; each leader sends every
+    other leader, packed in one message, the blocks its node's members have for that
+    node's members, and hands each member of its own node its assembled destination."""
+    mine, leaders, _ = _leader_team(ctx)
+    lead, n, P = mine[0], a.nbytes, ctx.size
+    if ctx.index != lead:
+        ctx.send(lead, 7000, a.src)
+        data = yield ctx.recv(lead, 7001)
+        a.dst[:] = np.frombuffer(data, np.uint8)
+        return None
+    srcs = {lead: a.src}
+    if len(mine) > 1:
+        got = yield tuple(ctx.recv(i, 7000) for i in mine[1:])
+        for i, data in zip(mine[1:], got, strict=True):
+            srcs[i] = np.frombuffer(data, np.uint8)
+    others = [L for L in leaders if L != lead]
+    node = _nodes_of(ctx, others)
+    for L in others:  # source-major: for s in my node, for t in L's node
+        ctx.send(L, 8000, np.concatenate([srcs[s][t * n:(t + 1) * n] for s in mine
+                                          for t in node[L]]))
+    out = {t: (a.dst if t == lead else np.empty(P * n, np.uint8)) for t in mine}
+    for s in mine:
+        for t in mine:
+            out[t][s * n:(s + 1) * n] = srcs[s][t * n:(t + 1) * n]
+    if others:
+        got = yield tuple(ctx.recv(L, 8000) for L in others)
+        for L, data in zip(others, got, strict=True):
+            d = np.frombuffer(data, np.uint8)
+            k = 0
+            for s in node[L]:
+                for t in mine:
+                    out[t][s * n:(s + 1) * n] = d[k * n:(k + 1) * n]
+                    k += 1
+    for t in mine[1:]:
+        ctx.send(t, 7001, out[t])
+    return None
+
+
+def barrier_hier(ctx: Any, a: Args) -> Gen:
+    """Members tell their leader, leaders run a dissemination barrier, leaders release."""
+    mine, leaders, _ = _leader_team(ctx)
+    lead = mine[0]
+    if ctx.index != lead:
+        ctx.send(lead, 5000, b"")
+        yield ctx.recv(lead, 5001)
+        return None
+    if len(mine) > 1:
+        yield tuple(ctx.recv(i, 5000) for i in mine[1:])
+    yield from barrier_dissemination(_Sub(ctx, leaders, 6000), a)
+    for i in mine[1:]:
+        ctx.send(i, 5001, b"")
+    return None
