@@ -35,6 +35,14 @@ def test_every_collective_and_algorithm_matches_numpy(topo):
     assert len(set(calls)) == 1 and calls[0] > 100  # everyone checked the same calls
 
 
+def test_every_collective_with_the_strict_check():
+    # every call's description to the first member and back, also on split teams whose
+    # first member may still be making the team when the others' descriptions arrive
+    got = job(colljobs.every, dict(n=4, nodes=2), coll_check="strict")
+    calls = [g[0] for g in got]
+    assert len(set(calls)) == 1 and calls[0] > 100
+
+
 def test_blocks_larger_than_max_medium_and_segment_offsets():
     assert job(functools.partial(colljobs.big, n=5000), dict(n=3, nodes=2),
                max_medium=1024) == [True] * 3

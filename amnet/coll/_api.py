@@ -116,7 +116,7 @@ class Team:
         n_nodes = len(set(self.nodes))
         self.multi = 1 < n_nodes < self.size  # several nodes, some with several members
         self._splits = 0
-        coll.box.teams[tid] = self
+        coll.box.add_team(self)
 
     def __repr__(self) -> str:
         return f"<amnet team {self.name}: {self.size} ranks, me at {self.index}>"

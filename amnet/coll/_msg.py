@@ -183,12 +183,15 @@ class Mailbox:
 
     def on_check(self, src: int, args: tuple, payload: Any) -> None:
         """A member asks for my description of a call (now, or when I enter it)."""
-        if len(args) != 2 or args[0] not in self.teams:
+        if len(args) != 2:
             self.port.refuse()
             return
         call = (args[0], args[1])
         with self.lock:
             if call in self.answered or call in self.dead:
+                return
+            if args[0] not in self.teams:  # a team I am still making: answer on entering
+                self.asked.add(call)
                 return
             if call in self.history or args[1] < self.next_seq.get(args[0], 0):
                 self._answered(call)
@@ -198,11 +201,16 @@ class Mailbox:
                 self.asked.add(call)
 
     def on_sig(self, src: int, args: tuple, payload: Any) -> None:
-        if len(args) != 3 or payload is None or args[0] not in self.teams:
+        if len(args) != 3 or payload is None:
             self.port.refuse()
             return
         call = (args[0], args[1])
-        if self.add_sig(call, args[2], bytes(payload).decode("utf-8", "replace")):
+        text = bytes(payload).decode("utf-8", "replace")
+        if args[0] not in self.teams:  # a team I am still making (a split ending here)
+            with self.lock:
+                self.sigs.setdefault(call, {})[args[2]] = text
+            return
+        if self.add_sig(call, args[2], text):
             self.port.defer(lambda: self.judge(call))
 
     def on_verdict(self, src: int, args: tuple, payload: Any) -> None:
@@ -219,6 +227,15 @@ class Mailbox:
         with self.lock:
             self.aborts[(args[0], args[1])] = "" if payload is None else bytes(
                 payload).decode("utf-8", "replace")
+
+    def add_team(self, team: Any) -> None:
+        """A team of mine, made now: judge the checks whose descriptions came before it."""
+        with self.lock:
+            self.teams[team.id] = team
+            early = [c for c, sigs in self.sigs.items()
+                     if c[0] == team.id and len(sigs) == team.size] if team.index == 0 else []
+        for call in early:
+            self.judge(call)
 
     # -- the check --------------------------------------------------------------------------
     def _answered(self, call: tuple[int, int]) -> None:
