@@ -422,13 +422,14 @@ class Run:
             asked = call in box.asked
             if asked:
                 box.asked.discard(call)
-            if asked or self.strict:
+            mine = (asked or self.strict) and not check  # my description goes now
+            if mine:
                 box._answered(call)
-        if asked or self.strict:
+        if check:  # refused arguments: every member asked for its description at once
+            self.check()
+        elif mine:
             self.checked = True
             box.send_sig(call, describe(self.sig))
-        elif check:
-            self.check()
         self.since = time.monotonic()
         self._step(None)
 
