@@ -232,8 +232,9 @@ class Mailbox:
         """A team of mine, made now: judge the checks whose descriptions came before it."""
         with self.lock:
             self.teams[team.id] = team
+            every = set(range(team.size))
             early = [c for c, sigs in self.sigs.items()
-                     if c[0] == team.id and len(sigs) == team.size] if team.index == 0 else []
+                     if c[0] == team.id and set(sigs) == every] if team.index == 0 else []
         for call in early:
             self.judge(call)
 
