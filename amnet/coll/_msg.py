@@ -178,6 +178,8 @@ class Mailbox:
         if len(args) != 4 or args[2] >= 0:
             self.port.refuse()
             return
+        if (args[0], args[1]) in self.dead:
+            return
         with self.lock:
             self.ready[(args[0], args[1], args[2], args[3])] = b""
 
