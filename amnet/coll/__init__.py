@@ -10,7 +10,7 @@ agreement, verdict, abort, check, acknowledgement) and ``ep.coll`` made by ``att
 
 from .. import Extension
 from ._api import Coll, CollHandle, Team, parse_choice
-from ._msg import ABORT, ACK, CHECK, DATA, SIG, VERDICT
+from ._msg import ABORT, ACK, CHECK, DATA, SIG, VERDICT, Mailbox
 from ._ops import (
     ADD,
     AND,
@@ -32,33 +32,20 @@ from ._ops import NAMES as OP_NAMES
 from ._table import ALGORITHMS
 
 
-def _h_data(port, src, args, payload, is_reply):
-    port.state.box.on_data(src, args, payload)
+def _handler(method: str):
+    """The system AM handler that hands a message to the rank's mailbox's ``method``."""
+    fn = getattr(Mailbox, method)
+
+    def handle(port, src, args, payload, is_reply):
+        fn(port.state.box, src, args, payload)
+
+    handle.__name__ = handle.__qualname__ = f"_h_{method.removeprefix('on_')}"
+    return handle
 
 
-def _h_sig(port, src, args, payload, is_reply):
-    port.state.box.on_sig(src, args, payload)
-
-
-def _h_verdict(port, src, args, payload, is_reply):
-    port.state.box.on_verdict(src, args, payload)
-
-
-def _h_abort(port, src, args, payload, is_reply):
-    port.state.box.on_abort(src, args, payload)
-
-
-def _h_check(port, src, args, payload, is_reply):
-    port.state.box.on_check(src, args, payload)
-
-
-def _h_ack(port, src, args, payload, is_reply):
-    port.state.box.on_ack(src, args, payload)
-
-
-_HANDLERS = [None] * 6
-_HANDLERS[DATA], _HANDLERS[SIG], _HANDLERS[VERDICT] = _h_data, _h_sig, _h_verdict
-_HANDLERS[ABORT], _HANDLERS[CHECK], _HANDLERS[ACK] = _h_abort, _h_check, _h_ack
+_ON = {DATA: "on_data", SIG: "on_sig", VERDICT: "on_verdict", ABORT: "on_abort",
+       CHECK: "on_check", ACK: "on_ack"}
+_HANDLERS = [_handler(_ON[i]) for i in range(len(_ON))]
 
 #: amnet's package metadata declares it as the ``coll`` entry point of ``amnet.extensions``.
 EXTENSION = Extension("coll", _HANDLERS, attach=Coll)

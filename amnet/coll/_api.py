@@ -439,8 +439,7 @@ class Coll:
 
     def _start(self, team: Team, a: Args, algorithm: str | None) -> CollHandle:
         self.port.forbid_send_in_handler(f"amnet.coll {a.what}")
-        alg = algorithm if algorithm is not None and algorithm in ALGORITHMS[a.what] else \
-            self.pick(team, a, algorithm)
+        alg = self.pick(team, a, algorithm)
         sig = _signature(a, alg)
         d = self._digests.get(sig)
         if d is None:

@@ -320,13 +320,9 @@ class Mailbox:
                     f"the end of its next one on the team)")
                 self._forget(call)
 
-    def forget(self, call: tuple[int, int]) -> None:
-        """Drop what a failed call left (messages that will never be received), and what
-        arrives for it later."""
-        with self.lock:
-            self._forget(call)
-
     def _forget(self, call: tuple[int, int]) -> None:
+        """Drop what a failed call left (messages that will never be received), and what
+        arrives for it later (under ``lock``)."""
         self.dead.add(call)
         team, seq = call
         self.aborts.pop(call, None)
@@ -394,7 +390,7 @@ class Ctx:
 class Run:
     """One call on one member: its algorithm's generator, what it waits for, its verdict."""
 
-    __slots__ = ("box", "call", "checked", "ctx", "done", "error", "failed", "gen", "need",
+    __slots__ = ("box", "call", "checked", "ctx", "done", "failed", "gen", "need",
                  "result", "sig", "since", "strict", "verdict", "what")
 
     def __init__(self, box: Mailbox, ctx: Ctx, gen: Generator, sig: Sig, what: str,
