@@ -111,8 +111,8 @@ def test_heap_churn_does_not_fragment(topo):
     assert job(upcjobs.churn, topo) == [1] * topo["n"]
 
 
-@pytest.mark.parametrize("args", [["-n", "2", "--threads-per-proc", "2"],
-                                  ["-n", "2", "--nodes", "2"]], ids=["threads", "nodes"])
+@pytest.mark.parametrize("args", [["-n", "2"], ["-n", "2", "--threads-per-proc", "2"],
+                                  ["-n", "2", "--nodes", "2"]], ids=["pshm", "threads", "nodes"])
 def test_outside_extension(args):
     # an extension defined by the application (amnet.register_extension before init): its
     # own system AMs, per-endpoint state and sync hooks, through the public interface only

@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import CollectiveMismatch
 from ._algos import Args
-from ._msg import Ctx, Mailbox, Run, Sig, digest
+from ._msg import Mailbox, Run, Sig, digest
 from ._ops import NAMES, NONCOMM_FUNC, check_op
 from ._table import ALGORITHMS
 
@@ -447,8 +447,8 @@ class Coll:
                 self._digests.clear()
             d = self._digests[sig] = digest(sig)
         box = self.box
-        ctx = Ctx(box, team, box.next_seq.get(team.id, 0), d)
-        run = Run(box, ctx, ALGORITHMS[a.what][alg](ctx, a), sig, a.what, self.strict)
+        run = Run(box, team, box.next_seq.get(team.id, 0), d, sig, a.what, self.strict)
+        run.gen = ALGORITHMS[a.what][alg](run, a)
         self._runs.append(run)
         try:
             run.start()
@@ -462,8 +462,8 @@ class Coll:
         every member is asked for its description at once, and this one waits for the
         verdict."""
         seq = self.box.next_seq.get(team.id, 0)
-        ctx = Ctx(self.box, team, seq, digest(sig))
-        run = Run(self.box, ctx, _nothing(), sig, "call", True)
+        run = Run(self.box, team, seq, digest(sig), sig, "call", True)
+        run.gen = _nothing()
         self._runs.append(run)
         run.start(check=True)
         self._wait(run)

@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Generator
 from typing import Any
 
 import numpy as np
@@ -333,24 +332,41 @@ class Mailbox:
                 del d[k]
 
 
-class Ctx:
-    """What an algorithm sees of its call: the team, my index, sends and receive keys."""
+class Run:
+    """One call on one member: what its algorithm sees of it (the team, my index, sends and
+    receive keys: the algorithm's ``ctx``), the algorithm's generator, what it waits for,
+    its verdict."""
 
-    __slots__ = ("box", "digest", "index", "members", "port", "rank", "seq", "size", "team",
-                 "tid")
+    __slots__ = ("box", "call", "checked", "digest", "done", "failed", "gen", "index",
+                 "members", "need", "port", "rank", "result", "seq", "sig", "since", "size",
+                 "strict", "team", "tid", "verdict", "what")
 
-    def __init__(self, box: Mailbox, team: Any, seq: int, digest: int) -> None:
+    def __init__(self, box: Mailbox, team: Any, seq: int, digest: int, sig: Sig, what: str,
+                 strict: bool) -> None:
         self.box = box
         self.port = box.port
         self.rank = box.rank
         self.team = team
-        self.tid = team.id
+        self.tid = tid = team.id
         self.seq = seq
+        self.call = (tid, seq)
         self.digest = digest
         self.index = team.index
         self.size = team.size
         self.members = team.members
+        self.gen: Any = None  # the algorithm's generator (set before start)
+        self.sig = sig
+        self.what = what
+        self.strict = strict  # complete only with the verdict in
+        self.checked = False  # my description has gone to the checker
+        self.since = 0.0  # when the call last made progress (for the lazy check)
+        self.need: Any = None
+        self.done = False  # the algorithm has finished
+        self.verdict: str | None = None  # None until it is in
+        self.result: Any = None
+        self.failed: BaseException | None = None  # raised while another call waited
 
+    # -- what the algorithm uses ------------------------------------------------------------
     def send(self, index: int, tag: int, data: Any, ack: bool = False) -> None:
         """Send ``data`` (bytes-like; reusable on return) to member ``index``; with ``ack``,
         the receiver acknowledges it once all of it is in (see :meth:`ack`)."""
@@ -386,30 +402,7 @@ class Ctx:
         it)."""
         return (self.tid, self.seq, -1 - tag, index)
 
-
-class Run:
-    """One call on one member: its algorithm's generator, what it waits for, its verdict."""
-
-    __slots__ = ("box", "call", "checked", "ctx", "done", "failed", "gen", "need",
-                 "result", "sig", "since", "strict", "verdict", "what")
-
-    def __init__(self, box: Mailbox, ctx: Ctx, gen: Generator, sig: Sig, what: str,
-                 strict: bool) -> None:
-        self.box = box
-        self.ctx = ctx
-        self.call = (ctx.tid, ctx.seq)
-        self.gen = gen
-        self.sig = sig
-        self.what = what
-        self.strict = strict  # complete only with the verdict in
-        self.checked = False  # my description has gone to the checker
-        self.since = 0.0  # when the call last made progress (for the lazy check)
-        self.need: Any = None
-        self.done = False  # the algorithm has finished
-        self.verdict: str | None = None  # None until it is in
-        self.result: Any = None
-        self.failed: BaseException | None = None  # raised while another call waited
-
+    # -- driving it -------------------------------------------------------------------------
     def start(self, check: bool = False) -> None:
         """Enter the call (``check``: ask every member for its description at once)."""
         box, call = self.box, self.call
@@ -446,12 +439,11 @@ class Run:
             self.result = e.value
             self.need = None
         except Exception as e:
-            ctx = self.ctx
-            text = (f"amnet.coll {self.what}: member {ctx.index} (rank {ctx.port.rank}) of "
-                    f"{ctx.team} failed in call #{ctx.seq}: {type(e).__name__}: {e}").encode()
-            for i in range(ctx.size):  # nobody waits for what I will not send
-                if i != ctx.index:
-                    ctx.port.send(ctx.members[i], ABORT, self.call, text)
+            text = (f"amnet.coll {self.what}: member {self.index} (rank {self.rank}) of "
+                    f"{self.team} failed in call #{self.seq}: {type(e).__name__}: {e}").encode()
+            for i in range(self.size):  # nobody waits for what I will not send
+                if i != self.index:
+                    self.port.send(self.members[i], ABORT, self.call, text)
             self._close(True)
             raise
 
@@ -469,7 +461,7 @@ class Run:
         elif need not in ready:
             return None
         with box.lock:  # the handler stores data and its digest under the lock
-            if box.digests.get(call, self.ctx.digest) != self.ctx.digest:
+            if box.digests.get(call, self.digest) != self.digest:
                 return _MIXED
             if many:
                 return tuple(ready.pop(k) for k in need)
@@ -484,7 +476,7 @@ class Run:
         if self.done:
             return False
         d = box.digests.get(call)
-        if d is not None and d != self.ctx.digest:
+        if d is not None and d != self.digest:
             return not self.checked
         need = self.need
         ready = box.ready
@@ -515,7 +507,7 @@ class Run:
                 raise AMNetError(text)
             got = self._have()
             if got is None:
-                if box.digests.get(call, self.ctx.digest) != self.ctx.digest:
+                if box.digests.get(call, self.digest) != self.digest:
                     self.check()  # data of another call is here: the members compare
                 return False
             if got is _MIXED:
@@ -539,5 +531,5 @@ class Run:
                 return
             d = box.digests.pop(call, None)
             box.verdicts.pop(call, None)
-        if d is not None and d != self.ctx.digest and not self.checked:
+        if d is not None and d != self.digest and not self.checked:
             box.ask(call)  # data of another call came and was not needed: compare

@@ -24,6 +24,7 @@ wait or poll, and it sends a request to a third rank only through ``port.defer``
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -175,6 +176,11 @@ def port_of(rs: Any, name: str) -> Port:
                                  f"{', '.join(e.name for e in extensions()) or 'none'}")
             port = Port(rs, ext, _BASES[name])
             rs.ports[name] = port
+            # its messages from the node's other processes run straight from the C drain
+            eng, base = rs.eng, _BASES[name]
+            for i, h in enumerate(ext.handlers):
+                eng.hot.set_sys_handler(rs.rank - eng.first, base + i,
+                                        functools.partial(h, port))
     return port
 
 
@@ -185,7 +191,8 @@ class Port:
     Get it as ``ep.port(name)`` (or as a handler's first argument).
     """
 
-    __slots__ = ("_attach", "_base", "_eng", "_n", "_rs", "_state", "endpoint", "name")
+    __slots__ = ("_attach", "_base", "_eng", "_n", "_rs", "_state", "_waiting", "endpoint",
+                 "name")
 
     def __init__(self, rs: Any, ext: Extension, base: int) -> None:
         self._rs = rs
@@ -195,6 +202,7 @@ class Port:
         self._attach = ext.attach
         self._state: Any = None
         self.name = ext.name
+        self._waiting = f"{ext.name}: waiting"
         self.endpoint = rs.endpoint  #: the endpoint this port belongs to
 
     def __repr__(self) -> str:
@@ -297,7 +305,8 @@ class Port:
                 dest = check_dest(dest)
             send_sys(src, dest, hidx, args, payload)
 
-        return send
+        # to the node's other processes straight from C; the rest through ``send``
+        return eng.hot.sys_sender(src - eng.first, hidx, send)
 
     def reply(self, dest: int, index: int, args: tuple = (), payload: Any = None) -> None:
         """Send a reply (from a request handler, to the request's source)."""
@@ -369,8 +378,9 @@ class Port:
 
     def wait_until(self, pred: Callable[[], Any], timeout: float | None = None) -> bool:
         """Poll until ``pred()`` holds (outside handlers). Raises JobAborted on teardown."""
-        self._eng.forbid_in_handler(f"{self.name}: waiting")
-        return self._eng.wait_until(pred, timeout)
+        eng = self._eng
+        eng.forbid_in_handler(self._waiting)
+        return eng.hot.wait_until(pred, timeout)
 
     def forbid_in_handler(self, what: str) -> None:
         """Raise AMContextError when called inside a (user) handler, InitError after this

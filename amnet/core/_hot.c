@@ -33,6 +33,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -313,6 +314,7 @@ typedef struct {
 typedef struct {
     PyObject *rs;                    /* the RankState; NULL until add_rank */
     PyObject *fns, *cats, *nargs, *names, *by_fn;
+    PyObject *sysfns;                /* fast system handlers by index (None: the engine's) */
     long rank;
     int finalized;
     Py_ssize_t recent[8];            /* handler indices sent lately, by the function's address */
@@ -349,7 +351,7 @@ typedef struct {
     PyObject_HEAD
     PyObject *eng;
     PyObject *py_send, *py_dispatch, *py_queue_full, *py_failed, *py_net, *py_wait;
-    PyObject *py_deferred, *py_wake, *deferred, *delayed;
+    PyObject *py_deferred, *py_wake, *deferred, *delayed, *py_refuse;
     Py_buffer idle_buf;              /* the conduit's "nothing until net_fd" flag */
     int net_fd;
     LockObject *drain_lock;
@@ -779,6 +781,74 @@ send_user(HotObject *h, int t, int flags, PyObject *dest, PyObject *handler, PyO
 
 /* -- receiving ---------------------------------------------------------------------- */
 
+/* Run a system AM whose handler was registered as fast (set_sys_handler) straight from its
+ * entry: fn(src, args, payload, is_reply), as the engine's dispatch would call it through the
+ * extension's port (a payload only with the LONG flag and offset 0; a handler's Exception
+ * refuses the message). 1 not handled here (the Python dispatcher takes it), 0 ran, -1
+ * error. */
+static int
+sys_dispatch(HotObject *h, const unsigned char *hdr, int64_t hl, char *payload, int64_t plen)
+{
+    int flags = hdr[0];
+    int nargs = hdr[1];
+    int cat = flags & CAT_MASK;
+    if ((flags & ~F_KNOWN) || nargs > MAX_ARGS || hl != FIXED + 8 * nargs
+            || (cat != C_SHORT && cat != C_LONG) || (cat == C_LONG ? plen < 0 : plen >= 0)
+            || get_le(hdr + 12, 8) != 0) {
+        return 1;
+    }
+    Py_ssize_t hidx = (Py_ssize_t)get_le(hdr + 2, 2);
+    uint64_t src = get_le(hdr + 4, 4);
+    int64_t t = (int64_t)get_le(hdr + 8, 4) - h->first;
+    if (src >= (uint64_t)h->size || t < 0 || t >= h->T) {
+        return 1;
+    }
+    Slot *s = &h->slots[t];
+    if (s->rs == NULL || s->sysfns == NULL || hidx >= PyList_GET_SIZE(s->sysfns)
+            || PyList_GET_ITEM(s->sysfns, hidx) == Py_None) {
+        return 1;
+    }
+    PyObject *args = PyTuple_New(nargs);
+    if (args == NULL) {
+        return -1;
+    }
+    for (int i = 0; i < nargs; i++) {
+        PyObject *v = PyLong_FromLongLong((long long)get_le(hdr + FIXED + 8 * i, 8));
+        if (v == NULL) {
+            Py_DECREF(args);
+            return -1;
+        }
+        PyTuple_SET_ITEM(args, i, v);
+    }
+    PyObject *pv = cat == C_LONG ? PyMemoryView_FromMemory(payload, plen, PyBUF_WRITE)
+                                 : Py_NewRef(Py_None);
+    PyObject *so = PyLong_FromUnsignedLongLong(src);
+    int rc = -1;
+    if (pv != NULL && so != NULL) {
+        PyObject *fn = Py_NewRef(PyList_GET_ITEM(s->sysfns, hidx));
+        PyObject *stack[] = {so, args, pv, (flags & F_REPLY) ? Py_True : Py_False};
+        PyObject *r = PyObject_Vectorcall(fn, stack, 4, NULL);
+        Py_DECREF(fn);
+        if (r != NULL) {
+            Py_DECREF(r);
+            h->handled++;
+            rc = 0;
+        } else if (PyErr_ExceptionMatches(PyExc_Exception)) {
+            /* a forged system message: never let it take the rank down */
+            PyErr_Clear();
+            r = PyObject_CallNoArgs(h->py_refuse);
+            if (r != NULL) {
+                Py_DECREF(r);
+                rc = 0;
+            }
+        }
+    }
+    Py_XDECREF(pv);
+    Py_XDECREF(so);
+    Py_DECREF(args);
+    return rc;
+}
+
 /* Run a user Short/Medium AM straight from its entry: 1 not handled here (the Python
  * dispatcher checks it, refuses it or runs it), 0 ran, -1 error. */
 static int
@@ -790,7 +860,10 @@ fast_dispatch(HotObject *h, const unsigned char *hdr, int64_t hl, char *payload,
     int flags = hdr[0];
     int nargs = hdr[1];
     int cat = flags & CAT_MASK;
-    if ((flags & ~F_KNOWN) || (flags & F_SYSTEM) || cat > C_MEDIUM || nargs > MAX_ARGS
+    if (flags & F_SYSTEM) {
+        return sys_dispatch(h, hdr, hl, payload, plen);
+    }
+    if ((flags & ~F_KNOWN) || cat > C_MEDIUM || nargs > MAX_ARGS
             || hl != FIXED + 8 * nargs) {
         return 1;
     }
@@ -1210,6 +1283,196 @@ wait_until(HotObject *h, PyObject *pred, PyObject *timeout)
     return r;
 }
 
+/* -- system senders ----------------------------------------------------------------- */
+
+/* SysSender: Hot.sys_sender(t, hidx, fallback) makes one; calling it, (dest, args, payload=
+ * None), sends a system AM of handler hidx from rank-thread t to dest: into the node-local
+ * process's shared-memory queue here; anything else (another process's rank-threads in this
+ * process, the conduit, args that are not a tuple of at most MAX_ARGS ints fitting int64, a
+ * dest out of range) goes to fallback(dest, args, payload), the engine's own send, which
+ * raises what is wrong. The wire header is the engine's: SYSTEM, plus LONG when a payload is
+ * there, offset 0. */
+typedef struct {
+    PyObject_HEAD
+    HotObject *hot;
+    PyObject *fallback;
+    int t, hidx;
+    vectorcallfunc vectorcall;
+} SysSenderObject;
+
+static PyTypeObject SysSender_Type;
+
+static PyObject *
+SysSender_call(SysSenderObject *ss, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    HotObject *h = ss->hot;
+    if (kwnames != NULL || nargs < 2 || nargs > 3 || !PyLong_CheckExact(args[0])
+            || !PyTuple_CheckExact(args[1]) || PyTuple_GET_SIZE(args[1]) > MAX_ARGS
+            || h->n == 0) {
+        goto slow;
+    }
+    long dest = PyLong_AsLong(args[0]);
+    if (dest < 0 || dest >= h->size) {
+        PyErr_Clear();
+        goto slow;
+    }
+    int proc = (int)(dest / h->T);
+    if (h->route[proc] != R_PSHM || h->proc_li[proc] < 0 || h->proc_li[proc] == h->li) {
+        goto slow;
+    }
+    Py_ssize_t na = PyTuple_GET_SIZE(args[1]);
+    int64_t a[MAX_ARGS];
+    for (Py_ssize_t i = 0; i < na; i++) {
+        if (!arg_i64(PyTuple_GET_ITEM(args[1], i), &a[i])) {
+            goto slow;
+        }
+    }
+    PyObject *payload = nargs == 3 ? args[2] : Py_None;
+    int flags = F_SYSTEM;
+    const char *p = NULL;
+    int64_t plen = -1;
+    Py_buffer pb;
+    pb.obj = NULL;
+    if (payload != Py_None) {
+        flags |= C_LONG;
+        if (PyBytes_CheckExact(payload)) {
+            p = PyBytes_AS_STRING(payload);
+            plen = PyBytes_GET_SIZE(payload);
+        } else {
+            if (PyObject_GetBuffer(payload, &pb, PyBUF_SIMPLE) < 0) {
+                PyErr_Clear();
+                goto slow;
+            }
+            p = pb.buf;
+            plen = pb.len;
+        }
+    }
+    unsigned char hb[FIXED + 8 * MAX_ARGS];
+    Py_ssize_t hl = pack_header(hb, flags, na, ss->hidx, h->slots[ss->t].rank, dest, 0, a);
+    int rc = pshm_send(h, 0, h->proc_li[proc], hb, hl, p, plen, 0);
+    if (pb.obj != NULL) {
+        PyBuffer_Release(&pb);
+    }
+    if (rc < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+slow:
+    return PyObject_Vectorcall(ss->fallback, args, nargsf, kwnames);
+}
+
+static int
+SysSender_traverse(SysSenderObject *ss, visitproc visit, void *arg)
+{
+    Py_VISIT(ss->hot);
+    Py_VISIT(ss->fallback);
+    return 0;
+}
+
+static int
+SysSender_clear(SysSenderObject *ss)
+{
+    Py_CLEAR(ss->hot);
+    Py_CLEAR(ss->fallback);
+    return 0;
+}
+
+static void
+SysSender_dealloc(SysSenderObject *ss)
+{
+    PyObject_GC_UnTrack(ss);
+    SysSender_clear(ss);
+    Py_TYPE(ss)->tp_free((PyObject *)ss);
+}
+
+static PyTypeObject SysSender_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "amnet.core._hot.SysSender",
+    .tp_basicsize = sizeof(SysSenderObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "send(dest, args, payload=None): a system AM of one handler (Hot.sys_sender).",
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(SysSenderObject, vectorcall),
+    .tp_traverse = (traverseproc)SysSender_traverse,
+    .tp_clear = (inquiry)SysSender_clear,
+    .tp_dealloc = (destructor)SysSender_dealloc,
+};
+
+/* sys_sender(t, hidx, fallback) */
+static PyObject *
+Hot_sys_sender(HotObject *h, PyObject *args)
+{
+    int t, hidx;
+    PyObject *fallback;
+    if (!PyArg_ParseTuple(args, "iiO", &t, &hidx, &fallback)) {
+        return NULL;
+    }
+    if (t < 0 || t >= h->T || hidx < 0 || hidx > 0xffff || !PyCallable_Check(fallback)) {
+        PyErr_SetString(PyExc_ValueError, "bad rank-thread, handler index or fallback");
+        return NULL;
+    }
+    SysSenderObject *ss = PyObject_GC_New(SysSenderObject, &SysSender_Type);
+    if (ss == NULL) {
+        return NULL;
+    }
+    ss->hot = (HotObject *)Py_NewRef(h);
+    ss->fallback = Py_NewRef(fallback);
+    ss->t = t;
+    ss->hidx = hidx;
+    ss->vectorcall = (vectorcallfunc)SysSender_call;
+    PyObject_GC_Track(ss);
+    return (PyObject *)ss;
+}
+
+/* set_sys_handler(t, hidx, fn): messages of system handler hidx to rank-thread t that arrive
+ * in the shared-memory queues run fn(src, args, payload, is_reply) from C (None: the engine's
+ * dispatch again). */
+static PyObject *
+Hot_set_sys_handler(HotObject *h, PyObject *args)
+{
+    int t, hidx;
+    PyObject *fn;
+    if (!PyArg_ParseTuple(args, "iiO", &t, &hidx, &fn)) {
+        return NULL;
+    }
+    if (t < 0 || t >= h->T || hidx < 0 || hidx > 0xffff
+            || (fn != Py_None && !PyCallable_Check(fn))) {
+        PyErr_SetString(PyExc_ValueError, "bad rank-thread, handler index or handler");
+        return NULL;
+    }
+    Slot *s = &h->slots[t];
+    if (s->sysfns == NULL && (s->sysfns = PyList_New(0)) == NULL) {
+        return NULL;
+    }
+    while (PyList_GET_SIZE(s->sysfns) <= hidx) {
+        if (PyList_Append(s->sysfns, Py_None) < 0) {
+            return NULL;
+        }
+    }
+    Py_INCREF(fn);
+    PyList_SetItem(s->sysfns, hidx, fn);
+    Py_RETURN_NONE;
+}
+
+/* wait_until(pred, timeout=None): the C wait loop, for the extension interface (the caller
+ * did its own checks). */
+static PyObject *
+Hot_wait_until(HotObject *h, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "wait_until(pred, timeout=None)");
+        return NULL;
+    }
+    PyObject *timeout = nargs == 2 ? args[1] : Py_None;
+    if (timeout != Py_None && !PyNumber_Check(timeout)) {
+        PyErr_Format(PyExc_TypeError, "timeout must be a number or None, got %s",
+                     Py_TYPE(timeout)->tp_name);
+        return NULL;
+    }
+    return wait_until(h, args[0], timeout);
+}
+
 /* -- Hot methods -------------------------------------------------------------------- */
 
 static void
@@ -1266,6 +1529,7 @@ Hot_clear_refs(HotObject *h)
     Py_CLEAR(h->py_wait);
     Py_CLEAR(h->py_deferred);
     Py_CLEAR(h->py_wake);
+    Py_CLEAR(h->py_refuse);
     Py_CLEAR(h->deferred);
     Py_CLEAR(h->delayed);
     if (h->slots != NULL) {
@@ -1277,6 +1541,7 @@ Hot_clear_refs(HotObject *h)
             Py_CLEAR(s->nargs);
             Py_CLEAR(s->names);
             Py_CLEAR(s->by_fn);
+            Py_CLEAR(s->sysfns);
         }
     }
     while (h->nspare > 0) {
@@ -1297,11 +1562,13 @@ Hot_traverse(HotObject *h, visitproc visit, void *arg)
     Py_VISIT(h->py_wait);
     Py_VISIT(h->py_deferred);
     Py_VISIT(h->py_wake);
+    Py_VISIT(h->py_refuse);
     Py_VISIT(h->deferred);
     Py_VISIT(h->delayed);
     if (h->slots != NULL) {
         for (int t = 0; t < h->T; t++) {
             Py_VISIT(h->slots[t].rs);
+            Py_VISIT(h->slots[t].sysfns);
         }
     }
     for (int i = 0; i < h->nspare; i++) {
@@ -1371,6 +1638,7 @@ Hot_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     if ((h->py_wait = PyObject_GetAttrString(eng, "wait_slow")) == NULL) goto fail;
     if ((h->py_deferred = PyObject_GetAttrString(eng, "run_deferred")) == NULL) goto fail;
     if ((h->py_wake = PyObject_GetAttrString(eng, "wake_waiters")) == NULL) goto fail;
+    if ((h->py_refuse = PyObject_GetAttrString(eng, "_refuse")) == NULL) goto fail;
     if ((h->deferred = PyObject_GetAttrString(eng, "deferred")) == NULL) goto fail;
     if ((h->delayed = PyObject_GetAttrString(eng, "delayed")) == NULL) goto fail;
     h->net_fd = -1;
@@ -1795,6 +2063,9 @@ static PyMethodDef Hot_methods[] = {
     {"send", (PyCFunction)Hot_send, METH_VARARGS, NULL},
     {"set_spin", (PyCFunction)Hot_set_spin, METH_O, NULL},
     {"set_conduit_signal", (PyCFunction)Hot_set_conduit_signal, METH_VARARGS, NULL},
+    {"sys_sender", (PyCFunction)Hot_sys_sender, METH_VARARGS, NULL},
+    {"set_sys_handler", (PyCFunction)Hot_set_sys_handler, METH_VARARGS, NULL},
+    {"wait_until", (PyCFunction)(void (*)(void))Hot_wait_until, METH_FASTCALL, NULL},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2392,7 +2663,8 @@ PyInit__hot(void)
     InitError = Py_NewRef(PyExc_RuntimeError);
     AMContextError = Py_NewRef(PyExc_RuntimeError);
     if (PyType_Ready(&Lock_Type) < 0 || PyType_Ready(&Hot_Type) < 0
-            || PyType_Ready(&Token_Type) < 0 || PyType_Ready(&EndpointBase_Type) < 0) {
+            || PyType_Ready(&Token_Type) < 0 || PyType_Ready(&EndpointBase_Type) < 0
+            || PyType_Ready(&SysSender_Type) < 0) {
         return NULL;
     }
     PyObject *m = PyModule_Create(&hot_module);
