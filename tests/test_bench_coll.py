@@ -30,6 +30,7 @@ def test_coll_figures(marked):
         for a in ran:
             assert r["seconds"][a] == median(r["samples"][a]) > 0
         assert r["floor"] > 0  # the same bytes as plain AMs, measured beside them
+        assert r["solo"] > 0  # and the same call on a team of one: the layer's own cost
         assert (r["mpi4py"] is None) == (r["topology"] == "2nodes" or
                                           coll_mod.mpi_missing() is not None)
     assert len(res["table"]["rows"]) == len(rows) and res["tables"][0] is res["table"]
@@ -47,6 +48,7 @@ def test_coll_figures(marked):
     pushes = [n for n in res["notes"] if "faster than the reference memcpy push" in n]
     assert len(pushes) == 4  # broadcast and exchange, both topologies, at 600 B and 2 ranks
     assert any(n.startswith("AM floor:") for n in res["notes"])
+    assert any(n.startswith("team of one:") for n in res["notes"])
     assert markdown(res).startswith("## amnet-bench coll")
     only = SUITES["coll"]([*TINY, "--sync", "none", "--topology", "node"], progress=False)
     assert len(only["tables"]) == 1 and all(r["section"] == "algorithms"

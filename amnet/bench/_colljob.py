@@ -105,16 +105,35 @@ def _floor_call(ep: Any, what: str, n: int, src: np.ndarray, dst: np.ndarray) ->
     return call
 
 
+def _coll_call(team: Any, what: str, alg: str | None, n: int) -> Any:
+    """One call of collective ``what`` (``alg``; None: the default) on ``team``, n bytes a
+    block (reduce_all: n bytes of float64, at least one, summed)."""
+    from amnet.coll import ADD
+
+    src, dst = _buffers(what, n, team.size)
+    if what == "broadcast":
+        return lambda: team.broadcast(dst, src, 0, algorithm=alg)
+    if what == "gather_all":
+        return lambda: team.gather_all(dst, src, algorithm=alg)
+    if what == "exchange":
+        return lambda: team.exchange(dst, src, algorithm=alg)
+    s8 = np.ones(max(1, n // 8))
+    d8 = np.zeros_like(s8)
+    return lambda: team.reduce_all(d8, s8, ADD, algorithm=alg)
+
+
 def coll_job(ep: Any, plan: dict[str, Any]) -> dict[str, float]:
     """Every rank of an amnet job: ``{"what/algorithm/size": mean seconds}``, with the
-    floor as algorithm ``floor``."""
-    from amnet.coll import ADD, ALGORITHMS
+    floor as algorithm ``floor`` and the default algorithm on a team of one member (every
+    rank alone: the collective layer's own cost, no message) as ``solo``."""
+    from amnet.coll import ALGORITHMS
 
     team = ep.coll.world
     P = team.size
     _GOT[ep.rank] = [0, None]
     ep.register_handlers([_land])
     out: dict[str, float] = {}
+    alone = team.split(ep.rank)
     for what in plan["collectives"]:
         for n in plan["sizes"]:
             nb = 8 * max(1, n // 8) if what == "reduce_all" else n  # as the cases below
@@ -122,29 +141,16 @@ def coll_job(ep: Any, plan: dict[str, Any]) -> dict[str, float]:
             dst = np.zeros(nb * P, np.uint8)
             out[f"{what}/floor/{n}"] = _case(_floor_call(ep, what, nb, src, dst),
                                              team.barrier, ep.rank, plan)
+            out[f"{what}/solo/{n}"] = _case(_coll_call(alone, what, None, n), team.barrier,
+                                            ep.rank, plan)
     for what in plan["collectives"]:
         algs = [a for a in ALGORITHMS[what] if a in plan["algorithms"].get(what, ())]
         for alg in algs:
             for n in plan["sizes"]:
                 if alg.startswith("naive") and n > plan["naive_max"]:
                     continue
-                src, dst = _buffers(what, n, P)
-                if what == "broadcast":
-                    def call(src=src, dst=dst, alg=alg) -> None:
-                        team.broadcast(dst, src, 0, algorithm=alg)
-                elif what == "gather_all":
-                    def call(src=src, dst=dst, alg=alg) -> None:
-                        team.gather_all(dst, src, algorithm=alg)
-                elif what == "exchange":
-                    def call(src=src, dst=dst, alg=alg) -> None:
-                        team.exchange(dst, src, algorithm=alg)
-                else:  # reduce_all: n bytes of float64 (at least one), summed
-                    s8 = np.ones(max(1, n // 8))
-                    d8 = np.zeros_like(s8)
-
-                    def call(s8=s8, d8=d8, alg=alg) -> None:
-                        team.reduce_all(d8, s8, ADD, algorithm=alg)
-                out[f"{what}/{alg}/{n}"] = _case(call, team.barrier, ep.rank, plan)
+                out[f"{what}/{alg}/{n}"] = _case(_coll_call(team, what, alg, n),
+                                                 team.barrier, ep.rank, plan)
     return out
 
 

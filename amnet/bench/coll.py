@@ -197,16 +197,18 @@ def _report(opts: argparse.Namespace, per: dict, why: str | None) -> dict[str, A
                     best = min(have, key=have.get)
                     mpi = med.get(("mpi", P, f"{what}/mpi4py/{n}")) if topo == "node" else None
                     floor = med.get((topo, P, f"{what}/floor/{n}"))
+                    solo = med.get((topo, P, f"{what}/solo/{n}"))
                     results.append({"section": "algorithms", "collective": what,
                                     "topology": topo, "ranks": P,
                                     "size": n, "seconds": row, "best": best, "mpi4py": mpi,
-                                    "floor": floor,
+                                    "floor": floor, "solo": solo,
                                     "samples": {a: per.get((topo, P, f"{what}/{a}/{n}"))
                                                 for a in have}})
                     rows.append([what, topo, str(P), size_label(n),
                                  " / ".join("-" if row[a] is None else f"{row[a] * 1e6:.0f}"
                                             for a in ALGORITHMS[what]),
                                  best, "-" if floor is None else f"{floor * 1e6:.0f}",
+                                 "-" if solo is None else f"{solo * 1e6:.1f}",
                                  "-" if mpi is None else f"{mpi * 1e6:.0f}",
                                  "-" if mpi is None else f"{have[best] / mpi:.2f}"])
             if topo == "node" and why is None:
@@ -245,6 +247,11 @@ def _report(opts: argparse.Namespace, per: dict, why: str | None) -> dict[str, A
                  "sent as plain Medium AMs "
                  "(ep.request_medium and a handler that copies), with no collective logic: "
                  "the least amnet's Python API spends moving the same bytes.")
+    notes.append("team of one: the same collective (its default algorithm) on a team of one "
+                 "member, in the same job: the collective layer's own Python (argument "
+                 "checks, the call's description, its algorithm, the mailbox) with no message. "
+                 "AM floor + team of one is the least a collective call written in Python on "
+                 "amnet's AMs costs.")
     notes.append(f"Each case: {opts.warmup} untimed calls, {opts.warmup} timed without "
                  f"computation (the warm-up time), then {opts.calls} rounds of a call and "
                  f"{opts.compute:g}x the warm-up time of local computation"
@@ -252,7 +259,7 @@ def _report(opts: argparse.Namespace, per: dict, why: str | None) -> dict[str, A
                  + f"; the slowest rank's mean; median of {opts.reps} repetition(s).")
     cols = ["collective", "topology", "ranks", "block", "µs by algorithm (" + "; ".join(
         f"{w}: {' / '.join(ALGORITHMS[w])}" for w in opts.collectives) + ")", "best",
-        "AM floor µs", "mpi4py µs", "best / mpi4py"]
+        "AM floor µs", "team of one µs", "mpi4py µs", "best / mpi4py"]
     table = {"title": "Collectives by algorithm, beside mpi4py", "columns": cols,
              "rows": rows, "notes": notes}
     tables = [table]

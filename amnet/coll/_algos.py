@@ -159,7 +159,7 @@ def relocalise(ctx: Any, a: Args, pull: bool, naive: bool, blocking: bool = Fals
         got = yield tuple(ctx.recv(s, tag(s_b, d_b, k, DAT)) for s, s_b, d_b, k in want)
         for (_s, _sb, d_b, k), data in zip(want, got, strict=True):
             o, ln = pieces[k]
-            _blk(a.dst, d_b, n)[o:o + ln] = np.frombuffer(data, np.uint8)
+            _blk(a.dst, d_b, n).data[o:o + ln] = data
     return None
 
 
@@ -189,7 +189,7 @@ def bcast_tree(ctx: Any, a: Args) -> Gen:
             a.dst[:] = a.src
     else:
         data = yield ctx.recv((_parent(rel) + r) % P, 0)
-        a.dst[:] = np.frombuffer(data, np.uint8)
+        a.dst.data[:] = data
     for c in _children(rel, P):
         ctx.send((c + r) % P, 0, a.dst)
     return None
@@ -248,7 +248,7 @@ def gather_all_ring(ctx: Any, a: Args) -> Gen:
         b = (me - step) % P
         ctx.send(right, step, _blk(a.dst, b, n))
         data = yield ctx.recv(left, step)
-        _blk(a.dst, (left - step) % P, n)[:] = np.frombuffer(data, np.uint8)
+        _blk(a.dst, (left - step) % P, n).data[:] = data
     return None
 
 
@@ -271,7 +271,7 @@ def gather_all_xor(ctx: Any, a: Args) -> Gen:
             ctx.send(me ^ d, step, a.dst[lo * n:(lo + d) * n])
             theirs = lo ^ d
             data = yield ctx.recv(me ^ d, step)
-            a.dst[theirs * n:(theirs + d) * n] = np.frombuffer(data, np.uint8)
+            a.dst.data[theirs * n:(theirs + d) * n] = data
             lo = min(lo, theirs)
             d *= 2
             step += 1
@@ -279,11 +279,11 @@ def gather_all_xor(ctx: Any, a: Args) -> Gen:
     if me >= p:
         ctx.send(me - p, 0, a.src[:n])
         data = yield ctx.recv(me - p, 1)
-        a.dst[:] = np.frombuffer(data, np.uint8)
+        a.dst.data[:] = data
         return None
     if me + p < P:
         data = yield ctx.recv(me + p, 0)
-        _blk(a.dst, me + p, n)[:] = np.frombuffer(data, np.uint8)
+        _blk(a.dst, me + p, n).data[:] = data
 
     def blocks(group: list[int]) -> list[int]:  # members' blocks with the folded ones
         return sorted(group + [q + p for q in group if q + p < P])
@@ -314,7 +314,7 @@ def exchange_ring(ctx: Any, a: Args) -> Gen:
         to, frm = (me + k) % P, (me - k) % P
         ctx.send(to, k, _blk(a.src, to, n))
         data = yield ctx.recv(frm, k)
-        _blk(a.dst, frm, n)[:] = np.frombuffer(data, np.uint8)
+        _blk(a.dst, frm, n).data[:] = data
     return None
 
 
@@ -332,7 +332,7 @@ def exchange_xor(ctx: Any, a: Args) -> Gen:
             continue
         ctx.send(partner, k, _blk(a.src, partner, n))
         data = yield ctx.recv(partner, k)
-        _blk(a.dst, partner, n)[:] = np.frombuffer(data, np.uint8)
+        _blk(a.dst, partner, n).data[:] = data
     return None
 
 
@@ -410,7 +410,7 @@ def reduce_all_xor(ctx: Any, a: Args) -> Gen:
     if me >= p:
         ctx.send(me - p, 0, acc)
         data = yield ctx.recv(me - p, 1)
-        _typed(a.dst, a)[:] = np.frombuffer(data, a.dtype)
+        a.dst.data[:] = data
         return None
     if me + p < P:
         data = yield ctx.recv(me + p, 0)

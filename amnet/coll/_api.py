@@ -68,7 +68,7 @@ def _agreed(fn: Callable) -> Callable:
         try:
             return fn(self, *args, **kwargs)
         except (TypeError, ValueError) as e:
-            what = fn.__name__.removesuffix("_nb")
+            what = fn.__name__.lstrip("_")
             try:
                 self._coll._poison(self, f"{what}(invalid: {type(e).__name__}: {e})")
             except CollectiveMismatch:
@@ -152,20 +152,27 @@ class Team:
 
     # -- collectives ------------------------------------------------------------------------
     def barrier(self, algorithm: str | None = None) -> None:
-        self.barrier_nb(algorithm).wait()
+        self._coll._wait(self._barrier(algorithm))
+
+    def barrier_nb(self, algorithm: str | None = None) -> CollHandle:
+        return CollHandle(self._coll, self._barrier(algorithm))
 
     @_agreed
-    def barrier_nb(self, algorithm: str | None = None) -> CollHandle:
+    def _barrier(self, algorithm: str | None = None) -> Run:
         return self._coll._start(self, Args("barrier"), algorithm)
 
     def broadcast(self, dst: Any, src: Any = None, root: int = 0, nbytes: int | None = None,
                   algorithm: str | None = None) -> None:
         """Copy root's ``src`` (``nbytes``) into every member's ``dst``."""
-        self.broadcast_nb(dst, src, root, nbytes, algorithm).wait()
+        self._coll._wait(self._broadcast(dst, src, root, nbytes, algorithm))
 
-    @_agreed
     def broadcast_nb(self, dst: Any, src: Any = None, root: int = 0,
                      nbytes: int | None = None, algorithm: str | None = None) -> CollHandle:
+        return CollHandle(self._coll, self._broadcast(dst, src, root, nbytes, algorithm))
+
+    @_agreed
+    def _broadcast(self, dst: Any, src: Any = None, root: int = 0,
+                   nbytes: int | None = None, algorithm: str | None = None) -> Run:
         c, what = self._coll, "broadcast"
         root = self._root(root, what)
         n = c.size_of(nbytes, dst, 1, what, "dst")
@@ -176,11 +183,15 @@ class Team:
     def scatter(self, dst: Any, src: Any = None, root: int = 0, nbytes: int | None = None,
                 algorithm: str | None = None) -> None:
         """Block i (``nbytes``) of root's ``src`` (size x nbytes) to member i's ``dst``."""
-        self.scatter_nb(dst, src, root, nbytes, algorithm).wait()
+        self._coll._wait(self._scatter(dst, src, root, nbytes, algorithm))
 
-    @_agreed
     def scatter_nb(self, dst: Any, src: Any = None, root: int = 0, nbytes: int | None = None,
                    algorithm: str | None = None) -> CollHandle:
+        return CollHandle(self._coll, self._scatter(dst, src, root, nbytes, algorithm))
+
+    @_agreed
+    def _scatter(self, dst: Any, src: Any = None, root: int = 0, nbytes: int | None = None,
+                 algorithm: str | None = None) -> Run:
         c, what = self._coll, "scatter"
         root = self._root(root, what)
         n = c.size_of(nbytes, dst, 1, what, "dst")
@@ -191,11 +202,15 @@ class Team:
     def gather(self, dst: Any, src: Any, root: int = 0, nbytes: int | None = None,
                algorithm: str | None = None) -> None:
         """Every member's ``src`` (``nbytes``) to block i of root's ``dst``."""
-        self.gather_nb(dst, src, root, nbytes, algorithm).wait()
+        self._coll._wait(self._gather(dst, src, root, nbytes, algorithm))
 
-    @_agreed
     def gather_nb(self, dst: Any, src: Any, root: int = 0, nbytes: int | None = None,
                   algorithm: str | None = None) -> CollHandle:
+        return CollHandle(self._coll, self._gather(dst, src, root, nbytes, algorithm))
+
+    @_agreed
+    def _gather(self, dst: Any, src: Any, root: int = 0, nbytes: int | None = None,
+                algorithm: str | None = None) -> Run:
         c, what = self._coll, "gather"
         root = self._root(root, what)
         n = c.size_of(nbytes, src, 1, what, "src")
@@ -206,11 +221,15 @@ class Team:
     def gather_all(self, dst: Any, src: Any, nbytes: int | None = None,
                    algorithm: str | None = None) -> None:
         """Every member's ``src`` (``nbytes``) to block i of every member's ``dst``."""
-        self.gather_all_nb(dst, src, nbytes, algorithm).wait()
+        self._coll._wait(self._gather_all(dst, src, nbytes, algorithm))
 
-    @_agreed
     def gather_all_nb(self, dst: Any, src: Any, nbytes: int | None = None,
                       algorithm: str | None = None) -> CollHandle:
+        return CollHandle(self._coll, self._gather_all(dst, src, nbytes, algorithm))
+
+    @_agreed
+    def _gather_all(self, dst: Any, src: Any, nbytes: int | None = None,
+                    algorithm: str | None = None) -> Run:
         c, what = self._coll, "gather_all"
         n = c.size_of(nbytes, src, 1, what, "src")
         s = c.view(src, n, False, what, "src")
@@ -221,11 +240,15 @@ class Team:
                  algorithm: str | None = None) -> None:
         """All-to-all: block j of member i's ``src`` to block i of member j's ``dst``
         (``nbytes`` a block, size blocks each)."""
-        self.exchange_nb(dst, src, nbytes, algorithm).wait()
+        self._coll._wait(self._exchange(dst, src, nbytes, algorithm))
 
-    @_agreed
     def exchange_nb(self, dst: Any, src: Any, nbytes: int | None = None,
                     algorithm: str | None = None) -> CollHandle:
+        return CollHandle(self._coll, self._exchange(dst, src, nbytes, algorithm))
+
+    @_agreed
+    def _exchange(self, dst: Any, src: Any, nbytes: int | None = None,
+                  algorithm: str | None = None) -> Run:
         c, what = self._coll, "exchange"
         n = c.size_of(nbytes, src, self.size, what, "src")
         s = c.view(src, n * self.size, False, what, "src")
@@ -236,11 +259,15 @@ class Team:
                 algorithm: str | None = None) -> None:
         """Member i's ``src`` (``nbytes``) to member ``perm[i]``'s ``dst`` (``perm`` the same
         permutation of range(size) on every member)."""
-        self.permute_nb(dst, src, perm, nbytes, algorithm).wait()
+        self._coll._wait(self._permute(dst, src, perm, nbytes, algorithm))
 
-    @_agreed
     def permute_nb(self, dst: Any, src: Any, perm: Sequence[int], nbytes: int | None = None,
                    algorithm: str | None = None) -> CollHandle:
+        return CollHandle(self._coll, self._permute(dst, src, perm, nbytes, algorithm))
+
+    @_agreed
+    def _permute(self, dst: Any, src: Any, perm: Sequence[int], nbytes: int | None = None,
+                 algorithm: str | None = None) -> Run:
         c, what = self._coll, "permute"
         try:
             p = [int(x) for x in perm]
@@ -258,11 +285,15 @@ class Team:
         """Root's ``dst`` = ``src`` of every member combined element by element with ``op``
         (ADD ... MAX, FUNC, NONCOMM_FUNC; member order for NONCOMM_FUNC). ``src`` and
         ``dst`` are numpy arrays of one dtype and size."""
-        self.reduce_nb(dst, src, op, root, func, algorithm).wait()
+        self._coll._wait(self._reduce(dst, src, op, root, func, algorithm))
 
-    @_agreed
     def reduce_nb(self, dst: Any, src: Any, op: Any, root: int = 0,
                   func: Callable | None = None, algorithm: str | None = None) -> CollHandle:
+        return CollHandle(self._coll, self._reduce(dst, src, op, root, func, algorithm))
+
+    @_agreed
+    def _reduce(self, dst: Any, src: Any, op: Any, root: int = 0,
+                func: Callable | None = None, algorithm: str | None = None) -> Run:
         root = self._root(root, "reduce")
         return self._reduction("reduce", dst, src, op, func, root, algorithm,
                                self.index == root)
@@ -270,26 +301,36 @@ class Team:
     def reduce_all(self, dst: Any, src: Any, op: Any, func: Callable | None = None,
                    algorithm: str | None = None) -> None:
         """As :meth:`reduce`, the result in every member's ``dst``."""
-        self.reduce_all_nb(dst, src, op, func, algorithm).wait()
+        self._coll._wait(self._reduce_all(dst, src, op, func, algorithm))
 
-    @_agreed
     def reduce_all_nb(self, dst: Any, src: Any, op: Any, func: Callable | None = None,
                       algorithm: str | None = None) -> CollHandle:
+        return CollHandle(self._coll, self._reduce_all(dst, src, op, func, algorithm))
+
+    @_agreed
+    def _reduce_all(self, dst: Any, src: Any, op: Any, func: Callable | None = None,
+                    algorithm: str | None = None) -> Run:
         return self._reduction("reduce_all", dst, src, op, func, 0, algorithm, True)
 
     def prefix_reduce(self, dst: Any, src: Any, op: Any, func: Callable | None = None,
                       algorithm: str | None = None) -> None:
         """Member i's ``dst`` = the ``src`` of members 0..i combined with ``op`` (an
         inclusive scan, member order kept)."""
-        self.prefix_reduce_nb(dst, src, op, func, algorithm).wait()
+        self._coll._wait(self._prefix_reduce(dst, src, op, func, algorithm))
 
-    @_agreed
     def prefix_reduce_nb(self, dst: Any, src: Any, op: Any, func: Callable | None = None,
                          algorithm: str | None = None) -> CollHandle:
+        return CollHandle(self._coll, self._prefix_reduce(dst, src, op, func, algorithm))
+
+    @_agreed
+    def _prefix_reduce(self, dst: Any, src: Any, op: Any, func: Callable | None = None,
+                       algorithm: str | None = None) -> Run:
         return self._reduction("prefix_reduce", dst, src, op, func, 0, algorithm, True)
 
     # -- helpers ----------------------------------------------------------------------------
     def _root(self, root: Any, what: str) -> int:
+        if type(root) is int and 0 <= root < self.size:  # the common case
+            return root
         r = _int(root, f"{what}: root")
         if not 0 <= r < self.size:
             raise ValueError(f"{what}: root {r} is not a member index of {self} (0.."
@@ -297,7 +338,7 @@ class Team:
         return r
 
     def _reduction(self, what: str, dst: Any, src: Any, op: Any, func: Any, root: int,
-                   algorithm: str | None, needs_dst: bool) -> CollHandle:
+                   algorithm: str | None, needs_dst: bool) -> Run:
         if not isinstance(src, np.ndarray):
             raise TypeError(f"{what}: src must be a numpy array, got {type(src).__name__}")
         dt = src.dtype
@@ -437,7 +478,7 @@ class Coll:
             return self.choice[a.what]
         return default(team, a)
 
-    def _start(self, team: Team, a: Args, algorithm: str | None) -> CollHandle:
+    def _start(self, team: Team, a: Args, algorithm: str | None) -> Run:
         self.port.forbid_send_in_handler(f"amnet.coll {a.what}")
         alg = self.pick(team, a, algorithm)
         sig = _signature(a, alg)
@@ -455,7 +496,7 @@ class Coll:
         except BaseException:
             self._runs.remove(run)
             raise
-        return CollHandle(self, run)
+        return run
 
     def _poison(self, team: Team, sig: str) -> None:
         """Take part in a call with a description saying what was wrong (see _agreed):
@@ -481,7 +522,8 @@ class Coll:
         if done:
             if run in self._runs:
                 self._runs.remove(run)
-            late = self.box.failed.pop(run.call[0], None)
+            failed = self.box.failed
+            late = failed.pop(run.call[0], None) if failed else None
             if late is not None:  # an earlier call of the team was found mismatched
                 raise CollectiveMismatch("\n".join(late))
         return done

@@ -74,7 +74,7 @@ def bcast_hier(ctx: Any, a: Args) -> Gen:
                 ctx.send(i, 2000, a.dst)
     else:
         data = yield ctx.recv(lead, 2000)
-        a.dst[:] = np.frombuffer(data, np.uint8)
+        a.dst.data[:] = data
     return None
 
 
@@ -90,7 +90,7 @@ def reduce_all_hier(ctx: Any, a: Args) -> Gen:
     if ctx.index != lead:
         ctx.send(lead, 3000, a.src)
         data = yield ctx.recv(lead, 3001)
-        _typed(a.dst, a)[:] = np.frombuffer(data, a.dtype)
+        a.dst.data[:] = data
         return None
     acc = _typed(a.src, a).copy()
     others = mine[1:]
@@ -123,13 +123,13 @@ def gather_all_hier(ctx: Any, a: Args) -> Gen:
     if ctx.index != lead:
         ctx.send(lead, 7000, a.src)
         data = yield ctx.recv(lead, 7001)
-        a.dst[:] = np.frombuffer(data, np.uint8)
+        a.dst.data[:] = data
         return None
     a.dst[lead * n:(lead + 1) * n] = a.src
     if len(mine) > 1:
         got = yield tuple(ctx.recv(i, 7000) for i in mine[1:])
         for i, data in zip(mine[1:], got, strict=True):
-            a.dst[i * n:(i + 1) * n] = np.frombuffer(data, np.uint8)
+            a.dst.data[i * n:(i + 1) * n] = data
     others = [L for L in leaders if L != lead]
     if others:
         pack = np.concatenate([a.dst[i * n:(i + 1) * n] for i in mine])
@@ -155,7 +155,7 @@ def exchange_hier(ctx: Any, a: Args) -> Gen:
     if ctx.index != lead:
         ctx.send(lead, 7000, a.src)
         data = yield ctx.recv(lead, 7001)
-        a.dst[:] = np.frombuffer(data, np.uint8)
+        a.dst.data[:] = data
         return None
     srcs = {lead: a.src}
     if len(mine) > 1:

@@ -109,6 +109,7 @@ class Mailbox:
         self.next_seq: dict[int, int] = {}  # team id -> number of my next call on it
         self.active: dict[tuple[int, int], Run] = {}  # my calls in flight
         self.history: dict[tuple[int, int], Sig] = {}  # my calls' descriptions (last KEEP)
+        self.prune_at = 2 * KEEP  # history pruned when it holds more descriptions than this
         self.asked: set[tuple[int, int]] = set()  # checks of calls I have not yet entered
         self.answered: set[tuple[int, int]] = set()  # checks I have sent my description to
         self.sigs: dict[tuple[int, int], dict[int, str]] = {}  # as checker: descriptions
@@ -238,6 +239,14 @@ class Mailbox:
                      if c[0] == team.id and set(sigs) == every] if team.index == 0 else []
         for call in early:
             self.judge(call)
+
+    def prune(self) -> None:
+        """Forget the descriptions of calls more than KEEP back on their team (under
+        ``lock``)."""
+        nxt = self.next_seq
+        self.history = {c: s for c, s in self.history.items()
+                        if c[1] >= nxt.get(c[0], 0) - KEEP}
+        self.prune_at = 2 * max(KEEP, len(self.history))  # many teams: not at every call
 
     # -- the check --------------------------------------------------------------------------
     def _answered(self, call: tuple[int, int]) -> None:
@@ -409,9 +418,11 @@ class Run:
         with box.lock:
             box.next_seq[call[0]] = call[1] + 1
             box.active[call] = self
-            box.history[call] = self.sig
-            box.history.pop((call[0], call[1] - KEEP), None)
-            asked = call in box.asked
+            history = box.history
+            history[call] = self.sig
+            if len(history) > box.prune_at:
+                box.prune()
+            asked = bool(box.asked) and call in box.asked
             if asked:
                 box.asked.discard(call)
             mine = (asked or self.strict) and not check  # my description goes now
@@ -500,7 +511,7 @@ class Run:
                 raise CollectiveMismatch(v)
             self.verdict = ""
         while not self.done:
-            if call in box.aborts:  # another member failed
+            if box.aborts and call in box.aborts:  # another member failed
                 with box.lock:
                     text = box.aborts.pop(call)
                 self._close(True)
@@ -530,6 +541,7 @@ class Run:
                 box._forget(call)
                 return
             d = box.digests.pop(call, None)
-            box.verdicts.pop(call, None)
+            if box.verdicts:
+                box.verdicts.pop(call, None)
         if d is not None and d != self.digest and not self.checked:
             box.ask(call)  # data of another call came and was not needed: compare

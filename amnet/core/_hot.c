@@ -6,8 +6,12 @@
  * and running the handlers of user Short/Medium AMs, the Token handed to a handler, the
  * drain lock, and the endpoint's request/poll/wait_until/put/get entry points.
  *
- * Everything else (system AMs, Long AMs, the conduit, malformed messages, bad arguments and
- * their errors) goes to the Python engine (amnet/core/_engine.py), which stays the reference
+ * An extension's system AMs between the node's processes take a hot path too: the drain
+ * calls the handler registered for the destination rank (set_sys_handler: its port's, as the
+ * engine would call it), and a SysSender (Port.sender) writes into the queue.
+ *
+ * Everything else (the core's system AMs, Long AMs, the conduit, malformed messages, bad
+ * arguments and their errors) goes to the Python engine (amnet/core/_engine.py), which stays the reference
  * implementation: whenever a fast path meets anything it does not handle, it calls the
  * Python method with the same arguments, so errors are raised there, with the same text.
  *
