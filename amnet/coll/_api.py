@@ -93,7 +93,7 @@ class CollHandle:
         return self._coll._test(self._run)
 
     def wait(self) -> Any:
-        self._coll._wait(self._run)
+        self._coll._finish(self._run)
         return self._run.result
 
 
@@ -152,7 +152,7 @@ class Team:
 
     # -- collectives ------------------------------------------------------------------------
     def barrier(self, algorithm: str | None = None) -> None:
-        self._coll._wait(self._barrier(algorithm))
+        self._coll._finish(self._barrier(algorithm))
 
     def barrier_nb(self, algorithm: str | None = None) -> CollHandle:
         return CollHandle(self._coll, self._barrier(algorithm))
@@ -164,7 +164,7 @@ class Team:
     def broadcast(self, dst: Any, src: Any = None, root: int = 0, nbytes: int | None = None,
                   algorithm: str | None = None) -> None:
         """Copy root's ``src`` (``nbytes``) into every member's ``dst``."""
-        self._coll._wait(self._broadcast(dst, src, root, nbytes, algorithm))
+        self._coll._finish(self._broadcast(dst, src, root, nbytes, algorithm))
 
     def broadcast_nb(self, dst: Any, src: Any = None, root: int = 0,
                      nbytes: int | None = None, algorithm: str | None = None) -> CollHandle:
@@ -183,7 +183,7 @@ class Team:
     def scatter(self, dst: Any, src: Any = None, root: int = 0, nbytes: int | None = None,
                 algorithm: str | None = None) -> None:
         """Block i (``nbytes``) of root's ``src`` (size x nbytes) to member i's ``dst``."""
-        self._coll._wait(self._scatter(dst, src, root, nbytes, algorithm))
+        self._coll._finish(self._scatter(dst, src, root, nbytes, algorithm))
 
     def scatter_nb(self, dst: Any, src: Any = None, root: int = 0, nbytes: int | None = None,
                    algorithm: str | None = None) -> CollHandle:
@@ -202,7 +202,7 @@ class Team:
     def gather(self, dst: Any, src: Any, root: int = 0, nbytes: int | None = None,
                algorithm: str | None = None) -> None:
         """Every member's ``src`` (``nbytes``) to block i of root's ``dst``."""
-        self._coll._wait(self._gather(dst, src, root, nbytes, algorithm))
+        self._coll._finish(self._gather(dst, src, root, nbytes, algorithm))
 
     def gather_nb(self, dst: Any, src: Any, root: int = 0, nbytes: int | None = None,
                   algorithm: str | None = None) -> CollHandle:
@@ -221,7 +221,7 @@ class Team:
     def gather_all(self, dst: Any, src: Any, nbytes: int | None = None,
                    algorithm: str | None = None) -> None:
         """Every member's ``src`` (``nbytes``) to block i of every member's ``dst``."""
-        self._coll._wait(self._gather_all(dst, src, nbytes, algorithm))
+        self._coll._finish(self._gather_all(dst, src, nbytes, algorithm))
 
     def gather_all_nb(self, dst: Any, src: Any, nbytes: int | None = None,
                       algorithm: str | None = None) -> CollHandle:
@@ -240,7 +240,7 @@ class Team:
                  algorithm: str | None = None) -> None:
         """All-to-all: block j of member i's ``src`` to block i of member j's ``dst``
         (``nbytes`` a block, size blocks each)."""
-        self._coll._wait(self._exchange(dst, src, nbytes, algorithm))
+        self._coll._finish(self._exchange(dst, src, nbytes, algorithm))
 
     def exchange_nb(self, dst: Any, src: Any, nbytes: int | None = None,
                     algorithm: str | None = None) -> CollHandle:
@@ -259,7 +259,7 @@ class Team:
                 algorithm: str | None = None) -> None:
         """Member i's ``src`` (``nbytes``) to member ``perm[i]``'s ``dst`` (``perm`` the same
         permutation of range(size) on every member)."""
-        self._coll._wait(self._permute(dst, src, perm, nbytes, algorithm))
+        self._coll._finish(self._permute(dst, src, perm, nbytes, algorithm))
 
     def permute_nb(self, dst: Any, src: Any, perm: Sequence[int], nbytes: int | None = None,
                    algorithm: str | None = None) -> CollHandle:
@@ -285,7 +285,7 @@ class Team:
         """Root's ``dst`` = ``src`` of every member combined element by element with ``op``
         (ADD ... MAX, FUNC, NONCOMM_FUNC; member order for NONCOMM_FUNC). ``src`` and
         ``dst`` are numpy arrays of one dtype and size."""
-        self._coll._wait(self._reduce(dst, src, op, root, func, algorithm))
+        self._coll._finish(self._reduce(dst, src, op, root, func, algorithm))
 
     def reduce_nb(self, dst: Any, src: Any, op: Any, root: int = 0,
                   func: Callable | None = None, algorithm: str | None = None) -> CollHandle:
@@ -301,7 +301,7 @@ class Team:
     def reduce_all(self, dst: Any, src: Any, op: Any, func: Callable | None = None,
                    algorithm: str | None = None) -> None:
         """As :meth:`reduce`, the result in every member's ``dst``."""
-        self._coll._wait(self._reduce_all(dst, src, op, func, algorithm))
+        self._coll._finish(self._reduce_all(dst, src, op, func, algorithm))
 
     def reduce_all_nb(self, dst: Any, src: Any, op: Any, func: Callable | None = None,
                       algorithm: str | None = None) -> CollHandle:
@@ -316,7 +316,7 @@ class Team:
                       algorithm: str | None = None) -> None:
         """Member i's ``dst`` = the ``src`` of members 0..i combined with ``op`` (an
         inclusive scan, member order kept)."""
-        self._coll._wait(self._prefix_reduce(dst, src, op, func, algorithm))
+        self._coll._finish(self._prefix_reduce(dst, src, op, func, algorithm))
 
     def prefix_reduce_nb(self, dst: Any, src: Any, op: Any, func: Callable | None = None,
                          algorithm: str | None = None) -> CollHandle:
@@ -549,6 +549,10 @@ class Coll:
 
     def _wait(self, run: Run) -> None:
         self.port.forbid_in_handler(f"amnet.coll {run.what}")
+        self._finish(run)
+
+    def _finish(self, run: Run) -> None:
+        """Complete ``run`` (a blocking call: its start checked the context)."""
         runs = self._runs
         while not self._advance(run):
             if len(runs) > 1:

@@ -228,10 +228,31 @@ def mismatch_lazy(ep) -> list[str]:
     return out
 
 
+_INSIDE: dict[int, list[str]] = {}  # rank -> what collectives called in a handler raised
+
+
+def h_coll_inside(tok) -> None:
+    """A handler calling collectives: each raises AMContextError before sending."""
+    c = tok.endpoint.coll.world
+    got = []
+    for call in (c.barrier, c.barrier_nb, lambda: c.broadcast(np.zeros(4), np.zeros(4))):
+        try:
+            call()
+            got.append("no error")
+        except amnet.AMContextError as e:
+            got.append(f"AMContextError: {e}")
+    _INSIDE[tok.endpoint.rank] = got
+
+
 def bad_input(ep) -> list[str]:
-    """Bad arguments raise before anything is sent; the team works afterwards."""
+    """Bad arguments raise before anything is sent, and so does a collective called in a
+    handler; the team works afterwards."""
     c = ep.coll.world
     out = []
+    ep.register_handlers([h_coll_inside])
+    ep.request_short((ep.rank + 1) % ep.size, h_coll_inside)
+    ep.wait_until(lambda: ep.rank in _INSIDE)
+    out += _INSIDE[ep.rank]
     f8 = np.zeros(4)
     calls = [
         lambda: c.broadcast(np.zeros(0, np.uint8)),  # nbytes 0
