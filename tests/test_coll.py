@@ -43,6 +43,14 @@ def test_every_collective_with_the_strict_check():
     assert len(set(calls)) == 1 and calls[0] > 100
 
 
+@pytest.mark.parametrize("topo", [dict(n=3), dict(n=4, nodes=2)], ids=["node", "2nodes"])
+def test_large_blocks_land_straight_in_their_buffers(topo):
+    # blocks over amnet.coll._msg.POST_MIN bytes: whichever of a message and its receive
+    # comes first, the data ends where it belongs (every collective, every algorithm)
+    got = job(functools.partial(colljobs.landing, n=3000), topo)
+    assert len({g[0] for g in got}) == 1 and got[0][0] > 60
+
+
 def test_blocks_larger_than_max_medium_and_segment_offsets():
     assert job(functools.partial(colljobs.big, n=5000), dict(n=3, nodes=2),
                max_medium=1024) == [True] * 3

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from ._msg import land
 from ._ops import NONCOMM_FUNC, combine
 
 REQ, DAT = 1, 2  # pull: a request, the data
@@ -156,10 +157,12 @@ def relocalise(ctx: Any, a: Args, pull: bool, naive: bool, blocking: bool = Fals
             send_block(s_b, t, d_b)
     want = [(s, s_b, d_b, k) for s, s_b, t, d_b in inc if s != me for k in range(np_)]
     if want:
-        got = yield tuple(ctx.recv(s, tag(s_b, d_b, k, DAT)) for s, s_b, d_b, k in want)
-        for (_s, _sb, d_b, k), data in zip(want, got, strict=True):
-            o, ln = pieces[k]
-            _blk(a.dst, d_b, n).data[o:o + ln] = data
+        views = [_blk(a.dst, d_b, n)[pieces[k][0]:pieces[k][0] + pieces[k][1]]
+                 for _s, _sb, d_b, k in want]
+        got = yield tuple(ctx.recv_into(s, tag(s_b, d_b, k, DAT), v)
+                          for (s, s_b, d_b, k), v in zip(want, views, strict=True))
+        for v, data in zip(views, got, strict=True):
+            land(v, data)
     return None
 
 
@@ -188,8 +191,7 @@ def bcast_tree(ctx: Any, a: Args) -> Gen:
         if a.dst is not a.src:
             a.dst[:] = a.src
     else:
-        data = yield ctx.recv((_parent(rel) + r) % P, 0)
-        a.dst.data[:] = data
+        land(a.dst, (yield ctx.recv_into((_parent(rel) + r) % P, 0, a.dst)))
     for c in _children(rel, P):
         ctx.send((c + r) % P, 0, a.dst)
     return None
@@ -247,8 +249,8 @@ def gather_all_ring(ctx: Any, a: Args) -> Gen:
     for step in range(P - 1):
         b = (me - step) % P
         ctx.send(right, step, _blk(a.dst, b, n))
-        data = yield ctx.recv(left, step)
-        _blk(a.dst, (left - step) % P, n).data[:] = data
+        v = _blk(a.dst, (left - step) % P, n)
+        land(v, (yield ctx.recv_into(left, step, v)))
     return None
 
 
@@ -270,8 +272,8 @@ def gather_all_xor(ctx: Any, a: Args) -> Gen:
         while d < P:
             ctx.send(me ^ d, step, a.dst[lo * n:(lo + d) * n])
             theirs = lo ^ d
-            data = yield ctx.recv(me ^ d, step)
-            a.dst.data[theirs * n:(theirs + d) * n] = data
+            v = a.dst[theirs * n:(theirs + d) * n]
+            land(v, (yield ctx.recv_into(me ^ d, step, v)))
             lo = min(lo, theirs)
             d *= 2
             step += 1
@@ -313,8 +315,8 @@ def exchange_ring(ctx: Any, a: Args) -> Gen:
     for k in range(1, P):
         to, frm = (me + k) % P, (me - k) % P
         ctx.send(to, k, _blk(a.src, to, n))
-        data = yield ctx.recv(frm, k)
-        _blk(a.dst, frm, n).data[:] = data
+        v = _blk(a.dst, frm, n)
+        land(v, (yield ctx.recv_into(frm, k, v)))
     return None
 
 
@@ -331,8 +333,8 @@ def exchange_xor(ctx: Any, a: Args) -> Gen:
         if partner >= P:
             continue
         ctx.send(partner, k, _blk(a.src, partner, n))
-        data = yield ctx.recv(partner, k)
-        _blk(a.dst, partner, n).data[:] = data
+        v = _blk(a.dst, partner, n)
+        land(v, (yield ctx.recv_into(partner, k, v)))
     return None
 
 

@@ -55,6 +55,9 @@ class _Sub:
     def recv(self, index: int, tag: int) -> Any:
         return self.parent.recv(self.members[index], self.off + tag)
 
+    def recv_into(self, index: int, tag: int, view: Any) -> Any:
+        return self.parent.recv_into(self.members[index], self.off + tag, view)
+
 
 def bcast_hier(ctx: Any, a: Args) -> Gen:
     """Binomial tree among the node leaders (the root's node led by the root), then each

@@ -62,6 +62,8 @@ Key = tuple[int, int, int, int]  # team id, seq, tag, source index
 #: A call's description: (collective, algorithm, nbytes, root, perm, dtype, op name,
 #: element size), None where it does not apply; or a text (a call with refused arguments).
 Sig = tuple | str
+POST_MIN = 2048  # receive buffers of at least this many bytes are posted (Run.recv_into)
+LANDED = b"<landed>"  # what a receive yields when its message went straight into its buffer
 
 
 def describe(sig: Sig) -> str:
@@ -103,7 +105,8 @@ class Mailbox:
         self.max_medium = port.max_medium
         self.send_data = port.sender(DATA)
         self.partial: dict[Key, _Parts] = {}
-        self.ready: dict[Key, bytes] = {}
+        self.ready: dict[Key, bytes] = {}  # arrived messages (LANDED: in their buffer)
+        self.posted: dict[Key, tuple[np.ndarray, int]] = {}  # receive buffers, digests
         self.digests: dict[tuple[int, int], int] = {}  # call -> digest of its data (or CONFLICT)
         self.teams: dict[int, Any] = {}  # team id -> Team
         self.next_seq: dict[int, int] = {}  # team id -> number of my next call on it
@@ -143,7 +146,6 @@ class Mailbox:
         call = (team, seq)
         if call in self.dead:
             return True
-        data = b"" if payload is None else bytes(payload)
         key = (team, seq, tag, index)
         with self.lock:
             if call not in self.active and seq < self.next_seq.get(team, 0):
@@ -157,8 +159,16 @@ class Mailbox:
             elif d != digest:
                 self.digests[call] = CONFLICT
             if n == 1:
-                self.ready[key] = data
+                if self.posted:
+                    post = self.posted.pop(key, None)
+                    if (post is not None and post[1] == digest and payload is not None
+                            and post[0].nbytes == payload.nbytes):
+                        post[0].data[:] = payload  # straight into its receiver's buffer
+                        self.ready[key] = LANDED
+                        return True
+                self.ready[key] = b"" if payload is None else bytes(payload)
                 return True
+            data = b"" if payload is None else bytes(payload)
             p = self.partial.get(key)
             if p is None:
                 p = self.partial[key] = _Parts(n)
@@ -170,6 +180,8 @@ class Mailbox:
             if p.got == n:
                 del self.partial[key]
                 self.ready[key] = b"".join(p.parts)  # type: ignore[arg-type]
+                if self.posted:
+                    self.posted.pop(key, None)
                 return True
         return False
 
@@ -336,9 +348,16 @@ class Mailbox:
         self.aborts.pop(call, None)
         self.digests.pop(call, None)
         self.verdicts.pop(call, None)
-        for d in (self.partial, self.ready):
+        for d in (self.partial, self.ready, self.posted):
             for k in [k for k in d if k[0] == team and k[1] == seq]:
                 del d[k]
+
+
+def land(view: np.ndarray, data: bytes) -> None:
+    """Copy a message received with :meth:`Run.recv_into` into ``view``, unless it is
+    there already."""
+    if data is not LANDED:
+        view.data[:] = data
 
 
 class Run:
@@ -405,6 +424,18 @@ class Run:
     def recv(self, index: int, tag: int) -> Key:
         """The key of the message of ``tag`` from member ``index`` (yield it)."""
         return (self.tid, self.seq, tag, index)
+
+    def recv_into(self, index: int, tag: int, view: np.ndarray) -> Key:
+        """As :meth:`recv`, for a message that ends in ``view`` (uint8): a large one that
+        arrives while the call waits for it goes straight there, and the receive yields
+        LANDED; else its bytes, for :func:`land` to copy."""
+        key = (self.tid, self.seq, tag, index)
+        if view.nbytes >= POST_MIN:
+            box = self.box
+            with box.lock:
+                if key not in box.ready and key not in box.partial:
+                    box.posted[key] = (view, self.digest)
+        return key
 
     def ack(self, index: int, tag: int) -> Key:
         """The key of member ``index``'s acknowledgement of my message of ``tag`` (yield
@@ -543,5 +574,8 @@ class Run:
             d = box.digests.pop(call, None)
             if box.verdicts:
                 box.verdicts.pop(call, None)
+            if box.posted:  # receive buffers never used (none, when the members agree)
+                for k in [k for k in box.posted if k[0] == call[0] and k[1] == call[1]]:
+                    del box.posted[k]
         if d is not None and d != self.digest and not self.checked:
             box.ask(call)  # data of another call came and was not needed: compare

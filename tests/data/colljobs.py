@@ -23,30 +23,33 @@ def _data(i: int, n: int, salt: int) -> np.ndarray:
     return ((np.arange(n, dtype=np.int64) * 7 + i * 31 + salt) % 251).astype(np.uint8)
 
 
-def check_team(T, n: int, salt: int = 0) -> int:
-    """Every collective with every algorithm on team T, blocks of n bytes; returns how many
-    calls were checked."""
+def check_team(T, n: int, salt: int = 0, naive: bool = True) -> int:
+    """Every collective with every algorithm (``naive``: the naive ones too) on team T,
+    blocks of n bytes; returns how many calls were checked."""
     P, me = T.size, T.index
     calls = 0
+
+    def algorithms(what: str) -> list[str]:
+        return [a for a in ALGORITHMS[what] if naive or not a.startswith("naive")]
 
     def ok(cond, *what):
         assert cond, (T.name, me, *what)
 
-    for alg in ALGORITHMS["broadcast"]:
+    for alg in algorithms("broadcast"):
         for root in range(P):
             src = _data(root, n, salt)
             dst = np.zeros(n, np.uint8)
             T.broadcast(dst, src if me == root else None, root=root, algorithm=alg)
             ok(np.array_equal(dst, src), "broadcast", alg, root)
             calls += 1
-    for alg in ALGORITHMS["scatter"]:
+    for alg in algorithms("scatter"):
         root = (salt + 1) % P
         src = np.concatenate([_data(i, n, salt) for i in range(P)])
         dst = np.zeros(n, np.uint8)
         T.scatter(dst, src if me == root else None, root=root, algorithm=alg)
         ok(np.array_equal(dst, _data(me, n, salt)), "scatter", alg, root)
         calls += 1
-    for alg in ALGORITHMS["gather"]:
+    for alg in algorithms("gather"):
         root = (salt + 2) % P
         dst = np.zeros(n * P, np.uint8)
         T.gather(dst if me == root else None, _data(me, n, salt), root=root, algorithm=alg)
@@ -54,13 +57,13 @@ def check_team(T, n: int, salt: int = 0) -> int:
             ok(np.array_equal(dst, np.concatenate([_data(i, n, salt) for i in range(P)])),
                "gather", alg, root)
         calls += 1
-    for alg in ALGORITHMS["gather_all"]:
+    for alg in algorithms("gather_all"):
         dst = np.zeros(n * P, np.uint8)
         T.gather_all(dst, _data(me, n, salt), algorithm=alg)
         ok(np.array_equal(dst, np.concatenate([_data(i, n, salt) for i in range(P)])),
            "gather_all", alg)
         calls += 1
-    for alg in ALGORITHMS["exchange"]:
+    for alg in algorithms("exchange"):
         src = np.concatenate([_data(me * P + j, n, salt) for j in range(P)])
         dst = np.zeros(n * P, np.uint8)
         T.exchange(dst, src, algorithm=alg)
@@ -70,7 +73,7 @@ def check_team(T, n: int, salt: int = 0) -> int:
     perm = [(3 * i + 1 + salt) % P for i in range(P)]
     if sorted(perm) != list(range(P)):
         perm = [(i + 1 + salt) % P for i in range(P)]
-    for alg in ALGORITHMS["permute"]:
+    for alg in algorithms("permute"):
         dst = np.zeros(n, np.uint8)
         T.permute(dst, _data(me, n, salt), perm, algorithm=alg)
         ok(np.array_equal(dst, _data(perm.index(me), n, salt)), "permute", alg)
@@ -117,7 +120,7 @@ def check_team(T, n: int, salt: int = 0) -> int:
                     T.prefix_reduce(dst, src, op, func=func, algorithm=alg)
                     ok(np.array_equal(dst, model(me, op, func, dt)), what, alg, op)
                 calls += 1
-    for alg in ALGORITHMS["barrier"]:
+    for alg in algorithms("barrier"):
         T.barrier(algorithm=alg)
         calls += 1
     return calls
@@ -137,6 +140,13 @@ def every(ep, n: int = 24) -> list[int]:
     assert (none is None) == (ep.rank == 0)
     c.world.barrier()
     return got
+
+
+def landing(ep, n: int) -> list[int]:
+    """check_team, but the naive algorithms, with blocks large enough that a message which
+    arrives while its receiver waits goes straight into the destination buffer."""
+    sub = ep.team_split(ep.rank % 2, -ep.rank)
+    return [check_team(ep.coll.world, n, naive=False), check_team(sub, n + 8, 1, False)]
 
 
 def big(ep, n: int) -> bool:
