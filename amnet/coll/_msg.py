@@ -3,11 +3,16 @@ agreement check, and the runs that drive an algorithm to completion.
 
 An algorithm is a generator (:mod:`amnet.coll._algos`). It sends with ``ctx.send(index, tag,
 data)`` and receives by yielding ``ctx.recv(index, tag)`` (one key) or a tuple of keys; it is
-resumed with the bytes (a tuple of them) once they have all arrived. A message is keyed by
-``(team id, sequence number, tag, source index)``: every member numbers the collectives of a
-team in the order it calls them, so messages of different calls never mix, and one that
-arrives before its receiver entered the call waits in the mailbox. Payloads larger than the
-extension's ``max_medium`` travel in chunks.
+resumed with the bytes (a tuple of them) once they have all arrived. A receive whose bytes
+end in a buffer, ``ctx.recv_into(index, tag, view)``, *posts* that buffer when it is at least
+``POST_MIN`` bytes: a message that arrives while the call waits for it is copied by the
+handler straight from the queue into it (one copy, not two), and the receive yields
+``LANDED`` instead of bytes (``land(view, data)`` copies whatever did not land).
+
+A message is keyed by ``(team id, sequence number, tag, source index)``: every member numbers
+the collectives of a team in the order it calls them, so messages of different calls never
+mix, and one that arrives before its receiver entered the call waits in the mailbox.
+Payloads larger than the extension's ``max_medium`` travel in chunks.
 
 Agreement. Every call has a description (the collective, its algorithm, root, sizes, dtype,
 op) and a 63-bit digest of it, which every data message carries. The members compare their
