@@ -3,10 +3,10 @@
 What exists: the launcher (``amnet-run``, :func:`amnet.run`), the AM core and extended API
 (handlers, Short/Medium/Long requests and replies, put/get, atomics, barriers, rpc), the
 shared-memory network inside a node (:mod:`amnet.pshm`), vector/indexed/strided transfers
-(``ep.vis``) and the ``amnet-bench`` measurements. Planned, each with its own issue:
-automatic nonblocking scheduling (:mod:`amnet.nbcomm`, an empty placeholder today) and teams
-and collectives. The UPC runtime, :mod:`upc_rt`, is built on the public extension interface
-(:class:`amnet.Extension`).
+(``ep.vis``), teams and collectives (``ep.coll``) and the ``amnet-bench`` measurements.
+Being built, with its own issue: automatic nonblocking scheduling (:mod:`amnet.nbcomm`, which
+has no public API yet). The UPC runtime, :mod:`upc_rt`, is built on the public extension
+interface (:class:`amnet.Extension`).
 
 The public namespace is curated here; everything else lives in private modules. See
 ``docs/user-guide.md`` to run jobs and ``docs/design.md`` for the architecture and contract.
