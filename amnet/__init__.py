@@ -4,8 +4,8 @@ What exists: the launcher (``amnet-run``, :func:`amnet.run`), the AM core and ex
 (handlers, Short/Medium/Long requests and replies, put/get, atomics, barriers, rpc), the
 shared-memory network inside a node (:mod:`amnet.pshm`), vector/indexed/strided transfers
 (``ep.vis``), teams and collectives (``ep.coll``) and the ``amnet-bench`` measurements.
-Being built, with its own issue: automatic nonblocking scheduling (:mod:`amnet.nbcomm`, which
-has no public API yet). The UPC runtime, :mod:`upc_rt`, is built on the public extension
+Automatic nonblocking memput/memget: :class:`amnet.nbcomm.Scheduler` (upc_rt's use of it and
+its benchmark are still to come). The UPC runtime, :mod:`upc_rt`, is built on the public extension
 interface (:class:`amnet.Extension`).
 
 The public namespace is curated here; everything else lives in private modules. See

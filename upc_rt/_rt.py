@@ -299,9 +299,10 @@ def init(auto_nb: bool = False, cache: bool | None = None) -> None:
     if getattr(_tls, "rt", None) is not None:
         raise amnet.InitError("upc.init() was called twice on this thread; call it once")
     if auto_nb:
-        raise ValueError("upc.init(auto_nb=True): automatic nonblocking scheduling "
-                         "(amnet.nbcomm) is not part of this version of upc_rt; memget and "
-                         "memput are direct, and memget_nb/memput_nb overlap by hand")
+        raise ValueError("upc.init(auto_nb=True): upc_rt does not route its memget and "
+                         "memput through amnet.nbcomm in this version; they are direct, "
+                         "memget_nb/memput_nb overlap by hand, and amnet.nbcomm.Scheduler "
+                         "works on the endpoint directly")
     ep = amnet.endpoint() or amnet.init()
     rt = ep.extension("upc")
     if cache is None:

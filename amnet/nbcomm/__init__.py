@@ -1,9 +1,14 @@
 """amnet.nbcomm: automatic nonblocking scheduling of memput/memget, after "Automatic
 Nonblocking Communication for Partitioned Global Address Space Programs" (docs/design.md §10).
 
-Being built: it has no public API yet. What is written and tested so far is internal:
-:mod:`amnet.nbcomm._puts` (the per-destination lists of outstanding puts with their bounding
-boxes, §3.1) and :mod:`amnet.nbcomm._gets` (phases recorded and prefetched in chunks per
-source, invalidation by puts, the profitability test, §3.2). The scheduler that drives them
-on an endpoint (``Scheduler``, with aggregation regions on amnet.vis) comes with its issue.
+``Scheduler(ep)`` gives blocking-looking ``memput``/``memget`` whose communication overlaps
+the program: puts complete late (at synchronization events or conflicts,
+:mod:`amnet.nbcomm._puts`), gets are prefetched when their phase runs again
+(:mod:`amnet.nbcomm._gets`), and ``with s.aggregate():`` regions go as one VIS call per rank
+(:mod:`amnet.nbcomm._sched`). Being built: upc_rt's ``auto_nb``, ``amnet-bench nbcomm`` and
+its guide come with its issue.
 """
+
+from ._sched import NBStats, Scheduler
+
+__all__ = ["NBStats", "Scheduler"]
