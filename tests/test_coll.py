@@ -90,6 +90,7 @@ def test_bad_arguments_raise_before_anything_is_sent():
     got = job(colljobs.bad_input, dict(n=2, nodes=2))
     inside = "AMContextError: amnet.coll {} inside request handler"
     want = [inside.format("barrier"), inside.format("barrier"), inside.format("broadcast"),
+            inside.format("barrier"), inside.format("barrier"),
             "ValueError: broadcast: nbytes must be at least 1, got 0",
             "ValueError: broadcast: nbytes must be at least 1, got -3",
             "ValueError: gather_all: dst holds 5 bytes, the call needs 4",

@@ -93,7 +93,7 @@ class CollHandle:
         return self._coll._test(self._run)
 
     def wait(self) -> Any:
-        self._coll._finish(self._run)
+        self._coll._wait(self._run)
         return self._run.result
 
 

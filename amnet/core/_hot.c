@@ -11,9 +11,10 @@
  * engine would call it), and a SysSender (Port.sender) writes into the queue.
  *
  * Everything else (the core's system AMs, Long AMs, the conduit, malformed messages, bad
- * arguments and their errors) goes to the Python engine (amnet/core/_engine.py), which stays the reference
- * implementation: whenever a fast path meets anything it does not handle, it calls the
- * Python method with the same arguments, so errors are raised there, with the same text.
+ * arguments and their errors) goes to the Python engine (amnet/core/_engine.py), which stays
+ * the reference implementation: whenever a fast path meets anything it does not handle, it
+ * calls the Python method with the same arguments, so errors are raised there, with the same
+ * text.
  *
  * The queues follow docs/pshm.md: an entry (sequence word, payload length, flags and header
  * length, the wire header) and its payload are written before the entry's sequence word
@@ -1717,6 +1718,7 @@ Hot_add_rank(HotObject *h, PyObject *args)
     Py_XSETREF(s->nargs, nargs);
     Py_XSETREF(s->names, names);
     Py_XSETREF(s->by_fn, by_fn);
+    Py_CLEAR(s->sysfns);  /* a new rank here: its extensions' ports register again */
     s->rank = rank;
     s->finalized = 0;
     for (int i = 0; i < 8; i++) {

@@ -239,13 +239,16 @@ def mismatch_lazy(ep) -> list[str]:
 
 
 _INSIDE: dict[int, list[str]] = {}  # rank -> what collectives called in a handler raised
+_PENDING: dict[int, object] = {}  # rank -> a collective's handle started outside handlers
 
 
 def h_coll_inside(tok) -> None:
-    """A handler calling collectives: each raises AMContextError before sending."""
+    """A handler calling collectives, or waiting for one: each raises AMContextError (before
+    sending)."""
     c = tok.endpoint.coll.world
     got = []
-    for call in (c.barrier, c.barrier_nb, lambda: c.broadcast(np.zeros(4), np.zeros(4))):
+    for call in (c.barrier, c.barrier_nb, lambda: c.broadcast(np.zeros(4), np.zeros(4)),
+                 _PENDING[tok.endpoint.rank].wait, _PENDING[tok.endpoint.rank].test):
         try:
             call()
             got.append("no error")
@@ -260,8 +263,11 @@ def bad_input(ep) -> list[str]:
     c = ep.coll.world
     out = []
     ep.register_handlers([h_coll_inside])
+    _PENDING[ep.rank] = c.barrier_nb()
+    c.barrier()  # every rank has its handle before any handler runs
     ep.request_short((ep.rank + 1) % ep.size, h_coll_inside)
     ep.wait_until(lambda: ep.rank in _INSIDE)
+    _PENDING.pop(ep.rank).wait()  # outside the handler it completes
     out += _INSIDE[ep.rank]
     f8 = np.zeros(4)
     calls = [
