@@ -98,6 +98,33 @@ def test_a_known_loop_defers_puts_prefetches_gets_and_aggregates():
         assert st_.aggregated_calls == 2 and st_.aggregated_ops == 7
 
 
+def _split(ep) -> dict:
+    """notify/wait as a split-phase barrier (a phase keyed by wait's line), and touch()."""
+    s = Scheduler(ep)
+    right, left = (ep.rank + 1) % ep.size, (ep.rank - 1) % ep.size
+    ok = []
+    for it in range(3):
+        s.memput(right, 0, bytes([it + 1]) * 32)
+        s.notify()
+        s.wait()  # the next phase: one get, prefetched from the second time on
+        got = bytearray(32)
+        s.memget(left, 0, 32, got)  # what left's left put there
+        ok.append(bytes(got) == bytes([it + 1]) * 32)
+        s.barrier()
+    s.memput(right, 64, b"a" * 16)
+    s.touch(right, 72, 8, write=True)  # overlaps the put: it completes first
+    ep.put(right, 72, b"b" * 8)
+    s.barrier()
+    ok.append(bytes(ep.segment[64:80]) == b"a" * 8 + b"b" * 8)
+    return {"ok": ok, "stats": s.stats}
+
+
+def test_notify_wait_and_touch():
+    for r in job(_split, dict(n=2, nodes=2)):
+        assert all(r["ok"]), r
+        assert r["stats"].prefetch_hits == 2 and r["stats"].conflicts == 1
+
+
 def _bad(ep) -> list[str]:
     s = Scheduler(ep)
     seg = ep.segment.nbytes

@@ -219,12 +219,47 @@ class Scheduler:
         """A split-phase barrier as a synchronization event: puts complete, notify, the
         phase's unused prefetches are retired while the others arrive, wait."""
         key = event if event is not None else _call_site()
+        self.notify(name)
+        self.wait(key)
+
+    def notify(self, name: Any = None) -> None:
+        """The first half of a split-phase barrier (``ep.barrier_notify``): every put
+        completes, the barrier is announced, and the phase's unused prefetches are retired
+        while the other ranks arrive. The phase ends here; :meth:`wait` starts the next."""
         self._end_region()
         self._puts.complete_all()
         self.ep.barrier_notify(name)
         self._gets.leave()
+
+    def wait(self, event: Hashable = None) -> None:
+        """The second half (``ep.barrier_wait``): the next phase starts, keyed by ``event``
+        (default: the caller's source line)."""
+        key = event if event is not None else _call_site()
         self.ep.barrier_wait()
         self._gets.enter(key)
+
+    def touch(self, rank: int, offset: int, nbytes: int, write: bool) -> None:
+        """This rank is about to access ``nbytes`` at ``offset`` of ``rank``'s segment
+        other than through the scheduler (an element access, an atomic, a nonblocking copy
+        managed by hand): the outstanding puts it overlaps complete first, and a write
+        invalidates the prefetches it overlaps. Inside an aggregation region, an overlap with
+        the queue ends the region first.
+
+        Raises:
+            RankError, SegmentBoundsError: a bad range.
+        """
+        rank, offset = self._where(rank, offset, int(nbytes), "touch")
+        lo, hi = offset, offset + int(nbytes)
+        if hi <= lo:
+            return
+        agg = self._agg
+        if agg is not None:
+            q = agg.get(rank)
+            if q is not None and (_overlaps(q[0], lo, hi) or (write and _overlaps(q[1], lo, hi))):
+                self._end_region()
+        if write:
+            self._gets.conflict(rank, lo, hi)
+        self._puts.check(rank, lo, hi)
 
     # -- aggregation ------------------------------------------------------------------------
     @contextmanager
