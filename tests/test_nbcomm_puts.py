@@ -1,7 +1,7 @@
 """amnet/nbcomm/_puts.py: the outstanding puts of the automatic nonblocking scheduler (the
 autoNB paper's §3.1): per-destination FIFO lists, the bounding box, the precise scan, the
 test of the oldest, the cap and completion at synchronization events. Handles are fakes here
-(the module needs only ``test()`` and ``wait()``); a property test drives random programs
+(the module needs only ``done`` and ``wait()``); a property test drives random programs
 against a model of what must be complete when."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from amnet.nbcomm._puts import Puts
 
 class FakeHandle:
     """A put in flight: complete once ``wait()`` ran or the network finished it (``finish``);
-    ``test()`` says which, as amnet.Handle.test does after a poll."""
+    ``done`` says which, as amnet.Handle.done does."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -26,9 +26,6 @@ class FakeHandle:
 
     def finish(self) -> None:
         self.done = True
-
-    def test(self) -> bool:
-        return self.done
 
     def wait(self) -> None:
         self.waited += 1
@@ -120,7 +117,7 @@ OPS = st.one_of(
 def test_random_programs_keep_the_invariants(cap, program):
     """After any check, no outstanding put overlaps the access; outstanding puts to one rank
     never overlap each other; the box holds them all; a put leaves the list only completed
-    (waited once, or found done by its test); nothing is waited twice; a sync leaves
+    (waited once, or found done); nothing is waited twice; a sync leaves
     nothing."""
     p = Puts(cap=cap)
     made: list[tuple[int, int, int, FakeHandle]] = []

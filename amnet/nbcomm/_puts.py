@@ -17,8 +17,9 @@ inside it scans the list. A put completes:
 - on its own: every check tests the oldest put of the list it looks at, and drops it (and
   the ones after it) once done.
 
-This module knows nothing of endpoints: a put is a *handle* with ``test()`` (poll once, say
-whether it completed) and ``wait()`` (complete it), as amnet's :class:`amnet.Handle` has.
+This module knows nothing of endpoints: a put is a *handle* with ``done`` (whether it
+completed, without polling: a check must stay cheap) and ``wait()`` (complete it), as amnet's
+:class:`amnet.Handle` has.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from typing import Any, Protocol
 class Pending(Protocol):
     """What the list needs of a nonblocking operation."""
 
-    def test(self) -> bool: ...
+    @property
+    def done(self) -> bool: ...  # completed (asked without polling: a check stays cheap)
 
     def wait(self) -> Any: ...
 
@@ -134,7 +136,7 @@ class Puts:
             return 0
         t0 = time.perf_counter()
         items = pl.items
-        while items and items[0][2].test():  # the oldest done: drop it (the paper's test)
+        while items and items[0][2].done:  # the oldest done: drop it (the paper's test)
             items.popleft()
             st.retired += 1
         n = 0
