@@ -4,9 +4,9 @@ What exists: the launcher (``amnet-run``, :func:`amnet.run`), the AM core and ex
 (handlers, Short/Medium/Long requests and replies, put/get, atomics, barriers, rpc), the
 shared-memory network inside a node (:mod:`amnet.pshm`), vector/indexed/strided transfers
 (``ep.vis``), teams and collectives (``ep.coll``) and the ``amnet-bench`` measurements.
-Automatic nonblocking memput/memget: :class:`amnet.nbcomm.Scheduler` (upc_rt's use of it and
-its benchmark are still to come). The UPC runtime, :mod:`upc_rt`, is built on the public extension
-interface (:class:`amnet.Extension`).
+Automatic nonblocking memput/memget: :class:`amnet.nbcomm.Scheduler` (upc_rt uses it with
+``auto_nb``; its benchmark is still to come). The UPC runtime, :mod:`upc_rt`, is built on
+the public extension interface (:class:`amnet.Extension`).
 
 The public namespace is curated here; everything else lives in private modules. See
 ``docs/user-guide.md`` to run jobs and ``docs/design.md`` for the architecture and contract.

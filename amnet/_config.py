@@ -182,6 +182,14 @@ OPTIONS: dict[str, Option] = {
             lambda v: 1 <= v <= 64,
         ),
         Option(
+            "auto_nb",
+            _parse_bool,
+            False,
+            "0 or 1",
+            "upc_rt: route relaxed memget/memput through the automatic nonblocking scheduler "
+            "(amnet.nbcomm) in `upc.init()`.",
+        ),
+        Option(
             "upc_cache",
             _parse_bool,
             False,

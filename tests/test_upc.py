@@ -173,3 +173,30 @@ def test_collectives_refuse_what_does_not_fit():
         assert len(out) == len(want)
         for o, w in zip(out, want, strict=True):
             assert o.startswith(w), (o, w)
+
+
+# -- upc_rt under the automatic nonblocking scheduler (auto_nb) -------------------------------
+def test_auto_nb_defers_puts_and_prefetches_gets():
+    got = job(upcjobs.nb_halo, dict(n=4, nodes=2), auto_nb=True)
+    for r in got:
+        assert r["nb"] and all(r["ok"]), r
+    # threads 1 and 3 put to the other node (0 and 2 next to them, directly); gets from the
+    # other node are prefetched from the second run of the loop's phase on
+    assert sum(r["stats"].puts_deferred for r in got) == 2 * 4
+    assert sum(r["stats"].prefetch_hits for r in got) > 0
+    assert not any(r["nb"] for r in job(upcjobs.nb_halo, dict(n=2, nodes=2)))
+
+
+@pytest.mark.parametrize("cache", [False, True], ids=["nocache", "cache"])
+def test_auto_nb_changes_no_result(cache):
+    # the same jobs as above, every access to the other node through (or past) the scheduler
+    topo = dict(n=4, nodes=2)
+    facts = job(functools.partial(upcjobs.suite, cache=cache), topo, auto_nb=True)
+    assert sorted(t for f in facts for t in f["tickets"]) == list(range(5 * topo["n"]))
+    got = job(functools.partial(upcjobs.nd_slices, cache=cache), topo, auto_nb=True)
+    assert got == [got[0]] * topo["n"] and got[0] > 50
+    got = job(functools.partial(upcjobs.collectives, cache=cache), topo, auto_nb=True)
+    assert len(set(got)) == 1 and got[0] > 100
+    got = job(functools.partial(upcjobs.release_hazard, cache=cache), topo, auto_nb=True,
+              net_latency_us=20000)
+    assert got[2] == list(range(1, 9))

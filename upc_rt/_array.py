@@ -247,6 +247,8 @@ class SharedArray:
         if cache is not None and cached:
             return np.frombuffer(cache.read(t, addr, self._E), self.dtype)[0]
         s = self._scratch
+        if self._rt.nb is not None:
+            self._rt.nb.touch(t, addr, self._E, False)
         self._ep.get(t, addr, self._E, s)
         return s[0]
 
@@ -289,6 +291,8 @@ class SharedArray:
     def _put_remote(self, t: int, li: int, data: np.ndarray, strict: bool) -> None:
         addr = self.base + li * self._E
         cache = self._rt.cache
+        if self._rt.nb is not None:
+            self._rt.nb.touch(t, addr, self._E, True)
         if cache is not None and not strict:
             cache.write(t, addr, data.tobytes())
         elif strict:

@@ -71,6 +71,8 @@ class AtomicDomain:
             p.alloc.check(p.thread, p.addr, size, f"upc atomic {op}")
         if rt.cache is not None:
             rt.cache.flush("atomic")
+        if rt.nb is not None:  # any node: the scheduler may hold a put there
+            rt.nb.touch(p.thread, p.addr, size, op != "get")
         dt = self.dtype.str[1:]
         ep = rt.ep
         if op == "mult":  # no native multiply: a compare-and-swap loop at the word

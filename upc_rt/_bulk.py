@@ -179,6 +179,20 @@ def _contiguous(pc: Piece) -> int | None:
     return None
 
 
+def _touch(a: Any, t: int, lo: int | None, count: int, write: bool) -> None:
+    """With auto_nb, tell the scheduler of a bulk access to thread ``t`` (another node): its
+    contiguous elements ``lo .. lo + count``, or (strided, indexed) the array's whole part
+    there."""
+    nb = a._rt.nb
+    if nb is None:
+        return
+    E = a._E
+    if lo is None:
+        nb.touch(t, a.base, a._lay.max_local() * E, write)
+    else:
+        nb.touch(t, a.base + lo * E, count * E, write)
+
+
 def bulk_get(a: Any, key: Any) -> np.ndarray:
     """``a[key]`` for a slice or index array: a new numpy array."""
     pieces, shape, (rows, lrow, prow) = _plan(a, key)
@@ -196,6 +210,7 @@ def bulk_get(a: Any, key: Any) -> np.ndarray:
                     view, pc.local_start, pc.local_stride, pc.count, rows, lrow)
                 continue
             sst, bst, elem, counts = _vis_shape(pc, rows, lrow, prow, E)
+            _touch(a, pc.thread, None, 0, False)
             pending.append((ep.vis.get_strided_nb(pc.thread, out, pc.pos_start * E, bst,
                                                   base + pc.local_start * E, sst, elem,
                                                   counts), None, None))
@@ -207,6 +222,7 @@ def bulk_get(a: Any, key: Any) -> np.ndarray:
         lo = _contiguous(pc)
         direct = lo is not None and isinstance(pos, slice) and pos.step == 1
         tmp = out[pos] if direct else np.empty(pc.count, a.dtype)
+        _touch(a, pc.thread, lo, pc.count, False)
         if direct and len(pieces) == 1:  # the only transfer: a blocking get is leaner
             ep.get(pc.thread, base + lo * E, pc.count * E, tmp)
             break
@@ -250,6 +266,7 @@ def bulk_put(a: Any, key: Any, value: Any) -> None:
                     vals, pc.pos_start, pc.pos_stride, pc.count, rows, prow)
                 continue
             sst, bst, elem, counts = _vis_shape(pc, rows, lrow, prow, E)
+            _touch(a, pc.thread, None, 0, True)
             ep.vis.put_strided_nbi(pc.thread, base + pc.local_start * E, sst, vals,
                                    pc.pos_start * E, bst, elem, counts)
             continue
@@ -258,6 +275,7 @@ def bulk_put(a: Any, key: Any, value: Any) -> None:
             view[_local_sel(pc)] = src
             continue
         lo = _contiguous(pc)
+        _touch(a, pc.thread, lo, pc.count, True)
         if lo is not None:
             ep.put_nbi(pc.thread, base + lo * E, src)
         elif pc.local is None:

@@ -88,6 +88,8 @@ class Cache:
             self.misses += 1
             lo = block * self.L
             data = np.empty(min(self.L, self.seg_size - lo), np.uint8)
+            if self.rt.nb is not None:  # auto_nb: the scheduler's puts there land first
+                self.rt.nb.touch(t, lo, len(data), False)
             self.ep.get(t, lo, len(data), data)
             v = _Line(t, block, data)
         if ln is not None:
@@ -173,5 +175,7 @@ class Cache:
                 for a, b in zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True):
                     dst.append((base + a, b - a))
                     src.append(ln.data[a:b].copy())
+                    if self.rt.nb is not None:
+                        self.rt.nb.touch(t, base + a, b - a, True)
                 self.writebacks += 1
             vis.put_vector_nbi(t, dst, src)

@@ -117,10 +117,13 @@ class _Call:
             fence()
 
     def leave(self) -> None:
+        from ._rt import user_site
         from ._sync import barrier
 
         if self.outmode == OUT_ALLSYNC:
             barrier()
+        elif self.rt.nb is not None:  # auto_nb: a phase ends with the collective
+            self.rt.nb.sync(user_site())
 
 
 def _nbytes(n: Any, what: str) -> int:

@@ -16,7 +16,7 @@ import numpy as np
 
 from ._alloc import check_span
 from ._layout import SharedPtr
-from ._rt import Runtime, current
+from ._rt import Runtime, current, touch
 
 
 def _shared(rt: Runtime, p: Any, n: Any, what: str) -> tuple[int, int, Any]:
@@ -68,7 +68,10 @@ def memget(dst: Any, p: SharedPtr, n: int) -> None:
         out[:] = seg[addr:addr + n]
     elif n:
         _coherent(rt)
-        rt.ep.get(t, addr, n, out)
+        if rt.nb is not None:
+            rt.nb.memget(t, addr, n, out)
+        else:
+            rt.ep.get(t, addr, n, out)
 
 
 def memput(p: SharedPtr, src: Any, n: int) -> None:
@@ -84,6 +87,15 @@ def memput(p: SharedPtr, src: Any, n: int) -> None:
         seg[addr:addr + n] = data
     elif n:
         _coherent(rt)
+        _put(rt, t, addr, data)
+
+
+def _put(rt: Runtime, t: int, addr: int, data: Any) -> None:
+    """A relaxed put to another node: the scheduler's with auto_nb, else an implicit-handle
+    put (completed by the next fence)."""
+    if rt.nb is not None:
+        rt.nb.memput(t, addr, data)
+    else:
         rt.ep.put_nbi(t, addr, data)
 
 
@@ -103,11 +115,14 @@ def memcpy(dst: SharedPtr, src: SharedPtr, n: int) -> None:
         data = sseg[sa:sa + n]
     else:
         data = np.empty(n, np.uint8)
-        rt.ep.get(ts, sa, n, data)
+        if rt.nb is not None:
+            rt.nb.memget(ts, sa, n, data)
+        else:
+            rt.ep.get(ts, sa, n, data)
     if dseg is not None:
         dseg[da:da + n] = data
     else:
-        rt.ep.put_nbi(td, da, data)
+        _put(rt, td, da, data)
 
 
 def memset(p: SharedPtr, c: int, n: int) -> None:
@@ -123,7 +138,7 @@ def memset(p: SharedPtr, c: int, n: int) -> None:
         seg[addr:addr + n] = c
     elif n:
         _coherent(rt)
-        rt.ep.put_nbi(t, addr, np.full(n, c, np.uint8))
+        _put(rt, t, addr, np.full(n, c, np.uint8))
 
 
 class CopyHandle:
@@ -167,6 +182,7 @@ def memget_nb(dst: Any, p: SharedPtr, n: int) -> CopyHandle:
         out[:] = seg[addr:addr + n] if n else out
         return CopyHandle()
     _coherent(rt)
+    touch(rt, t, addr, n, False)
     return CopyHandle(rt.ep.get_nb(t, addr, n, out))
 
 
@@ -180,6 +196,7 @@ def memput_nb(p: SharedPtr, src: Any, n: int) -> CopyHandle:
         seg[addr:addr + n] = data if n else seg[addr:addr]
         return CopyHandle()
     _coherent(rt)
+    touch(rt, t, addr, n, True)
     return CopyHandle(rt.ep.put_nb(t, addr, data))
 
 
@@ -196,14 +213,17 @@ def memcpy_nb(dst: SharedPtr, src: SharedPtr, n: int) -> CopyHandle:
         if dseg is not None:
             dseg[da:da + n] = data
             return CopyHandle()
+        touch(rt, td, da, n, True)
         return CopyHandle(rt.ep.put_nb(td, da, data))
     data = np.empty(n, np.uint8)
+    touch(rt, ts, sa, n, False)
     h = rt.ep.get_nb(ts, sa, n, data)
 
     def put() -> Any:
         if dseg is not None:
             dseg[da:da + n] = data
             return None
+        touch(rt, td, da, n, True)
         return rt.ep.put_nb(td, da, data)
 
     return CopyHandle(h, put)

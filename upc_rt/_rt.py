@@ -16,6 +16,7 @@ RESULT / LATE   the result of a CALL (msgpack payload), completing the caller's 
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -69,6 +70,7 @@ class Runtime:
         self.lock_count = 0  # thread 0: locks all_lock_alloc made
         self.glock_count = 0  # locks global_lock_alloc made here
         self.cache: Any = None
+        self.nb: Any = None  # the amnet.nbcomm.Scheduler with auto_nb, else None
         self.notify_name: Any = None
         self.views: dict[int, Any] = {}  # thread -> its segment when on my node
 
@@ -282,29 +284,31 @@ def current(what: str = "upc_rt") -> Runtime:
     return rt
 
 
-def init(auto_nb: bool = False, cache: bool | None = None) -> None:
+def init(auto_nb: bool | None = None, cache: bool | None = None) -> None:
     """Start UPC on this rank-thread (collective): ``amnet.init()`` unless the rank already
     called it, then a barrier. ``upc.MYTHREAD`` and ``upc.THREADS`` are right afterwards,
     in every rank-thread.
 
     Args:
-        auto_nb: must be False: automatic nonblocking scheduling of memget/memput
-            (amnet.nbcomm) is not part of this version.
+        auto_nb: route relaxed memget/memput/memcpy/memset to other nodes through the
+            automatic nonblocking scheduler, ``amnet.nbcomm.Scheduler`` (None: the
+            ``AMNET_AUTO_NB`` setting); every other access to other nodes tells it, and
+            every synchronization point of upc_rt is one of its synchronization events.
         cache: turn the remote-reference cache on (None: the ``AMNET_UPC_CACHE`` setting).
 
     Raises:
         amnet.InitError: upc.init() was already called on this rank-thread.
-        ValueError: ``auto_nb=True``.
     """
     if getattr(_tls, "rt", None) is not None:
         raise amnet.InitError("upc.init() was called twice on this thread; call it once")
-    if auto_nb:
-        raise ValueError("upc.init(auto_nb=True): upc_rt does not route its memget and "
-                         "memput through amnet.nbcomm in this version; they are direct, "
-                         "memget_nb/memput_nb overlap by hand, and amnet.nbcomm.Scheduler "
-                         "works on the endpoint directly")
     ep = amnet.endpoint() or amnet.init()
     rt = ep.extension("upc")
+    if auto_nb is None:
+        auto_nb = bool(ep.config.auto_nb)
+    if auto_nb:
+        from amnet.nbcomm import Scheduler
+
+        rt.nb = Scheduler(ep)
     if cache is None:
         cache = bool(ep.config.upc_cache)
     if cache:
@@ -314,6 +318,24 @@ def init(auto_nb: bool = False, cache: bool | None = None) -> None:
     rt.initialized = True
     _tls.rt = rt
     ep.barrier()
+
+
+def touch(rt: Runtime, t: int, addr: int, n: int, write: bool) -> None:
+    """An access of thread ``t``'s bytes ``[addr, addr + n)`` (on another node) about to be
+    made outside the scheduler: with auto_nb, it completes the puts that access overlaps
+    and, for a write, drops the prefetches it overlaps."""
+    if rt.nb is not None and n > 0:
+        rt.nb.touch(t, addr, n, write)
+
+
+def user_site() -> Any:
+    """The first frame outside upc_rt and amnet: the program's synchronization point (the
+    key of the phase it opens)."""
+    f = sys._getframe(1)
+    while f is not None and f.f_globals.get("__name__", "").split(".")[0] in ("upc_rt",
+                                                                               "amnet"):
+        f = f.f_back
+    return ("upc", None) if f is None else (f.f_code, f.f_lineno)
 
 
 def finished() -> None:

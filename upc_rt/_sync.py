@@ -11,14 +11,17 @@ from typing import Any
 
 from amnet import BarrierStateError
 
-from ._rt import current
+from ._rt import current, user_site
 
 
 def fence() -> None:
     """``upc_fence``: every shared access this thread made completes before any it makes
     afterwards (relaxed writes reach their targets; the cache is written back and
-    invalidated)."""
-    current("upc.fence()").ep.fence()  # the cache's sync hook writes it back first
+    invalidated). With auto_nb it is a synchronization event of the scheduler."""
+    rt = current("upc.fence()")
+    if rt.nb is not None:
+        rt.nb.sync(user_site())
+    rt.ep.fence()  # the cache's sync hook writes it back first
 
 
 def notify(name: Any = None) -> None:
@@ -28,9 +31,13 @@ def notify(name: Any = None) -> None:
     Raises:
         amnet.BarrierStateError: a notify is already pending on this thread.
     """
-    fence()
-    rt = current()
-    rt.ep.barrier_notify(name)
+    rt = current("upc.notify()")
+    if rt.nb is not None:  # puts complete, notify, unused prefetches retired meanwhile
+        rt.ep.fence()
+        rt.nb.notify(name)
+    else:
+        fence()
+        rt.ep.barrier_notify(name)
     rt.notify_name = name
 
 
@@ -48,7 +55,9 @@ def wait(name: Any = None) -> None:
                                 "a wait's name must be its notify's")
     rt.ep.barrier_wait()
     rt.notify_name = None
-    fence()
+    rt.ep.fence()
+    if rt.nb is not None:  # the next phase starts: its prefetches go out
+        rt.nb.sync(user_site())
 
 
 def barrier(name: Any = None) -> None:

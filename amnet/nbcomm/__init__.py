@@ -5,8 +5,8 @@ Nonblocking Communication for Partitioned Global Address Space Programs" (docs/d
 the program: puts complete late (at synchronization events or conflicts,
 :mod:`amnet.nbcomm._puts`), gets are prefetched when their phase runs again
 (:mod:`amnet.nbcomm._gets`), and ``with s.aggregate():`` regions go as one VIS call per rank
-(:mod:`amnet.nbcomm._sched`). Being built: upc_rt's ``auto_nb``, ``amnet-bench nbcomm`` and
-its guide come with its issue.
+(:mod:`amnet.nbcomm._sched`); upc_rt uses it with ``auto_nb``. docs/nbcomm.md is its guide;
+``amnet-bench nbcomm`` comes with its issue.
 """
 
 from ._sched import NBStats, Scheduler

@@ -524,3 +524,25 @@ def coll_bad(ep) -> list[str]:
             out.append(f"{type(e).__name__}: {e}")
     upc.all_broadcast(D, S, 8)
     return out
+
+
+def nb_halo(ep) -> dict:
+    """upc.memput/memget in a loop of barriers under auto_nb: the right values, and the
+    scheduler at work (puts deferred, gets prefetched from the second run of the phase)."""
+    from upc_rt._rt import current
+
+    upc.init()
+    T, me = upc.THREADS, upc.MYTHREAD
+    X = upc.shared_array(64 * T, "i8", blocksize=64)
+    ok = []
+    for it in range(4):
+        upc.memput(X.ptr(64 * ((me + 1) % T)), np.full(64, it * 10 + me, np.int64), 64 * 8)
+        upc.barrier()
+        out = np.zeros(64, np.int64)
+        upc.memget(out, X.ptr(64 * ((me + 1) % T)), 64 * 8)  # what I put: a conflict check
+        ok.append(bool((out == it * 10 + me).all()))
+        upc.memget(out, X.ptr(64 * ((me + 2) % T)), 64 * 8)  # another thread's put
+        ok.append(bool((out == it * 10 + (me + 1) % T).all()))
+        upc.barrier()
+    nb = current().nb
+    return {"ok": ok, "nb": nb is not None, "stats": None if nb is None else nb.stats}
