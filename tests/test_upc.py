@@ -184,7 +184,7 @@ def test_auto_nb_defers_puts_and_prefetches_gets():
     # other node are prefetched from the second run of the loop's phase on
     assert sum(r["stats"].puts_deferred for r in got) == 2 * 4
     assert sum(r["stats"].prefetch_hits for r in got) > 0
-    assert not any(r["nb"] for r in job(upcjobs.nb_halo, dict(n=2, nodes=2)))
+    assert not any(r["nb"] for r in job(upcjobs.nb_halo, dict(n=2, nodes=2), auto_nb=False))
 
 
 @pytest.mark.parametrize("cache", [False, True], ids=["nocache", "cache"])

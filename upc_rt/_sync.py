@@ -19,9 +19,9 @@ def fence() -> None:
     afterwards (relaxed writes reach their targets; the cache is written back and
     invalidated). With auto_nb it is a synchronization event of the scheduler."""
     rt = current("upc.fence()")
-    if rt.nb is not None:
-        rt.nb.sync(user_site())
     rt.ep.fence()  # the cache's sync hook writes it back first
+    if rt.nb is not None:  # after the fence: the next phase's prefetches are not waited for
+        rt.nb.sync(user_site())
 
 
 def notify(name: Any = None) -> None:
