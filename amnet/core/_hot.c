@@ -786,6 +786,20 @@ send_user(HotObject *h, int t, int flags, PyObject *dest, PyObject *handler, PyO
 
 /* -- receiving ---------------------------------------------------------------------- */
 
+/* The handler index, source and destination slot of a wire header (FIXED bytes at least);
+ * NULL when the source or the destination is out of range. */
+static Slot *
+header_slot(HotObject *h, const unsigned char *hdr, Py_ssize_t *hidx, uint64_t *src)
+{
+    *hidx = (Py_ssize_t)get_le(hdr + 2, 2);
+    *src = get_le(hdr + 4, 4);
+    int64_t t = (int64_t)get_le(hdr + 8, 4) - h->first;
+    if (*src >= (uint64_t)h->size || t < 0 || t >= h->T) {
+        return NULL;
+    }
+    return &h->slots[t];
+}
+
 /* Run a system AM whose handler was registered as fast (set_sys_handler) straight from its
  * entry: fn(src, args, payload, is_reply), as the engine's dispatch would call it through the
  * extension's port (a payload only with the LONG flag and offset 0; a handler's Exception
@@ -802,14 +816,10 @@ sys_dispatch(HotObject *h, const unsigned char *hdr, int64_t hl, char *payload, 
             || get_le(hdr + 12, 8) != 0) {
         return 1;
     }
-    Py_ssize_t hidx = (Py_ssize_t)get_le(hdr + 2, 2);
-    uint64_t src = get_le(hdr + 4, 4);
-    int64_t t = (int64_t)get_le(hdr + 8, 4) - h->first;
-    if (src >= (uint64_t)h->size || t < 0 || t >= h->T) {
-        return 1;
-    }
-    Slot *s = &h->slots[t];
-    if (s->rs == NULL || s->sysfns == NULL || hidx >= PyList_GET_SIZE(s->sysfns)
+    Py_ssize_t hidx;
+    uint64_t src;
+    Slot *s = header_slot(h, hdr, &hidx, &src);
+    if (s == NULL || s->rs == NULL || s->sysfns == NULL || hidx >= PyList_GET_SIZE(s->sysfns)
             || PyList_GET_ITEM(s->sysfns, hidx) == Py_None) {
         return 1;
     }
@@ -872,16 +882,13 @@ fast_dispatch(HotObject *h, const unsigned char *hdr, int64_t hl, char *payload,
             || hl != FIXED + 8 * nargs) {
         return 1;
     }
-    Py_ssize_t hidx = (Py_ssize_t)get_le(hdr + 2, 2);
-    uint64_t src = get_le(hdr + 4, 4);
-    int64_t t = (int64_t)get_le(hdr + 8, 4) - h->first;
-    if (src >= (uint64_t)h->size || t < 0 || t >= h->T) {
+    Py_ssize_t hidx;
+    uint64_t src;
+    Slot *s = header_slot(h, hdr, &hidx, &src);
+    if (s == NULL || s->rs == NULL || hidx >= PyList_GET_SIZE(s->fns)) {
         return 1;
     }
-    Slot *s = &h->slots[t];
-    if (s->rs == NULL || hidx >= PyList_GET_SIZE(s->fns)) {
-        return 1;
-    }
+    int64_t t = s - h->slots;
     PyObject *c = PyList_GET_ITEM(s->cats, hidx);
     PyObject *na = PyList_GET_ITEM(s->nargs, hidx);
     if ((c != Py_None && PyLong_AsLong(c) != cat)
