@@ -17,7 +17,7 @@ import numpy as np
 
 from ._alloc import Allocation
 from ._layout import SharedPtr
-from ._rt import current
+from ._rt import current, touch
 
 OPS = ("get", "set", "cswap", "add", "sub", "mult", "inc", "dec", "and", "or", "xor",
        "min", "max")
@@ -71,8 +71,7 @@ class AtomicDomain:
             p.alloc.check(p.thread, p.addr, size, f"upc atomic {op}")
         if rt.cache is not None:
             rt.cache.flush("atomic")
-        if rt.nb is not None:  # any node: the scheduler may hold a put there
-            rt.nb.touch(p.thread, p.addr, size, op != "get")
+        touch(rt, p.thread, p.addr, size, op != "get")  # auto_nb: it may hold a put there
         dt = self.dtype.str[1:]
         ep = rt.ep
         if op == "mult":  # no native multiply: a compare-and-swap loop at the word

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ._layout import Piece
+from ._rt import touch
 
 
 def _prog(a: np.ndarray) -> tuple[int, int, np.ndarray | None]:
@@ -183,14 +184,13 @@ def _touch(a: Any, t: int, lo: int | None, count: int, write: bool) -> None:
     """With auto_nb, tell the scheduler of a bulk access to thread ``t`` (another node): its
     contiguous elements ``lo .. lo + count``, or (strided, indexed) the array's whole part
     there."""
-    nb = a._rt.nb
-    if nb is None:
+    if a._rt.nb is None:
         return
     E = a._E
     if lo is None:
-        nb.touch(t, a.base, a._lay.max_local() * E, write)
+        touch(a._rt, t, a.base, a._lay.max_local() * E, write)
     else:
-        nb.touch(t, a.base + lo * E, count * E, write)
+        touch(a._rt, t, a.base + lo * E, count * E, write)
 
 
 def bulk_get(a: Any, key: Any) -> np.ndarray:

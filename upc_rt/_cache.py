@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from ._rt import touch
+
 VICTIMS = 16  # lines in the victim cache
 
 
@@ -88,8 +90,7 @@ class Cache:
             self.misses += 1
             lo = block * self.L
             data = np.empty(min(self.L, self.seg_size - lo), np.uint8)
-            if self.rt.nb is not None:  # auto_nb: the scheduler's puts there land first
-                self.rt.nb.touch(t, lo, len(data), False)
+            touch(self.rt, t, lo, len(data), False)  # auto_nb: its puts there land first
             self.ep.get(t, lo, len(data), data)
             v = _Line(t, block, data)
         if ln is not None:
@@ -175,7 +176,6 @@ class Cache:
                 for a, b in zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True):
                     dst.append((base + a, b - a))
                     src.append(ln.data[a:b].copy())
-                    if self.rt.nb is not None:
-                        self.rt.nb.touch(t, base + a, b - a, True)
+                    touch(self.rt, t, base + a, b - a, True)
                 self.writebacks += 1
             vis.put_vector_nbi(t, dst, src)

@@ -110,16 +110,16 @@ def _coll_call(team: Any, what: str, alg: str | None, n: int) -> Any:
     block (reduce_all: n bytes of float64, at least one, summed)."""
     from amnet.coll import ADD
 
+    if what == "reduce_all":
+        s8 = np.ones(max(1, n // 8))
+        d8 = np.zeros_like(s8)
+        return lambda: team.reduce_all(d8, s8, ADD, algorithm=alg)
     src, dst = _buffers(what, n, team.size)
     if what == "broadcast":
         return lambda: team.broadcast(dst, src, 0, algorithm=alg)
     if what == "gather_all":
         return lambda: team.gather_all(dst, src, algorithm=alg)
-    if what == "exchange":
-        return lambda: team.exchange(dst, src, algorithm=alg)
-    s8 = np.ones(max(1, n // 8))
-    d8 = np.zeros_like(s8)
-    return lambda: team.reduce_all(d8, s8, ADD, algorithm=alg)
+    return lambda: team.exchange(dst, src, algorithm=alg)
 
 
 def coll_job(ep: Any, plan: dict[str, Any]) -> dict[str, float]:

@@ -641,6 +641,46 @@ pack_header(unsigned char *hb, int flags, Py_ssize_t nargs, Py_ssize_t hidx, lon
     return FIXED + 8 * nargs;
 }
 
+/* Pack a header and queue it, with ``payload``'s bytes (NULL: none; bytes or any simple
+ * buffer of at most ``max`` bytes), to node-local process ``proc``: 0 sent, -1 error, 1 not
+ * handled here (a payload that is no buffer or is too large: the caller's slow path says
+ * what is wrong). */
+static int
+queue_send(HotObject *h, int reply, int proc, int flags, Py_ssize_t nargs, Py_ssize_t hidx,
+           long src, long dest, const int64_t *a, PyObject *payload, int64_t max)
+{
+    const char *p = NULL;
+    int64_t plen = -1;
+    Py_buffer pb;
+    pb.obj = NULL;
+    if (payload != NULL) {
+        if (PyBytes_CheckExact(payload)) {
+            p = PyBytes_AS_STRING(payload);
+            plen = PyBytes_GET_SIZE(payload);
+        } else {
+            if (PyObject_GetBuffer(payload, &pb, PyBUF_SIMPLE) < 0) {
+                PyErr_Clear();
+                return 1;
+            }
+            p = pb.buf;
+            plen = pb.len;
+        }
+        if (plen > max) {
+            if (pb.obj != NULL) {
+                PyBuffer_Release(&pb);
+            }
+            return 1;
+        }
+    }
+    unsigned char hb[FIXED + 8 * MAX_ARGS];
+    Py_ssize_t hl = pack_header(hb, flags, nargs, hidx, src, dest, 0, a);
+    int rc = pshm_send(h, reply, h->proc_li[proc], hb, hl, p, plen, 0);
+    if (pb.obj != NULL) {
+        PyBuffer_Release(&pb);
+    }
+    return rc;
+}
+
 /* Send one user AM from rank-thread t: 0 sent, -1 error, 1 not handled here (the caller
  * hands it to the Python engine, which checks everything and raises what is wrong). */
 static int
@@ -719,36 +759,8 @@ fast_send(HotObject *h, int t, int flags, PyObject *dest_o, PyObject *handler,
         return 0;
     }
     /* PSHM */
-    const char *p = NULL;
-    int64_t plen = -1;
-    Py_buffer pb;
-    pb.obj = NULL;
-    if (cat == C_MEDIUM) {
-        if (PyBytes_CheckExact(payload)) {
-            p = PyBytes_AS_STRING(payload);
-            plen = PyBytes_GET_SIZE(payload);
-        } else {
-            if (PyObject_GetBuffer(payload, &pb, PyBUF_SIMPLE) < 0) {
-                PyErr_Clear();
-                return 1;
-            }
-            p = pb.buf;
-            plen = pb.len;
-        }
-        if (plen > h->max_medium) {
-            if (pb.obj != NULL) {
-                PyBuffer_Release(&pb);
-            }
-            return 1;
-        }
-    }
-    unsigned char hb[FIXED + 8 * MAX_ARGS];
-    Py_ssize_t hl = pack_header(hb, flags, nargs, idx, s->rank, dest, 0, a);
-    int rc = pshm_send(h, flags & F_REPLY, h->proc_li[proc], hb, hl, p, plen, 0);
-    if (pb.obj != NULL) {
-        PyBuffer_Release(&pb);
-    }
-    return rc;
+    return queue_send(h, flags & F_REPLY, proc, flags, nargs, idx, s->rank, dest, a,
+                      cat == C_MEDIUM ? payload : NULL, h->max_medium);
 }
 
 /* fast_send, or the Python engine's send_user(rs, flags, dest, handler, payload, offset,
@@ -1340,31 +1352,11 @@ SysSender_call(SysSenderObject *ss, PyObject *const *args, size_t nargsf, PyObje
             goto slow;
         }
     }
-    PyObject *payload = nargs == 3 ? args[2] : Py_None;
-    int flags = F_SYSTEM;
-    const char *p = NULL;
-    int64_t plen = -1;
-    Py_buffer pb;
-    pb.obj = NULL;
-    if (payload != Py_None) {
-        flags |= C_LONG;
-        if (PyBytes_CheckExact(payload)) {
-            p = PyBytes_AS_STRING(payload);
-            plen = PyBytes_GET_SIZE(payload);
-        } else {
-            if (PyObject_GetBuffer(payload, &pb, PyBUF_SIMPLE) < 0) {
-                PyErr_Clear();
-                goto slow;
-            }
-            p = pb.buf;
-            plen = pb.len;
-        }
-    }
-    unsigned char hb[FIXED + 8 * MAX_ARGS];
-    Py_ssize_t hl = pack_header(hb, flags, na, ss->hidx, h->slots[ss->t].rank, dest, 0, a);
-    int rc = pshm_send(h, 0, h->proc_li[proc], hb, hl, p, plen, 0);
-    if (pb.obj != NULL) {
-        PyBuffer_Release(&pb);
+    PyObject *payload = nargs == 3 && args[2] != Py_None ? args[2] : NULL;
+    int rc = queue_send(h, 0, proc, payload != NULL ? F_SYSTEM | C_LONG : F_SYSTEM, na,
+                        ss->hidx, h->slots[ss->t].rank, dest, a, payload, INT64_MAX);
+    if (rc == 1) {
+        goto slow;
     }
     if (rc < 0) {
         return NULL;

@@ -167,9 +167,7 @@ class Scheduler:
             RankError, SegmentBoundsError: a bad source; TypeError, ValueError: a bad
             ``out`` (nothing is sent).
         """
-        if isinstance(nbytes, bool) or not isinstance(nbytes, int | np.integer) or nbytes < 0:
-            raise ValueError(f"memget: nbytes must be an int >= 0, got {nbytes!r}")
-        nbytes = int(nbytes)
+        nbytes = _count(nbytes, "memget")
         src, offset = self._where(src, offset, nbytes, "memget")
         try:
             view = memoryview(out).cast("B")
@@ -246,10 +244,11 @@ class Scheduler:
         the queue ends the region first.
 
         Raises:
-            RankError, SegmentBoundsError: a bad range.
+            RankError, SegmentBoundsError: a bad range; ValueError: a bad ``nbytes``.
         """
-        rank, offset = self._where(rank, offset, int(nbytes), "touch")
-        lo, hi = offset, offset + int(nbytes)
+        nbytes = _count(nbytes, "touch")
+        rank, offset = self._where(rank, offset, nbytes, "touch")
+        lo, hi = offset, offset + nbytes
         if hi <= lo:
             return
         agg = self._agg
@@ -303,6 +302,13 @@ class Scheduler:
                        p.check_seconds, g.phases, g.recorded, g.issued, g.hits, g.misses,
                        g.wasted, g.invalidated, g.unprofitable, g.chunks, g.bytes_copied,
                        a.calls, a.ops, a.fallbacks)
+
+
+def _count(nbytes: Any, what: str) -> int:
+    """``nbytes`` checked: an int >= 0 (ValueError otherwise)."""
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int | np.integer) or nbytes < 0:
+        raise ValueError(f"{what}: nbytes must be an int >= 0, got {nbytes!r}")
+    return int(nbytes)
 
 
 def _call_site() -> Hashable:
