@@ -11,6 +11,7 @@ import functools
 import random
 
 import nbjobs
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -96,6 +97,35 @@ def test_a_known_loop_defers_puts_prefetches_gets_and_aggregates():
         assert st_.prefetch_hits == 18 and st_.prefetches_issued == 18
         assert st_.prefetches_wasted == 0
         assert st_.aggregated_calls == 2 and st_.aggregated_ops == 7
+
+
+def _region_gets(ep) -> dict:
+    """A gather burst in an aggregation region, 3 times: one VIS call each time, never
+    prefetched piece by piece (the paper's §3.3: region gets go to the queue, not to the
+    prefetch list), and right every time."""
+    s = Scheduler(ep)
+    left = (ep.rank - 1) % ep.size
+    ep.segment[:4096] = np.arange(4096, dtype=np.uint8) ^ ep.rank
+    s.barrier()
+    ok = []
+    for _ in range(3):
+        outs = [bytearray(32) for _ in range(8)]
+        with s.aggregate():
+            for k in range(8):
+                s.memget(left, 100 + 300 * k, 32, outs[k])
+        want = np.arange(4096, dtype=np.uint8) ^ left
+        ok.append(all(bytes(o) == want[100 + 300 * k:132 + 300 * k].tobytes()
+                      for k, o in enumerate(outs)))
+        s.barrier()
+    return {"ok": ok, "stats": s.stats}
+
+
+def test_region_gets_are_aggregated_not_prefetched():
+    for r in job(_region_gets, dict(n=2, nodes=2)):
+        assert r["ok"] == [True] * 3, r
+        st_: NBStats = r["stats"]
+        assert st_.aggregated_calls == 3 and st_.aggregated_ops == 24
+        assert st_.prefetches_issued == 0 and st_.gets == 0 and st_.prefetch_misses == 0
 
 
 def _split(ep) -> dict:

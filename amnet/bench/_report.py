@@ -163,8 +163,10 @@ def write(out: Path, result: dict[str, Any], machine: dict[str, Any], argv: Sequ
 
 
 def plot(path: Path, fig: dict[str, Any]) -> Path:
-    """Draw one figure of a suite's result (``figures``: title, labels, log axes, series of
-    ``{"label", "x", "y", "style", "group"}``; a group keeps one colour) as a PNG.
+    """Draw one figure of a suite's result as a PNG: curves (``figures``: title, labels, log
+    axes, series of ``{"label", "x", "y", "style", "group"}``; a group keeps one colour), or
+    with ``"kind": "bar"`` grouped bars (a bar per series ``{"label", "y"}`` in each of the
+    ``categories``, its value written above it).
 
     Raises:
         BenchError: matplotlib is not installed (``pip install 'amnet[peers]'``).
@@ -180,6 +182,12 @@ def plot(path: Path, fig: dict[str, Any]) -> Path:
         raise BenchError("plots need matplotlib: pip install 'amnet[peers]' (or leave out "
                          "--out)") from None
     f, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
+    if fig.get("kind") == "bar":
+        _bars(ax, fig)
+        f.tight_layout()
+        f.savefig(path)
+        plt.close(f)
+        return path
     colours: dict[str, str] = {}
     for s in fig["series"]:
         group = s.get("group", s["label"])
@@ -199,6 +207,21 @@ def plot(path: Path, fig: dict[str, Any]) -> Path:
     f.savefig(path)
     plt.close(f)
     return path
+
+
+def _bars(ax: Any, fig: dict[str, Any]) -> None:
+    cats, series = fig["categories"], fig["series"]
+    width = 0.8 / max(len(series), 1)
+    for i, s in enumerate(series):
+        xs = [c + (i - (len(series) - 1) / 2) * width for c in range(len(cats))]
+        bars = ax.bar(xs, s["y"], width, label=s["label"])
+        ax.bar_label(bars, fmt="%.2f", fontsize=6)
+    ax.set_xticks(range(len(cats)), cats)
+    ax.set_xlabel(fig["xlabel"])
+    ax.set_ylabel(fig["ylabel"])
+    ax.set_title(fig["title"], fontsize=10)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=7)
 
 
 class Progress:

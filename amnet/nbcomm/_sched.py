@@ -187,12 +187,12 @@ class Scheduler:
             if q is not None and _overlaps(q[0], lo, hi):
                 self._end_region()
         self._puts.check(src, lo, hi)  # my earlier puts there complete first
+        if self._agg is not None:  # queued instead of prefetched (§3.3)
+            self._agg.setdefault(src, ([], []))[1].append((lo, nbytes, buf[:nbytes]))
+            return out
         if self._prefetch and src != self.me:
             if self._gets.memget(src, offset, nbytes, buf):
                 return out
-        if self._agg is not None:
-            self._agg.setdefault(src, ([], []))[1].append((lo, nbytes, buf[:nbytes]))
-            return out
         self.ep.get(src, offset, nbytes, buf[:nbytes])
         return out
 
