@@ -145,3 +145,21 @@ def test_random_programs_keep_the_invariants(cap, program):
     for _d, _lo, _hi, h in made:
         assert h.waited <= 1
         assert id(h) in listed or h.done  # left the list only completed
+
+
+def test_check_time_samples_the_box_checks_and_times_every_scan(monkeypatch):
+    from amnet.nbcomm import _puts
+
+    clock = itertools.count()  # every clock read advances one "second"
+    monkeypatch.setattr(_puts.time, "perf_counter", lambda: float(next(clock)))
+    p = Puts(cap=1000)
+    _put(p, 1, 0, 64)  # a check of an empty list: not timed at all
+    assert p.stats.check_seconds == 0
+    for i in range(1, _puts.SAMPLE):  # box checks of a non-empty list: one in SAMPLE timed
+        _put(p, 1, 64 * i, 64 * i + 64)
+    assert p.stats.check_seconds == 0 and p.stats.fast_checks == _puts.SAMPLE
+    _put(p, 1, 64 * _puts.SAMPLE, 64 * _puts.SAMPLE + 64)  # the SAMPLE-th: two reads apart
+    assert p.stats.check_seconds == _puts.SAMPLE * 1.0
+    before = p.stats.check_seconds
+    assert p.check(1, 0, 8) == 1  # a scan (not a sampled check): timed alone, one second
+    assert p.stats.scans == 1 and p.stats.check_seconds == before + 1.0

@@ -141,11 +141,14 @@ class Scheduler:
             raise TypeError(f"memput: data must be bytes-like, got {type(data).__name__}"
                             ) from None
         n = mv.nbytes
-        dest, offset = self._where(dest, offset, n, "memput")
+        if not (type(dest) is int and type(offset) is int and 0 <= dest < self._size
+                and 0 <= offset and offset + n <= self._seg):  # the common case costs less
+            dest, offset = self._where(dest, offset, n, "memput")
         if n == 0:
             return
         lo, hi = offset, offset + n
-        self._gets.conflict(dest, lo, hi)
+        if self._gets.all:  # prefetches of this phase that the put may make stale
+            self._gets.conflict(dest, lo, hi)
         agg = self._agg
         if agg is not None:
             q = agg.get(dest)

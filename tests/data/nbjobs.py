@@ -80,3 +80,18 @@ def differential(ep, program, iterations, keep) -> dict:
 
     return {"reads_same": ref == got, "n_reads": len(ref), "mem_same": ref_mem == got_mem,
             "ref": h(ref), "got": h(got), "stats": s.stats.__dict__}
+
+
+def nb_job_with_a_wrong_manual(ep, plan) -> dict:
+    """amnet-bench nbcomm's rank side with a stencil whose hand-made form computes something
+    else from its second iteration on: the job must refuse to report its times."""
+    from amnet.bench import _nbjob, _nbkernels
+
+    class Wrong(_nbkernels.Stencil):
+        def manual(self, it: int) -> None:
+            super().manual(it)
+            if it == 1:
+                self.u[2, 2, 2] += 1.0
+
+    _nbkernels.KERNELS["stencil"] = Wrong  # in this rank's process only
+    return _nbjob.nb_job(ep, plan)
