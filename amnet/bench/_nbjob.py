@@ -8,7 +8,10 @@ timed, then its digest. The forms:
 ``blocking``  ``step`` with plain blocking put/get (:class:`~._nbkernels.Blocking`)
 ``manual``    ``manual``: the same iteration with nonblocking calls placed by hand
 ``auto``      ``step`` with a fresh :class:`amnet.nbcomm.Scheduler` (made before the clock
-              starts: its first iteration records, the later ones prefetch)
+              starts: its first iteration records, the later ones prefetch; after the
+              clock stops, a ``sync`` retires the prefetches that the last barrier issued
+              for an iteration that never comes, so they count as wasted and no get of
+              one form is in flight during the next)
 ``compute``   ``step`` with no communication (:class:`~._nbkernels.NoComm`): the floor
 
 The blocking, manual and automatic runs of a round must leave the same digest on every rank,
@@ -61,6 +64,8 @@ def nb_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any]:
                     else:
                         k.step(c, it)
                 t = pc() - t0
+                if form == "auto":  # retire what the last barrier prefetched for an
+                    c.sync(event="end")  # iteration that never comes (counted as wasted)
                 ep.barrier()
                 if form in CHECKED:
                     seen[form] = k.digest()
