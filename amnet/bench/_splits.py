@@ -1,0 +1,67 @@
+"""The procs x threads splits of the hybrid study ("Hybrid PGAS Runtime Support for Multicore
+Nodes", §4): with R ranks on each node, a split runs T rank-threads in each of R / T
+processes, labelled as the paper labels them (``2T-8P``: 8 processes of 2 pthreads a node).
+``1T-RP`` is the all-processes split (UPC-pshm), ``RT-1P`` the all-threads one
+(UPC-pthreads), which the paper normalizes against (Fig. 5, Fig. 6).
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Any
+
+from ._report import comma_items
+
+
+@dataclass(frozen=True)
+class Split:
+    """T rank-threads in each of P processes per node."""
+
+    threads: int
+    procs: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.threads}T-{self.procs}P"
+
+    def run_options(self) -> dict[str, Any]:
+        """The ``amnet.run`` keywords that make this split."""
+        return {"threads_per_proc": self.threads, "procs_per_node": self.procs}
+
+
+def splits_of(per_node: int) -> list[Split]:
+    """Every split of ``per_node`` ranks, from all processes to all threads."""
+    return [Split(t, per_node // t) for t in range(1, per_node + 1) if per_node % t == 0]
+
+
+def parse_threads(text: Any) -> list[int] | None:
+    """``--splits``: a comma list of rank-threads per process (``1,2,4``), or ``all``
+    (None: every divisor of the ranks per node). Raises argparse.ArgumentTypeError."""
+    if isinstance(text, str) and text.strip().lower() in ("", "all"):
+        return None
+    try:
+        vals = [int(t) for t in comma_items(text)]
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected all or a comma list of rank-threads per "
+                                         f"process such as 1,2,4, got {text!r}") from None
+    if not vals or any(v < 1 for v in vals):
+        raise argparse.ArgumentTypeError(f"rank-threads per process are at least 1, got "
+                                         f"{text!r}")
+    return sorted(set(vals))
+
+
+def choose(per_node: int, threads: list[int] | None) -> list[Split]:
+    """The splits to run: every one (``threads`` None) or those asked for.
+
+    Raises:
+        ValueError: a thread count that does not divide ``per_node``.
+    """
+    if threads is None:
+        return splits_of(per_node)
+    bad = [t for t in threads if per_node % t]
+    if bad:
+        raise ValueError(f"--splits {','.join(map(str, bad))} must divide the ranks per node "
+                         f"({per_node}); possible: "
+                         f"{','.join(str(s.threads) for s in splits_of(per_node))}")
+    return [Split(t, per_node // t) for t in threads]
