@@ -53,6 +53,7 @@ def suite(name: str) -> Callable[[Suite], Suite]:
 
 # The suites register themselves on import, in this (alphabetical) order, the one `--list` shows.
 from . import am as am  # noqa: E402
+from . import apps as apps  # noqa: E402
 from . import coll as coll  # noqa: E402
 from . import inject as inject  # noqa: E402
 from . import nbcomm as nbcomm  # noqa: E402

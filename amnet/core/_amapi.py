@@ -22,6 +22,9 @@ class AMStatistics:
     inflight: int  # this rank's operations not yet complete
     conduit: Any  # the conduit's ConduitStatistics
     pshm: Any  # the shared-memory network's PshmStatistics, or None (PSHM off, one process)
+    #: seconds this process's rank-threads spent waiting while another of them drained
+    #: (one thread receives at a time); 0.0 in a process of one rank-thread
+    drain_wait_s: float = 0.0
 
 
 class AMMixin:
@@ -107,4 +110,5 @@ class AMMixin:
         eng = self._eng
         return AMStatistics(eng.handled + eng.hot.handled, eng.refused, len(eng.delayed),
                             self._rs.inflight, eng.conduit.statistics(),
-                            None if eng.pshm is None else eng.pshm.statistics())
+                            None if eng.pshm is None else eng.pshm.statistics(),
+                            eng.drain_wait_s)

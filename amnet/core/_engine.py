@@ -131,6 +131,7 @@ class Engine:
         self.deferred: collections.deque = collections.deque()
         self.conduit_at = 0.0  # when drain last looked at the conduit (with PSHM on)
         self.empty_polls = 0
+        self.drain_wait_s = 0.0  # rank-threads' seconds waiting while another one drained
         self.seg_views: dict[int, np.ndarray] = {}
         self.seg_words: dict[int, Any] = {}
         self._progress: threading.Thread | None = None
@@ -720,7 +721,9 @@ class Engine:
                     try:
                         gen = self.gen
                         if not pred() and lock.locked():
+                            t0 = time.perf_counter()
                             self.cond.wait_for(lambda g=gen: self.gen != g, max_block)
+                            self.drain_wait_s += time.perf_counter() - t0  # under cond
                     finally:
                         self.hot.waiters -= 1
             if self.deferred:
