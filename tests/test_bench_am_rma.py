@@ -203,7 +203,7 @@ def test_cli_help_lists_suite_options():
     from amnet.bench import SUITES
 
     listed = [line.split()[0] for line in p.stdout.splitlines()]
-    assert listed == list(SUITES) and {"am", "rma"} <= set(listed)
+    assert listed == sorted(SUITES) and {"am", "rma"} <= set(listed)
 
 
 # -- node sections ------------------------------------------------------------------------

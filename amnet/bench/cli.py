@@ -44,7 +44,7 @@ def _print_version(value: bool) -> None:
 def _suite_list() -> str:
     width = max(map(len, SUITES), default=0)
     return "\n".join(f"  {name.ljust(width)}  {(fn.__doc__ or '').strip().splitlines()[0]}"
-                     for name, fn in SUITES.items())
+                     for name, fn in sorted(SUITES.items()))
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True,

@@ -113,18 +113,29 @@ def inject(args: Sequence[str] | None = None, *, ranks: int = 4, nodes: int = 2,
             res = run_job(inject_job, plan, n=opts.ranks, nodes=opts.nodes,
                           net_latency_us=opts.latency, segment_size=segment,
                           **sp.run_options())
-            for case in res[0]:
-                rounds = list(zip(*(r[case]["seconds"] for r in res), strict=True))
-                size, msgs_ = int(case.split("/")[1]), msgs[case.split("/")[1]]
-                bw = median([opts.ranks * msgs_ * size / max(x) / 1e6 for x in rounds])
-                inj = None
-                if res[0][case]["inject"] is not None:
-                    inj = median([sum(x) / len(x) for x in
-                                  zip(*(r[case]["inject"] for r in res), strict=True)])
-                per.setdefault((sp.label, case), []).append({"mb_s": bw, "inject_s": inj})
+            for case, fig in job_figures(res, msgs).items():
+                per.setdefault((sp.label, case), []).append(fig)
             bar.step(f"rep {rep + 1}, {sp.label}")
     bar.close()
     return _report(opts, chosen, per, msgs, segment)
+
+
+def job_figures(res: list[dict[str, Any]], msgs: dict[str, int]) -> dict[str, Any]:
+    """One job's figures per case (``pattern/size/mode``): the aggregate MB/s (every rank's
+    bytes over the slowest rank's time, median of rounds) and the injection overhead
+    (seconds inside ``put_nb`` per put, mean over ranks, median of rounds; None when
+    blocking)."""
+    out = {}
+    for case in res[0]:
+        rounds = list(zip(*(r[case]["seconds"] for r in res), strict=True))
+        size = int(case.split("/")[1])
+        bw = median([len(res) * msgs[str(size)] * size / max(x) / 1e6 for x in rounds])
+        inj = None
+        if res[0][case]["inject"] is not None:
+            inj = median([sum(x) / len(x) for x in
+                          zip(*(r[case]["inject"] for r in res), strict=True)])
+        out[case] = {"mb_s": bw, "inject_s": inj}
+    return out
 
 
 def _report(opts: Any, chosen: list, per: dict, msgs: dict, segment: int) -> dict[str, Any]:
