@@ -296,3 +296,16 @@ def int_list(text: Any, what: str, least: int = 1, most: int = 1 << 30) -> list[
     if not vals or any(not least <= v <= most for v in vals):
         raise argparse.ArgumentTypeError(f"{what} are {least}..{most}, got {text!r}")
     return list(dict.fromkeys(vals))
+
+
+def quick_parse(p: Any, args: Any, quick: dict[str, Any], what: str) -> Any:
+    """Add ``--quick`` to the suite's parser ``p`` and parse ``args``: with ``--quick``, the
+    options whose destinations ``quick`` names take its (already converted) values unless
+    they are given explicitly. ``what`` says in ``--help`` what the quick run does."""
+    p.add_argument("--quick", action="store_true",
+                   help=f"a short run (under 2 minutes on 2 cores): {what}; options given "
+                        "explicitly still apply")
+    argv = list(args or [])
+    if "--quick" in argv:
+        p.set_defaults(**quick)
+    return p.parse_args(argv)

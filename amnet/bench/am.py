@@ -49,7 +49,7 @@ from typing import Any
 from . import _node, suite
 from ._jobs import am_job, node_am_job
 from ._mpipeer import run_mpi
-from ._report import Progress
+from ._report import Progress, quick_parse
 from ._shmpeer import python_calls_rtt, raw_shm_rtt
 from ._shmpeer import stats as batch_stats
 from ._twonode import (
@@ -142,7 +142,10 @@ def am(args: Sequence[str] | None = None, *, iters: int = 2000, warmup: int = 20
     """AM round trip: across 2 nodes vs raw pyzmq; on one node (Table 2) vs raw-shm, mpi4py."""
     parser = _parser(iters, warmup, reps, sizes, latency_us, wait_modes, pin, node, network,
                      node_iters, node_warmup, node_batch, conduit)
-    opts = parser.parse_args(list(args or []))
+    opts = quick_parse(parser, args, {
+        "reps": 1, "iters": 200, "warmup": 20, "sizes": [8, 1024], "node_iters": 1000,
+        "node_warmup": 100, "node_batch": 100}, "1 repetition, 200 round trips of 8 B and "
+        "1 KiB, 1000 on the node")
     for name in ("iters", "reps", "node_iters", "node_batch"):
         if getattr(opts, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1, "

@@ -26,7 +26,7 @@ from typing import Any
 
 from . import BenchError, suite
 from ._appsjob import KERNELS, apps_job
-from ._report import Progress, choice_list, median
+from ._report import Progress, choice_list, median, quick_parse
 from ._splits import choose, parse_threads
 from ._twonode import cpu_count, run_job
 
@@ -67,13 +67,8 @@ def apps(args: Sequence[str] | None = None, *, ranks: int = 4, nodes: int = 2,
     p.add_argument("--gil", action=argparse.BooleanOptionalAction, default=gil,
                    help="also run every split in spin wait mode to measure the interpreter "
                         "lock's share (default: on)")
-    p.add_argument("--quick", action="store_true",
-                   help="smaller kernels, 1 repetition of 2 rounds (options given explicitly "
-                        "still apply)")
-    argv = list(args or [])
-    if "--quick" in argv:
-        p.set_defaults(reps=1, samples=2)
-    opts = p.parse_args(argv)
+    opts = quick_parse(p, args, {"reps": 1, "samples": 2},
+                       "smaller kernels, 1 repetition of 2 rounds")
     for name in ("reps", "samples"):
         if getattr(opts, name) < 1:
             p.error(f"--{name} must be at least 1, got {getattr(opts, name)}")

@@ -26,7 +26,7 @@ from typing import Any
 from . import suite
 from ._colljob import PREFIX, SYNC_MODES, coll_job, upc_sync_job
 from ._node import mpi_missing
-from ._report import Progress, choice_list, int_list, median
+from ._report import Progress, choice_list, int_list, median, quick_parse
 from ._twonode import JOB_TIMEOUT_S, cpu_count, parse_sizes, run_job, size_label
 
 COLLECTIVES = ("broadcast", "gather_all", "exchange", "reduce_all")
@@ -83,7 +83,9 @@ def coll(args: Sequence[str] | None = None, *, reps: int = 1, ranks: Any = "2,4,
                    help="upc_rt's all_broadcast and all_exchange under these IN/OUT modes "
                         "(ALL, MY, NO: the report's test cases 1, 7, 8), or none "
                         "(default: ALL,MY,NO)")
-    opts = p.parse_args(list(args or []))
+    opts = quick_parse(p, args, {
+        "ranks": [2, 4], "sizes": [8, 4096], "calls": 3, "warmup": 1, "naive_max": [8]},
+        "2 and 4 ranks, 8 B and 4 KiB, 3 calls a case")
     for name in ("reps", "calls", "warmup"):
         if getattr(opts, name) < 1:
             p.error(f"--{name} must be at least 1, got {getattr(opts, name)}")

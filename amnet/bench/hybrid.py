@@ -23,7 +23,7 @@ from . import apps as apps_mod
 from . import suite
 from ._appsjob import KERNELS
 from ._hybridjob import hybrid_job
-from ._report import Progress, choice_list, median
+from ._report import Progress, choice_list, median, quick_parse
 from ._splits import choose, parse_threads
 from ._twonode import cpu_count, parse_sizes, run_job, size_label
 from .inject import MODES, PATTERNS, job_figures
@@ -75,17 +75,13 @@ def hybrid(args: Sequence[str] | None = None, *, ranks: int = 8, nodes: int = 2,
                    help="AM round trips per round (default: %(default)s)")
     p.add_argument("--gil", action=argparse.BooleanOptionalAction, default=gil,
                    help="measure the interpreter lock's share of the kernels (default: on)")
-    p.add_argument("--quick", action="store_true",
-                   help="sizes 8,4K,64K, modes B,NB, p2p, smaller kernels, 1 repetition of "
-                        "2 rounds (options given explicitly still apply)")
-    argv = list(args or [])
-    if "--quick" in argv:
-        p.set_defaults(sizes=parse_sizes(QUICK["sizes"]),
-                       modes=choice_list(QUICK["modes"], MODES, "modes"),
-                       patterns=choice_list(QUICK["patterns"], PATTERNS, "patterns"),
-                       reps=QUICK["reps"], samples=QUICK["samples"],
-                       nbytes=parse_sizes(QUICK["bytes"]), trips=QUICK["trips"])
-    opts = p.parse_args(argv)
+    opts = quick_parse(p, args, {
+        "sizes": parse_sizes(QUICK["sizes"]),
+        "modes": choice_list(QUICK["modes"], MODES, "modes"),
+        "patterns": choice_list(QUICK["patterns"], PATTERNS, "patterns"),
+        "reps": QUICK["reps"], "samples": QUICK["samples"],
+        "nbytes": parse_sizes(QUICK["bytes"]), "trips": QUICK["trips"]},
+        "sizes 8,4K,64K, modes B,NB, p2p, smaller kernels, 1 repetition of 2 rounds")
     for name in ("reps", "samples", "trips"):
         if getattr(opts, name) < 1:
             p.error(f"--{name} must be at least 1, got {getattr(opts, name)}")

@@ -25,7 +25,7 @@ from typing import Any
 
 from . import suite
 from ._injectjob import inject_job
-from ._report import Progress, choice_list, median
+from ._report import Progress, choice_list, median, quick_parse
 from ._splits import choose, parse_threads
 from ._twonode import cpu_count, parse_sizes, run_job, size_label
 
@@ -74,15 +74,12 @@ def inject(args: Sequence[str] | None = None, *, ranks: int = 4, nodes: int = 2,
                    "B / size, 16..1024 (default: 1M)")
     p.add_argument("--latency", type=float, default=latency, metavar="US",
                    help="AMNET_NET_LATENCY_US between the nodes (default: %(default)s)")
-    p.add_argument("--quick", action="store_true",
-                   help="a short run: sizes 8,4K,64K, modes B,NB32,NB, 1 repetition, 2 "
-                        "rounds, 256 KiB a round (options given explicitly still apply)")
-    argv = list(args or [])
-    if "--quick" in argv:  # the quick run's defaults; options given explicitly still win
-        p.set_defaults(sizes=parse_sizes(QUICK["sizes"]),
-                       modes=choice_list(QUICK["modes"], MODES, "modes"), reps=QUICK["reps"],
-                       samples=QUICK["samples"], nbytes=parse_sizes(QUICK["bytes"]))
-    opts = p.parse_args(argv)
+    opts = quick_parse(p, args, {
+        "sizes": parse_sizes(QUICK["sizes"]), "modes": choice_list(QUICK["modes"], MODES,
+                                                                    "modes"),
+        "reps": QUICK["reps"], "samples": QUICK["samples"],
+        "nbytes": parse_sizes(QUICK["bytes"])},
+        "sizes 8,4K,64K, modes B,NB32,NB, 1 repetition of 2 rounds of 256 KiB")
     for name in ("reps", "samples"):
         if getattr(opts, name) < 1:
             p.error(f"--{name} must be at least 1, got {getattr(opts, name)}")

@@ -32,7 +32,7 @@ from typing import Any
 from . import suite
 from ._nbjob import FORMS, nb_job
 from ._nbkernels import DEFAULTS, KERNELS, check_params
-from ._report import Progress, choice_list, median
+from ._report import Progress, choice_list, median, quick_parse
 from ._twonode import parse_conduits, run_job
 
 TARGET_SPEEDUP = 1.16  # geometric mean of auto over blocking (the paper's 16%)
@@ -103,7 +103,8 @@ def nbcomm(args: Sequence[str] | None = None, *, kernels: Any = tuple(KERNELS), 
     """Fig. 7 of the autoNB paper: blocking, manual and automatic nonblocking kernels."""
     parser = _parser(dict(kernels=kernels, reps=reps, samples=samples, iters=iters,
                           ranks=ranks, nodes=nodes, latency=latency, conduit=conduit))
-    opts = parser.parse_args(list(args or []))
+    opts = quick_parse(parser, args, {"reps": 1, "samples": 1, "iters": 10},
+                       "1 repetition, 1 round of 10 iterations")
     for name in ("reps", "samples", "iters"):
         if getattr(opts, name) < 1:
             parser.error(f"--{name} must be at least 1, got {getattr(opts, name)}")

@@ -53,7 +53,7 @@ from typing import Any
 from . import _node, suite
 from ._jobs import node_rma_job, rma_job
 from ._mpipeer import run_mpi
-from ._report import Progress
+from ._report import Progress, quick_parse
 from ._shmpeer import memcpy_bw
 from ._shmpeer import stats as batch_stats
 from ._twonode import (
@@ -191,7 +191,11 @@ def rma(args: Sequence[str] | None = None, *, reps: int = 7,
                       "lat_sizes": node_lat_sizes, "bw_sizes": node_bw_sizes,
                       "iters": node_iters, "warmup": node_warmup, "batch": node_batch,
                       "bytes": node_bytes, "samples": node_samples})
-    opts = parser.parse_args(list(args or []))
+    opts = quick_parse(parser, args, {
+        "reps": 1, "sizes": [4096, 1 << 20], "nbytes": 8 << 20, "max_windows": 16,
+        "lat_sizes": [8], "iters": 100, "node_lat_sizes": [8], "node_bw_sizes": [1 << 20],
+        "node_iters": 500, "node_warmup": 50, "node_bytes": 8 << 20, "node_samples": 3},
+        "1 repetition, 4 KiB and 1 MiB puts, 8 MiB a sample, 100 latency round trips")
     for name in ("reps", "window", "max_windows", "iters", "node_iters", "node_batch",
                  "node_samples"):
         if getattr(opts, name) < 1:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from . import BenchError, suite
-from ._report import Progress, comma_items, find_mpiexec, summary
+from ._report import Progress, comma_items, find_mpiexec, quick_parse, summary
 
 PEER_MISSING = "not installed (pip install -e '.[peers]')"
 THREADS_ROW = 2  # --threads-per-proc of the second amnet row
@@ -122,7 +122,8 @@ def startup(args: Sequence[str] | None = None, *, reps: int = 10,
             progress: bool = True) -> dict[str, Any]:
     """Job start-up: `amnet-run -n N` of an empty script vs `mpiexec -n N python -c pass`."""
     parser = _parser(reps, ranks, warmup)
-    opts = parser.parse_args(list(args or []))
+    opts = quick_parse(parser, args, {"reps": 2, "ranks": [2]},
+                       "2 repetitions of 2 ranks")
     if opts.reps < 1:
         parser.error(f"--reps must be at least 1, got {opts.reps}")
     if opts.warmup < 0:

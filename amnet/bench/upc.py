@@ -37,7 +37,7 @@ import numpy as np
 
 from . import suite
 from ._node import mpi_missing, verdict
-from ._report import Progress, choice_list, int_list, median
+from ._report import Progress, choice_list, int_list, median, quick_parse
 from ._twonode import cpu_count, run_job
 from ._upcjob import PATTERNS, matmul_job, net_peers_job, node_peers_job, patterns_job
 
@@ -109,7 +109,10 @@ def upc(args: Sequence[str] | None = None, *, reps: int = 3, threads: Any = "2,4
     """upc_rt element/slice/cache costs beside peers; MuPC Tables 6.1-6.4."""
     parser = _parser(reps, threads, topologies, caches, block, batch, min_time, samples,
                      matmul_n)
-    opts = parser.parse_args(list(args or []))
+    opts = quick_parse(parser, args, {
+        "reps": 1, "threads": [2], "block": 8192, "batch": 64, "min_time": 0.02,
+        "samples": 3, "matmul_n": 8}, "1 repetition, 2 threads, short patterns, an 8 x 8 "
+        "matrix multiply")
     for name in ("reps", "samples"):
         if getattr(opts, name) < 1:
             parser.error(f"--{name} must be at least 1, got {getattr(opts, name)}")

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from . import suite
-from ._report import Progress, comma_items, median
+from ._report import Progress, comma_items, median, quick_parse
 from ._twonode import parse_conduits, parse_sizes, run_amnet, size_label
 from ._visjob import vis_job
 
@@ -82,7 +82,9 @@ def vis(args: Sequence[str] | None = None, *, reps: int = 3,
         progress: bool = True) -> dict[str, Any]:
     """Strided get across 2 nodes: one VIS call vs a flood of gets vs a contiguous get."""
     parser = _parser(reps, sizes, elem, stride, latencies, samples, min_time, conduits)
-    opts = parser.parse_args(list(args or []))
+    opts = quick_parse(parser, args, {
+        "reps": 1, "sizes": [1024, 64 << 10, 1 << 20], "samples": 1, "min_time": 0.005},
+        "1 repetition of 1 KiB, 64 KiB and 1 MiB, one 5 ms sample each")
     for name in ("reps", "elem", "samples"):
         if getattr(opts, name) < 1:
             parser.error(f"--{name} must be at least 1, got {getattr(opts, name)}")
