@@ -57,6 +57,7 @@ from . import apps as apps  # noqa: E402
 from . import coll as coll  # noqa: E402
 from . import hybrid as hybrid  # noqa: E402
 from . import inject as inject  # noqa: E402
+from . import model as model  # noqa: E402
 from . import nbcomm as nbcomm  # noqa: E402
 from . import rma as rma  # noqa: E402
 from . import startup as startup  # noqa: E402
