@@ -95,7 +95,7 @@ def test_drain_wait_is_zero_alone_and_counted_with_rank_threads():
 @pytest.mark.parametrize(("args", "says"), [
     (["--reps", "0"], "--reps must be at least 1"),
     (["--ranks", "1"], "--ranks must be in 2..64"),
-    (["--nodes", "3"], "--nodes must divide --ranks (4)"),
+    (["--nodes", "3"], "--nodes must be at least 1 and divide --ranks (4), got 3"),
     (["--splits", "3"], "--splits 3 must divide the ranks per node (2)"),
     (["--kernels", "fft"], "kernels are gups, sobel, mcop, lock"),
 ])

@@ -89,3 +89,14 @@ def test_quick_runs_through_the_cli_and_writes_its_plots(marked, tmp_path):
     for name in ("inject_bandwidth_p2p.png", "inject_bandwidth_p2m.png",
                  "inject_overhead.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("suite", ["inject", "apps", "hybrid"])
+def test_the_split_sweeping_suites_share_their_options(suite, capsys):
+    for args, says in ((["--ranks", "65"], "--ranks must be in 2..64, got 65"),
+                       (["--ranks", "6", "--nodes", "4"], "and divide --ranks (6), got 4"),
+                       (["--ranks", "8", "--splits", "3"],
+                        "--splits 3 must divide the ranks per node (4); possible: 1,2,4")):
+        with pytest.raises(SystemExit):
+            SUITES[suite](args, progress=False)
+        assert says in capsys.readouterr().err

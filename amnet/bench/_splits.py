@@ -65,3 +65,32 @@ def choose(per_node: int, threads: list[int] | None) -> list[Split]:
                          f"({per_node}); possible: "
                          f"{','.join(str(s.threads) for s in splits_of(per_node))}")
     return [Split(t, per_node // t) for t in threads]
+
+
+def add_options(p: argparse.ArgumentParser, ranks: int, nodes: int, splits: Any,
+                min_nodes: int) -> None:
+    """The options every split-sweeping suite shares: ``--ranks``, ``--nodes``,
+    ``--splits``."""
+    p.add_argument("--ranks", type=int, default=ranks, metavar="N",
+                   help="ranks in all, 2..64 (default: %(default)s)")
+    p.add_argument("--nodes", type=int, default=nodes, metavar="K",
+                   help=f"simulated nodes, at least {min_nodes}, dividing --ranks (default: "
+                        "%(default)s)")
+    p.add_argument("--splits", type=parse_threads, default=parse_threads(splits),
+                   metavar="T,T", help="rank-threads per process to run, each dividing the "
+                   "ranks per node, or all (default: all)")
+
+
+def check_options(p: argparse.ArgumentParser, opts: Any, min_nodes: int) -> list[Split]:
+    """The splits the parsed ``--ranks``, ``--nodes`` and ``--splits`` ask for; a bad value
+    ends the run with the parser's error, naming it and its limit."""
+    if not 2 <= opts.ranks <= 64:
+        p.error(f"--ranks must be in 2..64, got {opts.ranks}")
+    if not min_nodes <= opts.nodes <= opts.ranks or opts.ranks % opts.nodes:
+        p.error(f"--nodes must be at least {min_nodes} and divide --ranks ({opts.ranks}), "
+                f"got {opts.nodes}")
+    try:
+        return choose(opts.ranks // opts.nodes, opts.splits)
+    except ValueError as e:
+        p.error(str(e))
+        raise  # p.error exits; this only tells type checkers so

@@ -27,7 +27,7 @@ from typing import Any
 from . import BenchError, suite
 from ._appsjob import KERNELS, apps_job
 from ._report import Progress, choice_list, median, quick_parse
-from ._splits import choose, parse_threads
+from ._splits import add_options, check_options
 from ._twonode import cpu_count, run_job
 
 DEFAULTS = {"gups": {"table": 1024, "updates": 128}, "sobel": {"rows": 16, "cols": 64},
@@ -48,13 +48,7 @@ def apps(args: Sequence[str] | None = None, *, ranks: int = 4, nodes: int = 2,
                     "lock) on upc_rt for every procs x threads split, normalized to the "
                     "all-threads split (its Fig. 6), with the interpreter lock's share of "
                     "each split's time measured.")
-    p.add_argument("--ranks", type=int, default=ranks, metavar="N",
-                   help="ranks in all (default: %(default)s)")
-    p.add_argument("--nodes", type=int, default=nodes, metavar="K",
-                   help="simulated nodes (default: %(default)s)")
-    p.add_argument("--splits", type=parse_threads, default=parse_threads(splits),
-                   metavar="T,T", help="rank-threads per process to run, each dividing the "
-                   "ranks per node, or all (default: all)")
+    add_options(p, ranks, nodes, splits, min_nodes=1)
     p.add_argument("--kernels",
                    type=functools.partial(choice_list, allowed=KERNELS, what="kernels"),
                    default=choice_list(kernels, KERNELS, "kernels"), metavar="K,K",
@@ -72,14 +66,7 @@ def apps(args: Sequence[str] | None = None, *, ranks: int = 4, nodes: int = 2,
     for name in ("reps", "samples"):
         if getattr(opts, name) < 1:
             p.error(f"--{name} must be at least 1, got {getattr(opts, name)}")
-    if not 2 <= opts.ranks <= 64:
-        p.error(f"--ranks must be in 2..64, got {opts.ranks}")
-    if not 1 <= opts.nodes <= opts.ranks or opts.ranks % opts.nodes:
-        p.error(f"--nodes must divide --ranks ({opts.ranks}), got {opts.nodes}")
-    try:
-        chosen = choose(opts.ranks // opts.nodes, opts.splits)
-    except ValueError as e:
-        p.error(str(e))
+    chosen = check_options(p, opts, min_nodes=1)
     params = QUICK if opts.quick else DEFAULTS
     plan = {"kernels": opts.kernels, "samples": opts.samples,
             "params": {k: params[k] for k in opts.kernels}}

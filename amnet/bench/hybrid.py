@@ -24,7 +24,7 @@ from . import suite
 from ._appsjob import KERNELS
 from ._hybridjob import hybrid_job
 from ._report import Progress, choice_list, median, quick_parse
-from ._splits import choose, parse_threads
+from ._splits import add_options, check_options
 from ._twonode import cpu_count, parse_sizes, run_job, size_label
 from .inject import MODES, PATTERNS, job_figures
 
@@ -45,13 +45,7 @@ def hybrid(args: Sequence[str] | None = None, *, ranks: int = 8, nodes: int = 2,
                     "bandwidth and the fine-grained kernels for every procs x threads split "
                     "of the ranks of a node, and which split to use for which message size "
                     "and pattern.")
-    p.add_argument("--ranks", type=int, default=ranks, metavar="N",
-                   help="ranks in all (default: %(default)s)")
-    p.add_argument("--nodes", type=int, default=nodes, metavar="K",
-                   help="simulated nodes, at least 2 (default: %(default)s)")
-    p.add_argument("--splits", type=parse_threads, default=parse_threads(splits),
-                   metavar="T,T", help="rank-threads per process to run, each dividing the "
-                   "ranks per node, or all (default: all)")
+    add_options(p, ranks, nodes, splits, min_nodes=2)
     p.add_argument("--sizes", type=parse_sizes, default=parse_sizes(sizes), metavar="S,S",
                    help="put sizes (default: 8,512,4K,32K,256K)")
     p.add_argument("--modes", type=functools.partial(choice_list, allowed=MODES, what="modes"),
@@ -85,17 +79,9 @@ def hybrid(args: Sequence[str] | None = None, *, ranks: int = 8, nodes: int = 2,
     for name in ("reps", "samples", "trips"):
         if getattr(opts, name) < 1:
             p.error(f"--{name} must be at least 1, got {getattr(opts, name)}")
-    if not 2 <= opts.ranks <= 64:
-        p.error(f"--ranks must be in 2..64, got {opts.ranks}")
-    if not 2 <= opts.nodes <= opts.ranks or opts.ranks % opts.nodes:
-        p.error(f"--nodes must be at least 2 and divide --ranks ({opts.ranks}), got "
-                f"{opts.nodes}")
     if max(opts.sizes) > 16 << 20:
         p.error(f"--sizes: at most 16 MiB a put, got {max(opts.sizes)}")
-    try:
-        chosen = choose(opts.ranks // opts.nodes, opts.splits)
-    except ValueError as e:
-        p.error(str(e))
+    chosen = check_options(p, opts, min_nodes=2)
     nbytes = opts.nbytes[0]
     msgs = {str(s): max(16, min(1024, nbytes // s)) for s in opts.sizes}
     kparams = apps_mod.QUICK if opts.quick else apps_mod.DEFAULTS

@@ -26,7 +26,7 @@ from typing import Any
 from . import suite
 from ._injectjob import inject_job
 from ._report import Progress, choice_list, median, quick_parse
-from ._splits import choose, parse_threads
+from ._splits import add_options, check_options
 from ._twonode import cpu_count, parse_sizes, run_job, size_label
 
 MODES = ("B", "NB8", "NB32", "NB128", "NB")
@@ -47,13 +47,7 @@ def inject(args: Sequence[str] | None = None, *, ranks: int = 4, nodes: int = 2,
                     "every procs x threads split of the ranks of a node, blocking and "
                     "nonblocking with in-flight caps, one partner (p2p) or many (p2m): the "
                     "hybrid paper's Figs. 2-5.")
-    p.add_argument("--ranks", type=int, default=ranks, metavar="N",
-                   help="ranks in all (default: %(default)s)")
-    p.add_argument("--nodes", type=int, default=nodes, metavar="K",
-                   help="simulated nodes, at least 2 (default: %(default)s)")
-    p.add_argument("--splits", type=parse_threads, default=parse_threads(splits),
-                   metavar="T,T", help="rank-threads per process to run, each dividing the "
-                   "ranks per node, or all (default: all)")
+    add_options(p, ranks, nodes, splits, min_nodes=2)
     p.add_argument("--sizes", type=parse_sizes, default=parse_sizes(sizes), metavar="S,S",
                    help="bytes per put (default: 8,64,512,4K,32K,256K)")
     p.add_argument("--modes", type=functools.partial(choice_list, allowed=MODES, what="modes"),
@@ -83,20 +77,11 @@ def inject(args: Sequence[str] | None = None, *, ranks: int = 4, nodes: int = 2,
     for name in ("reps", "samples"):
         if getattr(opts, name) < 1:
             p.error(f"--{name} must be at least 1, got {getattr(opts, name)}")
-    if not 2 <= opts.nodes <= opts.ranks or opts.ranks % opts.nodes:
-        p.error(f"--nodes must be at least 2 and divide --ranks ({opts.ranks}), got "
-                f"{opts.nodes}")
-    if opts.ranks > 64:
-        p.error(f"--ranks must be at most 64, got {opts.ranks}")
     if max(opts.sizes) > 16 << 20:
         p.error(f"--sizes: at most 16 MiB a put, got {max(opts.sizes)}")
     if not 0 <= opts.latency <= 1e6:
         p.error(f"--latency must be in 0..1000000 µs, got {opts.latency}")
-    per_node = opts.ranks // opts.nodes
-    try:
-        chosen = choose(per_node, opts.splits)
-    except ValueError as e:
-        p.error(str(e))
+    chosen = check_options(p, opts, min_nodes=2)
     nbytes = opts.nbytes[0]
     msgs = {str(s): max(16, min(1024, nbytes // s)) for s in opts.sizes}
     plan = {"patterns": opts.patterns, "sizes": opts.sizes, "modes": opts.modes,
