@@ -17,7 +17,10 @@ BENCH = [sys.executable, "-m", "amnet.bench"]
 KEYS = {"suite", "date", "argv", "machine", "config", "results", "notes"}
 
 
-SIGNED = {"delta"}  # the model's relative error: negative when it predicts too little
+# signed by nature: the model's relative error (negative when it predicts too little);
+# nbcomm's share of the manual gain (negative when the automatic form loses to blocking) and
+# communication fraction (negative when the run without communication happens to be slower)
+SIGNED = {"delta", "auto_share", "comm_fraction", "comm_s"}  # comm_s: a difference of costs
 
 
 def _numbers(x, key=""):
