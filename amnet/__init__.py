@@ -5,8 +5,8 @@ What exists: the launcher (``amnet-run``, :func:`amnet.run`), the AM core and ex
 shared-memory network inside a node (:mod:`amnet.pshm`), vector/indexed/strided transfers
 (``ep.vis``), teams and collectives (``ep.coll``) and the ``amnet-bench`` measurements.
 Automatic nonblocking memput/memget: :class:`amnet.nbcomm.Scheduler` (upc_rt uses it with
-``auto_nb``; its benchmark is still to come). The UPC runtime, :mod:`upc_rt`, is built on
-the public extension interface (:class:`amnet.Extension`).
+``auto_nb``; ``amnet-bench nbcomm`` measures it). The UPC runtime, :mod:`upc_rt`, is built
+on the public extension interface (:class:`amnet.Extension`).
 
 The public namespace is curated here; everything else lives in private modules. See
 ``docs/user-guide.md`` to run jobs and ``docs/design.md`` for the architecture and contract.

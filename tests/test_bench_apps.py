@@ -59,22 +59,22 @@ def test_the_gil_share_is_off_cpu_time_less_the_drain_lock_waits():
              "ops": 5},
             {"wall": [10.0], "cpu": [6.0], "delay": [1.0], "drain": [1.5], "pid": 7,
              "ops": 5}]
-    f = apps_mod._figures(recs)
+    f = apps_mod.job_figures(recs)
     # off CPU: 5 + 3 = 8 s; the process's drain waits, seen by both: 2 s
     assert f["seconds"] == 10.0 and f["drain"] == pytest.approx(2 / 20)
     assert f["gil"] == pytest.approx((8 - 2) / 20)
     recs[0]["cpu"] = [None]  # no schedstat: no GIL figure, the drain lock still
-    assert apps_mod._figures(recs)["gil"] is None
+    assert apps_mod.job_figures(recs)["gil"] is None
 
 
 def test_a_wrong_answer_is_refused():
     rec = {"error": None, "bad": 30, "size": 1000}
     with pytest.raises(BenchError, match=r"gups \(2T-1P, auto waits\) computed a wrong "
                                          r"answer: gups: 60 of 1000 entries wrong"):
-        apps_mod._verify("gups", [rec, rec], "2T-1P", "auto")
-    apps_mod._verify("gups", [dict(rec, bad=5)] * 2, "2T-1P", "auto")  # 1%: HPCC's limit
+        apps_mod.verify("gups", [rec, rec], "2T-1P", "auto")
+    apps_mod.verify("gups", [dict(rec, bad=5)] * 2, "2T-1P", "auto")  # 1%: HPCC's limit
     with pytest.raises(BenchError, match=r"lock .* the counter is 3, not 4"):
-        apps_mod._verify("lock", [{"error": "lock: the counter is 3, not 4", "bad": None}],
+        apps_mod.verify("lock", [{"error": "lock: the counter is 3, not 4", "bad": None}],
                          "1T-2P", "spin")
 
 

@@ -117,6 +117,12 @@ def parse_conduits(text: Any) -> list[str]:
     return names
 
 
+def segment_for(nbytes: int) -> int:
+    """The segment size for a job that addresses ``nbytes`` of it: the next power of two,
+    at least 1 MiB."""
+    return max(1 << 20, 1 << (max(nbytes, 1) - 1).bit_length())
+
+
 def run_amnet(fn: Callable, plan: dict[str, Any], **options: Any) -> dict[str, Any]:
     """Run ``fn(ep, plan)`` as a 2-rank, 2-node amnet job; return rank 0's result."""
     import amnet

@@ -80,15 +80,15 @@ def apps(args: Sequence[str] | None = None, *, ranks: int = 4, nodes: int = 2,
                 res = run_job(apps_job, plan, n=opts.ranks, nodes=opts.nodes,
                               wait_mode=mode, **sp.run_options())
                 for k in opts.kernels:
-                    _verify(k, [r[k] for r in res], sp.label, mode)
-                    per.setdefault((sp.label, mode, k), []).append(_figures(
+                    verify(k, [r[k] for r in res], sp.label, mode)
+                    per.setdefault((sp.label, mode, k), []).append(job_figures(
                         [r[k] for r in res]))
                 bar.step(f"rep {rep + 1}, {sp.label}, {mode} waits")
     bar.close()
     return _report(opts, chosen, plan, per)
 
 
-def _verify(kernel: str, recs: list[dict[str, Any]], split: str, mode: str) -> None:
+def verify(kernel: str, recs: list[dict[str, Any]], split: str, mode: str) -> None:
     errs = [r["error"] for r in recs if r["error"]]
     if recs[0]["bad"] is not None:  # GUPS: at most 1% of the table wrong (HPCC's rule)
         bad, n = sum(r["bad"] for r in recs), recs[0]["size"]
@@ -99,7 +99,7 @@ def _verify(kernel: str, recs: list[dict[str, Any]], split: str, mode: str) -> N
                          f"{errs[0]}")
 
 
-def _figures(recs: list[dict[str, Any]]) -> dict[str, Any]:
+def job_figures(recs: list[dict[str, Any]]) -> dict[str, Any]:
     """One job's figures for one kernel: the slowest thread's seconds (median of rounds),
     and the GIL's and drain lock's shares of the threads' time (median of rounds; None
     without schedstat)."""
@@ -121,6 +121,15 @@ def _figures(recs: list[dict[str, Any]]) -> dict[str, Any]:
             "drain": median(drain)}
 
 
+def lock_shares(spin: list[dict[str, Any]] | None) -> tuple[float | None, float | None]:
+    """The GIL's and the drain lock's shares over the spin-wait runs' figures (medians
+    over repetitions; None when not measured, the GIL's also without schedstat)."""
+    if not spin:
+        return None, None
+    gil = None if any(x["gil"] is None for x in spin) else median([x["gil"] for x in spin])
+    return gil, median([x["drain"] for x in spin])
+
+
 def _report(opts: Any, chosen: list, plan: dict[str, Any],
             per: dict[tuple[str, str, str], list[Any]]) -> dict[str, Any]:
     ref = max(chosen, key=lambda s: s.threads)
@@ -133,9 +142,7 @@ def _report(opts: Any, chosen: list, plan: dict[str, Any],
             secs = median([x["seconds"] for x in runs])
             ops = runs[0]["ops"]
             spin = per.get((sp.label, "spin", k))
-            gil = None if not spin or any(x["gil"] is None for x in spin) else \
-                median([x["gil"] for x in spin])
-            drain = None if not spin else median([x["drain"] for x in spin])
+            gil, drain = lock_shares(spin)
             ratio = secs / base
             norm[sp.label].append(ratio)
             results.append({"kernel": k, "split": sp.label, "threads": sp.threads,

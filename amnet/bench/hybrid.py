@@ -25,8 +25,8 @@ from ._appsjob import KERNELS
 from ._hybridjob import hybrid_job
 from ._report import Progress, choice_list, median, quick_parse
 from ._splits import add_options, check_options
-from ._twonode import cpu_count, parse_sizes, run_job, size_label
-from .inject import MODES, PATTERNS, job_figures
+from ._twonode import cpu_count, parse_sizes, run_job, segment_for, size_label
+from .inject import MODES, PATTERNS, job_figures, job_plan
 
 QUICK = {"sizes": "8,4K,64K", "modes": "B,NB", "patterns": "p2p", "reps": 1, "samples": 2,
          "bytes": "128K", "trips": 20}
@@ -82,16 +82,15 @@ def hybrid(args: Sequence[str] | None = None, *, ranks: int = 8, nodes: int = 2,
     if max(opts.sizes) > 16 << 20:
         p.error(f"--sizes: at most 16 MiB a put, got {max(opts.sizes)}")
     chosen = check_options(p, opts, min_nodes=2)
-    nbytes = opts.nbytes[0]
-    msgs = {str(s): max(16, min(1024, nbytes // s)) for s in opts.sizes}
+    inject_plan = job_plan(opts)
+    msgs = inject_plan["msgs"]
     kparams = apps_mod.QUICK if opts.quick else apps_mod.DEFAULTS
     apps_plan = {"kernels": opts.kernels, "samples": opts.samples,
                  "params": {k: kparams[k] for k in opts.kernels}}
     plan = {"am": {"samples": opts.samples, "trips": opts.trips},
-            "inject": {"patterns": opts.patterns, "sizes": opts.sizes, "modes": opts.modes,
-                       "samples": opts.samples, "msgs": msgs},
+            "inject": inject_plan,
             "apps": apps_plan}
-    segment = max(1 << 20, 1 << (opts.ranks * max(opts.sizes) - 1).bit_length())
+    segment = segment_for(opts.ranks * max(opts.sizes))
 
     bar = Progress("hybrid", opts.reps * len(chosen) * (1 + opts.gil), progress)
     am: dict[tuple[str, str], list[float]] = {}
@@ -110,8 +109,8 @@ def hybrid(args: Sequence[str] | None = None, *, ranks: int = 8, nodes: int = 2,
                 bw.setdefault((sp.label, case), []).append(fig["mb_s"])
             for k in opts.kernels:
                 recs = [r["apps"][k] for r in res]
-                apps_mod._verify(k, recs, sp.label, "auto")
-                kern.setdefault((sp.label, "auto", k), []).append(apps_mod._figures(recs))
+                apps_mod.verify(k, recs, sp.label, "auto")
+                kern.setdefault((sp.label, "auto", k), []).append(apps_mod.job_figures(recs))
             bar.step(f"rep {rep + 1}, {sp.label}")
             if opts.gil:
                 res = run_job(hybrid_job, {"am": None, "inject": None, "apps": apps_plan},
@@ -119,9 +118,9 @@ def hybrid(args: Sequence[str] | None = None, *, ranks: int = 8, nodes: int = 2,
                               **sp.run_options())
                 for k in opts.kernels:
                     recs = [r["apps"][k] for r in res]
-                    apps_mod._verify(k, recs, sp.label, "spin")
+                    apps_mod.verify(k, recs, sp.label, "spin")
                     kern.setdefault((sp.label, "spin", k), []).append(
-                        apps_mod._figures(recs))
+                        apps_mod.job_figures(recs))
                 bar.step(f"rep {rep + 1}, {sp.label}, spin waits")
     bar.close()
     return _report(opts, chosen, msgs, am, bw, kern, apps_plan)
@@ -196,10 +195,7 @@ def _report(opts: Any, chosen: list, msgs: dict, am: dict, bw: dict, kern: dict,
               [f"{best} ({ratio:.2f}x)"]
         shares = []
         for s in labels:
-            spin = kern.get((s, "spin", k))
-            gil = None if not spin or any(x["gil"] is None for x in spin) else \
-                median([x["gil"] for x in spin])
-            drain = None if not spin else median([x["drain"] for x in spin])
+            gil, drain = apps_mod.lock_shares(kern.get((s, "spin", k)))
             shares.append("-" if gil is None else f"{100 * gil:.0f}% / {100 * drain:.0f}%")
             results["apps"].append({"kernel": k, "split": s, "seconds": secs[(s, k)],
                                     "vs_ref": secs[(s, k)] / secs[(ref, k)],

@@ -27,7 +27,7 @@ from . import suite
 from ._injectjob import inject_job
 from ._report import Progress, choice_list, median, quick_parse
 from ._splits import add_options, check_options
-from ._twonode import cpu_count, parse_sizes, run_job, size_label
+from ._twonode import cpu_count, parse_sizes, run_job, segment_for, size_label
 
 MODES = ("B", "NB8", "NB32", "NB128", "NB")
 PATTERNS = ("p2p", "p2m")
@@ -82,11 +82,8 @@ def inject(args: Sequence[str] | None = None, *, ranks: int = 4, nodes: int = 2,
     if not 0 <= opts.latency <= 1e6:
         p.error(f"--latency must be in 0..1000000 µs, got {opts.latency}")
     chosen = check_options(p, opts, min_nodes=2)
-    nbytes = opts.nbytes[0]
-    msgs = {str(s): max(16, min(1024, nbytes // s)) for s in opts.sizes}
-    plan = {"patterns": opts.patterns, "sizes": opts.sizes, "modes": opts.modes,
-            "samples": opts.samples, "msgs": msgs}
-    segment = max(1 << 20, 1 << (opts.ranks * max(opts.sizes) - 1).bit_length())
+    plan = job_plan(opts)
+    msgs, segment = plan["msgs"], segment_for(opts.ranks * max(opts.sizes))
 
     bar = Progress("inject", opts.reps * len(chosen), progress)
     per: dict[tuple[str, str], list[dict[str, Any]]] = {}  # (split, case) -> a figure per rep
@@ -100,6 +97,16 @@ def inject(args: Sequence[str] | None = None, *, ranks: int = 4, nodes: int = 2,
             bar.step(f"rep {rep + 1}, {sp.label}")
     bar.close()
     return _report(opts, chosen, per, msgs, segment)
+
+
+def job_plan(opts: Any) -> dict[str, Any]:
+    """What :func:`amnet.bench._injectjob.inject_job` runs for parsed options (``patterns``,
+    ``sizes``, ``modes``, ``samples``, ``nbytes``): ``nbytes`` a round per rank, in 16 to
+    1024 puts of each size."""
+    nbytes = opts.nbytes[0]
+    return {"patterns": opts.patterns, "sizes": opts.sizes, "modes": opts.modes,
+            "samples": opts.samples,
+            "msgs": {str(s): max(16, min(1024, nbytes // s)) for s in opts.sizes}}
 
 
 def job_figures(res: list[dict[str, Any]], msgs: dict[str, int]) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from . import suite
 from ._nbjob import FORMS, nb_job
 from ._nbkernels import DEFAULTS, KERNELS, check_params
 from ._report import Progress, choice_list, median, quick_parse
-from ._twonode import parse_conduits, run_job
+from ._twonode import parse_conduits, run_job, segment_for
 
 TARGET_SPEEDUP = 1.16  # geometric mean of auto over blocking (the paper's 16%)
 TARGET_SHARE = 0.75  # auto's gain >= 75% of manual's
@@ -124,7 +124,7 @@ def nbcomm(args: Sequence[str] | None = None, *, kernels: Any = tuple(KERNELS), 
         if why:
             parser.error(why)
     used = max(KERNELS[k].segment_bytes(params[k], opts.ranks) for k in opts.kernels)
-    segment = max(1 << 20, 1 << (used - 1).bit_length())
+    segment = segment_for(used)
     plan = {"kernels": opts.kernels, "params": params, "samples": opts.samples,
             "iters": opts.iters, "scheduler": {}}
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from . import suite
 from ._report import Progress, comma_items, median, quick_parse
-from ._twonode import parse_conduits, parse_sizes, run_amnet, size_label
+from ._twonode import parse_conduits, parse_sizes, run_amnet, segment_for, size_label
 from ._visjob import vis_job
 
 TARGET_SIZE = 1 << 20
@@ -99,7 +99,7 @@ def vis(args: Sequence[str] | None = None, *, reps: int = 3,
     biggest = max(opts.sizes) // opts.elem * opts.stride
     if biggest > 1 << 30:
         parser.error(f"the largest transfer spans {biggest} bytes of segment; at most 1 GiB")
-    segment = max(1 << 20, 1 << (biggest - 1).bit_length())
+    segment = segment_for(biggest)
     plan = {"sizes": opts.sizes, "elem": opts.elem, "stride": opts.stride,
             "samples": opts.samples, "min_s": opts.min_time}
 
