@@ -125,6 +125,16 @@ OPTIONS: dict[str, Option] = {
             "outnumber its cores, else spins up to 100 us before blocking.",
         ),
         Option(
+            "bind_to",
+            _parse_choice("none", "core"),
+            "none",
+            "none or core",
+            "Where a rank process runs (`--bind-to`): anywhere (none), or bound to cores of "
+            "its host, one per rank-thread, round-robin over the processes of the host in "
+            "rank order (core), as `mpirun --bind-to core` does; its threads (the conduit's "
+            "I/O thread too) stay with it.",
+        ),
+        Option(
             "progress_thread",
             _parse_bool,
             False,
@@ -212,6 +222,16 @@ OPTIONS: dict[str, Option] = {
             "a power of two from 8 to 1M bytes",
             "upc_rt: bytes in one cache line (what one miss fetches).",
             lambda v: 8 <= v <= 1 << 20 and v & (v - 1) == 0,
+        ),
+        Option(
+            "upc_poll_every",
+            int,
+            64,
+            "an int from 0 to 1000000",
+            "upc_rt: in a job that spans nodes, poll once every this many shared element "
+            "accesses, so a thread computing on shared data still serves the gets, puts and "
+            "cache misses of threads on other nodes (0: poll only while waiting).",
+            lambda v: 0 <= v <= 1_000_000,
         ),
         Option(
             "coll_algorithm",

@@ -153,6 +153,20 @@ def test_config_options_reach_the_ranks(marked):
     assert got == [1 << 20] * 2
 
 
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity here")
+@pytest.mark.parametrize("t", [1, 2])
+def test_bind_to_core_puts_each_process_on_cores_of_its_own_round_robin(marked, t):
+    usable = sorted(os.sched_getaffinity(0))
+    n = 4 * t  # 4 processes on 2 simulated nodes of this one host
+    got = amnet.run(jobfns.affinity, n=n, nodes=2, threads_per_proc=t, bind_to="core")
+    for rank, sets in enumerate(got):
+        i = rank // t  # the process's place among this host's processes
+        want = frozenset(usable[(i * t + k) % len(usable)] for k in range(t))
+        assert sets == [want], (rank, sets)  # every thread (the conduit's too) bound alike
+    free = amnet.run(jobfns.affinity, n=2)  # the default: left to the scheduler
+    assert free == [[frozenset(usable)]] * 2
+
+
 def test_a_function_in_the_main_script(tmp_path, marked):
     script = tmp_path / "main.py"
     script.write_text(

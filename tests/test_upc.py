@@ -65,6 +65,28 @@ def test_release_hazard_is_closed(cache):
     assert got[2] == list(range(1, 9))
 
 
+@pytest.mark.parametrize("line", [1024, 64 << 10], ids=["lines-batched", "line-as-runs"])
+def test_cache_write_back_keeps_other_writers_bytes(line):
+    # two writers share every line of another node's piece; a write-back of whole lines
+    # that ignored the masks would put back the other writer's old bytes. 64 KiB lines do
+    # not fit a call with their masks: they go back as vector puts of their dirty runs
+    got = job(upcjobs.cache_write_back, dict(n=4, nodes=2), upc_cache_blocks=4,
+              upc_cache_block_size=line)
+    for st in got[:2]:
+        assert st["writebacks"] > 0 and st["misses"] > 0
+    assert all(st["misses"] == st["hits"] == 0 for st in got[2:])
+
+
+@pytest.mark.parametrize("every", [64, 0])
+def test_a_thread_computing_on_its_own_data_serves_other_nodes(every):
+    got = job(upcjobs.attentive, dict(n=2, nodes=2), upc_poll_every=every)
+    assert got[0]["read"] == 5.0
+    if every:  # served within the 100000 reads (they poll every 64)
+        assert got[1]["reads"] < 100_000
+    else:  # served only once thread 1 stopped reading and waited at the barrier
+        assert got[1]["reads"] == 100_000
+
+
 @pytest.mark.parametrize("topo", [dict(n=2), dict(n=4, nodes=2, threads_per_proc=2)],
                          ids=["node", "2nodes-T2"])
 def test_collective_mismatch_fails_every_thread(topo):

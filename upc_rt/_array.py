@@ -9,10 +9,13 @@ within a node), all in flight together; the index arithmetic is :mod:`upc_rt._la
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
 import numpy as np
+
+from amnet import AMContextError
 
 from ._alloc import Allocation, sym_alloc
 from ._layout import Layout, SharedPtr
@@ -29,9 +32,21 @@ def _dtype(dtype: Any) -> np.dtype:
     return dt
 
 
+@functools.cache
+def _int_range(dt: np.dtype) -> tuple[int, int]:
+    info = np.iinfo(dt)
+    return int(info.min), int(info.max)
+
+
 def fit(value: Any, dt: np.dtype, what: str) -> np.ndarray:
     """``value`` as an array of ``dt``, refusing what does not fit (an integer out of
     range, a fraction for an integer type)."""
+    if dt.kind in "iu" and (type(value) is int or isinstance(value, np.integer)):
+        lo, hi = _int_range(dt)  # one integer into an integer array: the common case
+        v = int(value)
+        if not lo <= v <= hi:
+            raise ValueError(f"{what}: {v} does not fit {dt} (range {lo}..{hi})")
+        return np.array(v, dt)
     try:
         arr = np.asarray(value)
         if dt.kind in "iu":
@@ -112,9 +127,9 @@ class SharedArray:
     value that does not fit the dtype (nothing is written).
     """
 
-    __slots__ = ("_B", "_E", "_T", "_alloc", "_ep", "_fast", "_float", "_lay", "_n", "_plain",
-                 "_rt", "_scratch", "_views", "base", "blocksize", "dtype", "name", "shape",
-                 "strict")
+    __slots__ = ("_B", "_E", "_T", "_alloc", "_ep", "_every", "_fast", "_float", "_lay", "_n",
+                 "_plain", "_rt", "_scratch", "_tick", "_views", "base", "blocksize", "dtype",
+                 "name", "shape", "strict")
 
     def __init__(self, rt: Runtime, shape: tuple[int, ...], dt: np.dtype, blocksize: int,
                  base: int) -> None:
@@ -147,6 +162,16 @@ class SharedArray:
         self._views = views
         self._scratch = np.empty(1, dt)
         self.strict = _Strict(self)
+        self._every = self._tick = rt.poll_every
+
+    def _attend(self) -> None:
+        """Every ``poll_every``-th element access in a job that spans nodes: one poll, so
+        requests from other nodes do not wait until this thread next waits."""
+        self._tick = self._every
+        try:
+            self._ep.poll()
+        except AMContextError:  # an access inside a handler: the drain running serves them
+            pass
 
     def __repr__(self) -> str:
         return f"<upc {self.name}>"
@@ -218,6 +243,10 @@ class SharedArray:
         return q % T, (q // T) * B + i - q * B
 
     def __getitem__(self, key: Any) -> Any:
+        if self._every:
+            self._tick -= 1
+            if not self._tick:
+                self._attend()
         if type(key) is int and 0 <= key < self._fast:  # the hot path, _where inlined
             B = self._B
             if B == 1:
@@ -253,6 +282,10 @@ class SharedArray:
         return s[0]
 
     def __setitem__(self, key: Any, value: Any) -> None:
+        if self._every:
+            self._tick -= 1
+            if not self._tick:
+                self._attend()
         if type(key) is int and 0 <= key < self._fast:  # the hot path, _where inlined
             B = self._B
             if B == 1:

@@ -5,13 +5,16 @@ reads and relaxed element writes to threads on other nodes go through it.
   ``block_size`` bytes of the remote segment, aligned. Node-local threads are never cached:
   their memory is read directly, which is cheaper.
 - A read or write miss loads the line (one ``ep.get``). Writes stay in the line, with a
-  per-byte dirty mask, so only the bytes this thread wrote go back (no false sharing).
+  per-byte dirty mask, so only the bytes this thread wrote go back (no false sharing): a
+  dirty line travels whole with its mask, batched per remote thread in a few upc_rt calls,
+  and the owner stores the masked bytes (``np.copyto(where=mask)``), so writing back costs
+  per line, not per run of dirty bytes.
 - A conflict moves the incumbent to a small victim cache (``VICTIMS`` lines, oldest out
   first, written back if dirty when it leaves); a hit there swaps the line back.
 - At every fence (so every barrier, notify, wait, lock, unlock and strict access, and
-  ``ep.fence()``/``ep.barrier()`` through amnet's sync hook) dirty bytes are written back --
-  one vector put per remote thread -- and every line is invalidated. Bulk transfers write
-  back first, so they never see stale data.
+  ``ep.fence()``/``ep.barrier()`` through amnet's sync hook) dirty lines are written back
+  and every line is invalidated; the fence returns once every owner has stored them. Bulk
+  transfers write back first, so they never see stale data.
 
 ``upc.cache_stats()`` counts hits, misses, victim hits, lines written back and invalidations.
 """
@@ -24,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ._rt import touch
+from ._rt import remote_call, touch
 
 VICTIMS = 16  # lines in the victim cache
 
@@ -66,6 +69,9 @@ class Cache:
         self.hits = self.misses = self.victim_hits = self.writebacks = 0
         self.invalidations = 0
         self.live = 0  # lines held (main + victim): a fence with none does nothing
+        self.sent: list[Any] = []  # write-backs in flight (handles), waited for at a fence
+        # a call carries lines up to this many bytes (data and mask): a medium AM's payload
+        self.budget = max(rt.ep.max_medium - 1024, 0)
         rt.port.add_sync_hook(self._on_sync)
 
     def stats(self) -> CacheStats:
@@ -145,10 +151,10 @@ class Cache:
         self.flush(event)
 
     def flush(self, event: str = "fence") -> None:
-        """Write back every dirty byte (one vector put per remote thread) and empty the
-        cache. The puts complete by the fence that follows (FIFO per pair keeps any later
-        access to the same thread behind them)."""
+        """Write back every dirty byte and empty the cache; return once every owner has
+        stored what this cache wrote back (now or when lines left the victim cache)."""
         if not self.live:
+            self._settle()
             return
         dirty: dict[int, list[_Line]] = {}
         for lines in self.sets.values():
@@ -164,18 +170,58 @@ class Cache:
         self.invalidations += 1
         if dirty:
             self._write_back(dirty)
+        self._settle()
+
+    def _settle(self) -> None:
+        sent, self.sent = self.sent, []
+        for h in sent:
+            h.wait()
 
     def _write_back(self, dirty: dict[int, list[_Line]]) -> None:
-        vis = self.ep.vis
+        """Send the dirty lines to their owners (``self.sent`` holds the calls): whole lines
+        with their masks, as many to a call as a medium AM holds; a line too big for one
+        goes as a vector put of its dirty runs."""
         for t, lines in dirty.items():
-            dst, src = [], []
+            batch: list[list[Any]] = []
+            size = 0
             for ln in lines:
-                m = ln.mask
-                edges = np.flatnonzero(np.diff(np.concatenate(([0], m.view(np.int8), [0]))))
                 base = ln.block * self.L
-                for a, b in zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True):
-                    dst.append((base + a, b - a))
-                    src.append(ln.data[a:b].copy())
-                    touch(self.rt, t, base + a, b - a, True)
+                n = len(ln.data)
+                touch(self.rt, t, base, n, True)
                 self.writebacks += 1
-            vis.put_vector_nbi(t, dst, src)
+                if 2 * n + 32 > self.budget:
+                    self._put_runs(t, ln)
+                    continue
+                if size + 2 * n + 32 > self.budget:
+                    self.sent.append(self.rt.start_call(t, "cache_wb", batch))
+                    batch, size = [], 0
+                batch.append([base, ln.data.tobytes(), ln.mask.tobytes()])
+                size += 2 * n + 32
+            if batch:
+                self.sent.append(self.rt.start_call(t, "cache_wb", batch))
+
+    def _put_runs(self, t: int, ln: _Line) -> None:
+        edges = np.flatnonzero(np.diff(np.concatenate(([0], ln.mask.view(np.int8), [0]))))
+        base = ln.block * self.L
+        dst, src = [], []
+        for a, b in zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True):
+            dst.append((base + a, b - a))
+            src.append(ln.data[a:b].copy())
+        self.ep.vis.put_vector_nbi(t, dst, src)
+
+
+@remote_call("cache_wb")
+def _store_lines(rt: Any, src: int, opid: int, lines: list[list[Any]]) -> None:
+    """At the owner (handler context): a remote cache's dirty lines, ``[offset, data,
+    mask]`` each; the bytes whose mask byte is set land in my segment.
+
+    Raises ValueError (to the caller) for a line outside my segment or a mask that does
+    not match its data."""
+    seg = rt.seg(rt.MYTHREAD)
+    for off, data, mask in lines:
+        n = len(data)
+        if not (isinstance(off, int) and 0 <= off and off + n <= len(seg)) or len(mask) != n:
+            raise ValueError(f"cache write-back of {n} bytes at {off!r}: outside the "
+                             f"segment of {len(seg)} bytes or a mask of {len(mask)} bytes")
+        np.copyto(seg[off:off + n], np.frombuffer(data, np.uint8),
+                  where=np.frombuffer(mask, np.bool_))

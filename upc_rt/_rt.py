@@ -73,6 +73,7 @@ class Runtime:
         self.nb: Any = None  # the amnet.nbcomm.Scheduler with auto_nb, else None
         self.notify_name: Any = None
         self.views: dict[int, Any] = {}  # thread -> its segment when on my node
+        self.poll_every = 0  # element accesses between polls (0: none; init() sets it)
 
     def seg(self, t: int) -> Any:
         """Thread ``t``'s segment when it is on my node (direct access), else None."""
@@ -315,6 +316,11 @@ def init(auto_nb: bool | None = None, cache: bool | None = None) -> None:
         from ._cache import Cache
 
         rt.cache = Cache(rt, ep.config.upc_cache_blocks, ep.config.upc_cache_block_size)
+    if not all(ep.is_local(t) for t in range(rt.THREADS)):
+        # attentiveness: a thread computing on shared data serves other nodes' requests
+        # (MuPC's communication thread, upc_poll() in Berkeley UPC); within a node nothing
+        # waits on the owner (its memory is read and written directly)
+        rt.poll_every = int(ep.config.upc_poll_every)
     rt.initialized = True
     _tls.rt = rt
     ep.barrier()

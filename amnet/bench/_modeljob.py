@@ -3,8 +3,9 @@ for Unified Parallel C", Z. Zhang, ch. 6-7) for upc_rt, platform and programs me
 the same job.
 
 1. **The platform**: the four access patterns of §6.4 and the private floor, read and write,
-   per element (:func:`amnet.bench._upcjob.patterns_job`, the ``upc`` suite's), and the cost
-   of a barrier.
+   per element (:class:`amnet.bench._upcjob.Patterns`, the ``upc`` suite's), a
+   read-modify-write of a cyclic table, with the cache on its miss, hit and write-back
+   costs, and the cost of a barrier.
 2. **The programs** of §7.1, written as the thesis writes them, element by element, on 1-D
    shared arrays with the index arithmetic spelled out (the access form the patterns time):
 
@@ -20,8 +21,10 @@ the same job.
    the thread's own index sets (what a compiler's dependence analysis would find). Each is
    also run with private numpy arrays in place of the shared ones: the computation cost
    ``T_comp`` of §6.6.
-3. **The run**: every program timed (a barrier after it, as in the thesis), ``samples``
-   times.
+3. **Rounds**: every program runs once (a barrier after it, as in the thesis) between two
+   measurements of the platform, ``samples`` times over, and each round is priced with the
+   mean of the two, so a machine whose speed drifts over seconds (a shared or virtual one)
+   moves the prediction and the run alike.
 
 The suite predicts ``T = T_comp + sum_j N_j x (c(pattern_j) - c(private)) + barriers x
 c(barrier)`` per thread (Equation 6.1 with rates as costs per access; the private cost is
@@ -36,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from ._upcjob import _batches, patterns_job
+from ._upcjob import Patterns, _batches
 
 SEED = 2006  # the thesis's year
 
@@ -184,143 +187,189 @@ class _Sobel:
 KERNELS = {"histogram": _Histogram, "matmul": _Matmul, "sobel": _Sobel}
 
 
-def _timed(fn: Any, upc: Any, samples: int, barrier: bool) -> list[float]:
-    """Seconds of ``fn()`` (and of the barrier after it, with ``barrier``), each round after
-    a barrier; the first round a warm-up."""
-    pc = time.perf_counter
-    out = []
-    for rnd in range(samples + 1):
-        upc.barrier()
-        t0 = pc()
-        fn()
-        if barrier:
-            upc.barrier()
-        t = pc() - t0
-        if not barrier:
-            upc.barrier()
-        if rnd:
-            out.append(t)
-    return out
-
-
-def _updates(upc: Any, plan: dict[str, Any]) -> dict[str, Any]:
-    """The platform's read-modify-write (``X[i] = X[i] + 1``) per element of a cyclic table
-    for the baseline (random elements of other threads), local and private patterns, timed
-    as ``patterns_job`` times reads and writes (batches of ``batch`` drawn ahead, a fence
-    after each): a remote update waits for its read, and its write then queues before the
-    next read to that thread, which separate read and write costs do not show."""
-    me, T = upc.MYTHREAD, upc.THREADS
-    M, batch = plan["block"], plan["batch"]
-    X = upc.shared_array(T * M, "i8", 1)  # cyclic, as update tables are (``shared int A[N]``)
-    priv = np.zeros(M, np.int64)
-    rng = np.random.default_rng((SEED, me, 7))
-    others = [t for t in range(T) if t != me] or [me]
-
-    def draws(pattern: str) -> list[int]:
-        offs = rng.integers(0, M, batch)
-        if pattern == "private":
-            return offs.tolist()
-        owner = me if pattern == "local" else rng.choice(others, batch)
-        return (offs * T + owner).tolist()
-
-    out: dict[str, Any] = {}
-    for pattern in ("baseline", "local", "private"):
-        arr = priv if pattern == "private" else X
-        pool = [draws(pattern) for _ in range(32)]
-        turn = [0]
-
-        def one(arr=arr, pool=pool, turn=turn, pattern=pattern) -> None:
-            idx = pool[turn[0] % 32]
-            turn[0] += 1
-            for i in idx:
-                arr[i] = arr[i] + 1
-            if pattern != "private":
-                upc.fence()
-
-        upc.barrier()
-        walls, cpu = _batches(one, plan["min_s"])
-        out[f"{pattern}/update"] = {"wall": float(np.median(walls)) / batch,
-                                    "cpu": cpu / len(walls) / batch, "batches": len(walls)}
-    upc.barrier()
-    return out
-
-
-def _cache_costs(ep: Any, upc: Any, plan: dict[str, Any]) -> dict[str, float] | None:
-    """With the remote-reference cache on, what §7.2 of the thesis needs: the cost of a read
-    that misses (a line loaded: the miss penalty), of a read and of a write that hit a loaded
-    line, and of writing a dirty line back at a fence, per access or line, against a thread on
-    another node (None when every thread is on this node: nothing is cached)."""
-    me, T = upc.MYTHREAD, upc.THREADS
-    far = [t for t in range(T) if not ep.is_local(t)]
-    M, batch = plan["block"], plan["batch"]
-    X = upc.shared_array(T * M, "f8", M)
-    upc.barrier()
-    if not far:
-        return None
-    line = ep.config.upc_cache_block_size // 8  # elements a line
-    t = far[me % len(far)]
-    lines = [t * M + k * line for k in range(min(batch, M // line))]
-    pc = time.perf_counter
-    fence = upc.fence
-
-    def misses() -> None:
-        for i in lines:
-            X[i]
-        fence()
-
-    walls, _ = _batches(misses, plan["min_s"])
-    miss = float(np.median(walls)) / len(lines)
-    inline = list(range(t * M, t * M + line))
-    X[inline[0]]  # the line loaded
-
-    def hits_r() -> None:
-        for i in inline:
-            X[i]
-
-    def hits_w() -> None:
-        for i in inline:
-            X[i] = 1.5
-
-    hr = float(np.median(_batches(hits_r, plan["min_s"])[0])) / line
-    hw = float(np.median(_batches(hits_w, plan["min_s"])[0])) / line
-    fence()
-    wb: list[float] = []
-    for _ in range(max(3, int(plan["min_s"] / 0.01))):
-        for i in lines:
-            X[i] = 2.5  # a miss each (the line is loaded to be written), then dirty
-        t0 = pc()
-        fence()  # one vector put of every dirty line
-        wb.append((pc() - t0) / len(lines))
-    upc.barrier()
-    return {"miss": miss, "hit_read": hr, "hit_write": hw, "writeback": float(np.median(wb))}
-
-
-def model_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any]:
-    import upc_rt as upc
-
-    platform = patterns_job(ep, plan["platform"])  # initializes upc_rt with the cache asked
-    platform.update(_updates(upc, plan["platform"]))
-    cache = _cache_costs(ep, upc, plan["platform"]) if plan["platform"]["cache"] else None
+def _once(fn: Any, upc: Any, barrier: bool) -> tuple[float, float]:
+    """Seconds of ``fn()`` after a barrier: its own, and with the barrier after it (with
+    ``barrier``; else its own again)."""
     pc = time.perf_counter
     upc.barrier()
     t0 = pc()
-    for _ in range(plan["barriers"]):
+    fn()
+    own = pc() - t0
+    if barrier:
         upc.barrier()
-    barrier_s = (pc() - t0) / plan["barriers"]
-    out: dict[str, Any] = {"thread": upc.MYTHREAD, "platform": platform, "cache": cache,
-                           "barrier_s": barrier_s, "kernels": {}}
-    for name in plan["kernels"]:
-        k = KERNELS[name](upc, plan["params"][name])
+    t = pc() - t0
+    if not barrier:
         upc.barrier()
-        comp = _timed(k.private, upc, plan["samples"], barrier=False)
-        s0 = upc.cache_stats()
-        actual = _timed(k.shared, upc, plan["samples"], barrier=True)
-        s1 = upc.cache_stats()
-        runs = plan["samples"] + 1  # the warm-up run counted too
-        stats = {f: (getattr(s1, f) - getattr(s0, f)) / runs
-                 for f in ("hits", "misses", "victim_hits", "writebacks")}
-        ok = k.check() if hasattr(k, "check") else True
-        out["kernels"][name] = {"actual": actual, "comp": comp, "barriers": 1,
-                                "partitions": k.partitions(), "cache_stats": stats,
-                                "ok": bool(ok)}
-    return out
+    return own, t
+
+
+class _Updates:
+    """The platform's read-modify-write (``X[i] = X[i] + 1``) per element of a cyclic table
+    for the baseline (random elements of other threads), local and private patterns, timed
+    as :class:`~amnet.bench._upcjob.Patterns` times reads and writes (batches of ``batch``
+    drawn ahead, a fence after each): a remote update waits for its read, and its write
+    then queues before the next read to that thread, which separate read and write costs do
+    not show."""
+
+    def __init__(self, upc: Any, plan: dict[str, Any]) -> None:
+        self.upc, self.plan = upc, plan
+        me, T = upc.MYTHREAD, upc.THREADS
+        M = plan["block"]
+        self.X = upc.shared_array(T * M, "i8", 1)  # cyclic, as update tables are
+        self.priv = np.zeros(M, np.int64)
+        self.rng = np.random.default_rng((SEED, me, 7))
+        self.others = [t for t in range(T) if t != me] or [me]
+
+    def _draws(self, pattern: str) -> list[int]:
+        upc, rng, M = self.upc, self.rng, self.plan["block"]
+        offs = rng.integers(0, M, self.plan["batch"])
+        if pattern == "private":
+            return offs.tolist()
+        owner = upc.MYTHREAD if pattern == "local" else rng.choice(self.others,
+                                                                  self.plan["batch"])
+        return (offs * upc.THREADS + owner).tolist()
+
+    def measure(self, min_s: float, least: int = 3) -> dict[str, Any]:
+        upc, batch = self.upc, self.plan["batch"]
+        out: dict[str, Any] = {}
+        for pattern in ("baseline", "local", "private"):
+            arr = self.priv if pattern == "private" else self.X
+            pool = [self._draws(pattern) for _ in range(32)]
+            turn = [0]
+
+            def one(arr=arr, pool=pool, turn=turn, pattern=pattern) -> None:
+                idx = pool[turn[0] % 32]
+                turn[0] += 1
+                for i in idx:
+                    arr[i] = arr[i] + 1
+                if pattern != "private":
+                    upc.fence()
+
+            upc.barrier()
+            walls, cpu = _batches(one, min_s, least)
+            out[f"{pattern}/update"] = {"wall": float(np.median(walls)) / batch,
+                                        "cpu": cpu / len(walls) / batch, "batches": len(walls)}
+        upc.barrier()
+        return out
+
+
+class _CacheCosts:
+    """With the remote-reference cache on, what §7.2 of the thesis needs: the cost of a read
+    that misses (a line loaded: the miss penalty), of a read and of a write that hit a loaded
+    line, and of writing a dirty line back at a fence, per access or line, against a thread on
+    another node (``measure()`` returns None when every thread is on this node: nothing is
+    cached)."""
+
+    def __init__(self, ep: Any, upc: Any, plan: dict[str, Any]) -> None:
+        self.upc, self.plan = upc, plan
+        me, T = upc.MYTHREAD, upc.THREADS
+        M = plan["block"]
+        self.X = upc.shared_array(T * M, "f8", M)
+        self.far = [t for t in range(T) if not ep.is_local(t)]
+        self.line = ep.config.upc_cache_block_size // 8  # elements a line
+        if self.far:
+            t = self.far[me % len(self.far)]
+            self.lines = [t * M + k * self.line for k in range(min(plan["batch"],
+                                                                   M // self.line))]
+            self.inline = list(range(t * M, t * M + self.line))
+        upc.barrier()
+
+    def measure(self, min_s: float, least: int = 3) -> dict[str, float] | None:
+        upc, X = self.upc, self.X
+        if not self.far:
+            upc.barrier()
+            return None
+        lines, inline, line = self.lines, self.inline, self.line
+        pc = time.perf_counter
+        fence = upc.fence
+
+        def misses() -> None:
+            for i in lines:
+                X[i]
+            fence()
+
+        upc.barrier()
+        miss = float(np.median(_batches(misses, min_s, least)[0])) / len(lines)
+        X[inline[0]]  # the line loaded
+
+        def hits_r() -> None:
+            for i in inline:
+                X[i]
+
+        def hits_w() -> None:
+            for i in inline:
+                X[i] = 1.5
+
+        hr = float(np.median(_batches(hits_r, min_s, least)[0])) / line
+        hw = float(np.median(_batches(hits_w, min_s, least)[0])) / line
+        fence()
+        wb: list[float] = []
+        for _ in range(least):
+            for i in lines:
+                X[i] = 2.5  # a miss each (the line is loaded to be written), then dirty
+            t0 = pc()
+            fence()  # every dirty line back to its owner
+            wb.append((pc() - t0) / len(lines))
+        upc.barrier()
+        return {"miss": miss, "hit_read": hr, "hit_write": hw, "writeback": float(np.median(wb))}
+
+
+def _mean(a: Any, b: Any) -> Any:
+    """The mean of two platform records of the same shape (numbers averaged, the rest
+    taken from ``a``)."""
+    if isinstance(a, dict):
+        return {k: _mean(v, b[k]) for k, v in a.items()}
+    if isinstance(a, float):
+        return (a + b) / 2
+    return a
+
+
+def model_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any]:
+    """Every thread: ``samples`` rounds, each every kernel run once, privately (``comp``) and
+    on the shared arrays (``actual``), between two measurements of the platform whose mean
+    the round keeps, so that a prediction meets the runs its figures bracket; a first round
+    (a warm-up) is not kept."""
+    import upc_rt as upc
+
+    pp = plan["platform"]
+    upc.init(cache=pp["cache"])
+    patterns = Patterns(upc, pp)
+    updates = _Updates(upc, pp)
+    cache = _CacheCosts(ep, upc, pp) if pp["cache"] else None
+    kernels = {name: KERNELS[name](upc, plan["params"][name]) for name in plan["kernels"]}
+    pc = time.perf_counter
+
+    def measure() -> dict[str, Any]:
+        platform = patterns.measure(pp["min_s"], pp["least"])
+        platform.update(updates.measure(pp["min_s"], pp["least"]))
+        cc = cache.measure(pp["min_s"], pp["least"]) if cache is not None else None
+        upc.barrier()
+        t0 = pc()
+        for _ in range(plan["barriers"]):
+            upc.barrier()
+        return {"platform": platform, "cache": cc,
+                "barrier_s": (pc() - t0) / plan["barriers"]}
+
+    rounds = []
+    before = measure()
+    for rnd in range(plan["samples"] + 1):
+        ks: dict[str, Any] = {}
+        for name, k in kernels.items():
+            comp = _once(k.private, upc, barrier=False)[0]
+            s0 = upc.cache_stats()
+            own, actual = _once(k.shared, upc, barrier=True)
+            s1 = upc.cache_stats()
+            ks[name] = {"actual": actual, "own": own, "comp": comp, "barriers": 1,
+                        "cache_stats": {f: getattr(s1, f) - getattr(s0, f)
+                                        for f in ("hits", "misses", "victim_hits",
+                                                  "writebacks")}}
+        after = measure()
+        if rnd:  # the platform on both sides of the runs: their mean prices them
+            rounds.append({**_mean(before, after), "kernels": ks})
+        before = after
+    ok = {name: bool(k.check()) if hasattr(k, "check") else True
+          for name, k in kernels.items()}
+    spans = not all(ep.is_local(t) for t in range(upc.THREADS))
+    return {"thread": upc.MYTHREAD, "node": ep.node, "rounds": rounds, "ok": ok,
+            "poll_every": int(ep.config.upc_poll_every) if spans else 0,
+            "partitions": {name: k.partitions() for name, k in kernels.items()}}

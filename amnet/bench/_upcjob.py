@@ -77,68 +77,88 @@ def _pattern_draws(rng: np.random.Generator, pattern: str, me: int, T: int, M: i
     return (t * M + start + offs).tolist()
 
 
+class Patterns:
+    """The patterns of the module docstring on one shared array, made and checked once
+    (collective: every thread); :meth:`measure` times them, as often as asked."""
+
+    def __init__(self, upc: Any, plan: dict[str, Any]) -> None:
+        self.upc = upc
+        me, T = upc.MYTHREAD, upc.THREADS
+        M, batch = plan["block"], plan["batch"]
+        self.plan = plan
+        self.X = X = upc.shared_array(T * M, "f8", M)
+        X.local[:] = np.arange(me * M, (me + 1) * M, dtype=np.float64)
+        self.priv = np.arange(M, dtype=np.float64)
+        upc.barrier()
+        self.rng = rng = np.random.default_rng(plan.get("seed", 0) * 1000 + me)
+        # the reads land right (a few of each pattern)
+        for pattern in ("baseline", "coalesce", "local"):
+            idx = _pattern_draws(rng, pattern, me, T, M, batch)
+            assert [float(X[g]) for g in idx] == [float(g) for g in idx], (me, pattern)
+        g = _pattern_draws(rng, "vector", me, T, M, batch)[0]
+        assert np.array_equal(X[g:g + batch], np.arange(g, g + batch, dtype=np.float64)), me
+        upc.barrier()
+
+    def measure(self, min_s: float, least: int = 3) -> dict[str, Any]:
+        """``{"pattern/op": {"wall", "cpu", "batches"}}``: seconds per access, each pattern
+        and operation timed for ``min_s`` and at least ``least`` batches by every thread
+        together (a barrier before each)."""
+        upc, X, plan = self.upc, self.X, self.plan
+        me, T = upc.MYTHREAD, upc.THREADS
+        M, batch = plan["block"], plan["batch"]
+        fence = upc.fence
+        wbuf = np.full(batch, 1.5)
+        out: dict[str, Any] = {}
+        for pattern in plan["patterns"]:
+            arr = self.priv if pattern == "private" else X
+            for op in ("read", "write"):
+                # drawn ahead, so no random draw is timed; a fence ends every batch, so a
+                # batch never finds lines an earlier one loaded into the cache
+                pool = [_pattern_draws(self.rng, pattern, me, T, M, batch) for _ in range(32)]
+                turn = [0]
+
+                def one(arr=arr, op=op, pattern=pattern, pool=pool, turn=turn) -> None:
+                    idx = pool[turn[0] % 32]
+                    turn[0] += 1
+                    if pattern == "slice":
+                        a = idx[0]
+                        if op == "read":
+                            X[a:a + batch]
+                        else:
+                            X[a:a + batch] = wbuf
+                    elif pattern == "vector":
+                        a = idx[0]
+                        if op == "read":
+                            for i in range(a, a + batch):
+                                arr[i]
+                        else:
+                            for i in range(a, a + batch):
+                                arr[i] = 1.5
+                    elif op == "read":
+                        for i in idx:
+                            arr[i]
+                    else:
+                        for i in idx:
+                            arr[i] = 1.5
+                    if pattern != "private":
+                        fence()
+
+                upc.barrier()
+                walls, cpu = _batches(one, min_s, least)
+                n = len(walls)
+                out[f"{pattern}/{op}"] = {"wall": float(np.median(walls)) / batch,
+                                          "cpu": cpu / n / batch, "batches": n}
+        upc.barrier()
+        return out
+
+
 def patterns_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any]:
     """Every thread: seconds per access for each pattern and operation (see the module)."""
     import upc_rt as upc
 
     upc.init(cache=plan["cache"])
-    me, T = upc.MYTHREAD, upc.THREADS
-    M, batch, min_s = plan["block"], plan["batch"], plan["min_s"]
-    X = upc.shared_array(T * M, "f8", M)
-    X.local[:] = np.arange(me * M, (me + 1) * M, dtype=np.float64)
-    priv = np.arange(M, dtype=np.float64)
-    upc.barrier()
-    rng = np.random.default_rng(plan.get("seed", 0) * 1000 + me)
-    # the reads land right (a few of each pattern)
-    for pattern in ("baseline", "coalesce", "local"):
-        idx = _pattern_draws(rng, pattern, me, T, M, batch)
-        assert [float(X[g]) for g in idx] == [float(g) for g in idx], (me, pattern)
-    g = _pattern_draws(rng, "vector", me, T, M, batch)[0]
-    assert np.array_equal(X[g:g + batch], np.arange(g, g + batch, dtype=np.float64)), me
-    upc.barrier()
-    fence = upc.fence
-    wbuf = np.full(batch, 1.5)
-    out: dict[str, Any] = {"thread": me}
-    for pattern in plan["patterns"]:
-        arr = priv if pattern == "private" else X
-        for op in ("read", "write"):
-            # drawn ahead, so no random draw is timed; a fence ends every batch, so a batch
-            # never finds lines an earlier one loaded into the cache
-            pool = [_pattern_draws(rng, pattern, me, T, M, batch) for _ in range(32)]
-            turn = [0]
-
-            def one(arr=arr, op=op, pattern=pattern, pool=pool, turn=turn) -> None:
-                idx = pool[turn[0] % 32]
-                turn[0] += 1
-                if pattern == "slice":
-                    a = idx[0]
-                    if op == "read":
-                        X[a:a + batch]
-                    else:
-                        X[a:a + batch] = wbuf
-                elif pattern == "vector":
-                    a = idx[0]
-                    if op == "read":
-                        for i in range(a, a + batch):
-                            arr[i]
-                    else:
-                        for i in range(a, a + batch):
-                            arr[i] = 1.5
-                elif op == "read":
-                    for i in idx:
-                        arr[i]
-                else:
-                    for i in idx:
-                        arr[i] = 1.5
-                if pattern != "private":
-                    fence()
-
-            upc.barrier()
-            walls, cpu = _batches(one, min_s)
-            n = len(walls)
-            out[f"{pattern}/{op}"] = {"wall": float(np.median(walls)) / batch,
-                                      "cpu": cpu / n / batch, "batches": n}
-    upc.barrier()
+    out: dict[str, Any] = {"thread": upc.MYTHREAD}
+    out.update(Patterns(upc, plan).measure(plan["min_s"]))
     out["cache"] = _stats_dict(upc.cache_stats())
     return out
 

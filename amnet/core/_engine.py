@@ -202,6 +202,9 @@ class Engine:
                         self.hot.set_segment(self.node * self.ranks_per_node,
                                              self.ranks_per_node, p * self.T + t,
                                              self.pshm.peer_segment(p, t))
+        if self.config.bind_to == "core":
+            self._bind([p for p in range(self.topo.procs)
+                        if table[p * self.T]["host"] == table[self.first]["host"]])
         if self.config.wait_mode == "auto":
             # Block when the ranks on this host outnumber its cores. Otherwise spin for a
             # while, then block: a round trip completes within the spin (on the 2-core VM
@@ -219,6 +222,26 @@ class Engine:
             self._progress = threading.Thread(target=self._progress_loop, daemon=True,
                                               name=f"amnet-progress-{self.proc}")
             self._progress.start()
+
+    def _bind(self, host_procs: list[int]) -> None:
+        """``bind_to=core``: this process and every thread it has (and will have) on cores
+        ``i*T .. i*T+T-1`` of the usable ones, wrapping, where ``i`` is its place among the
+        processes of its host and ``T`` its rank-threads. Where the platform cannot bind
+        (no ``sched_setaffinity``), nothing is bound."""
+        if not hasattr(os, "sched_setaffinity"):
+            return
+        try:
+            usable = sorted(os.sched_getaffinity(0))
+            tids = [int(t) for t in os.listdir("/proc/self/task")]
+        except OSError:
+            return
+        i = host_procs.index(self.proc)
+        mine = {usable[(i * self.T + t) % len(usable)] for t in range(self.T)}
+        for tid in tids:
+            try:
+                os.sched_setaffinity(tid, mine)
+            except OSError:  # a thread that ended meanwhile
+                pass
 
     def close(self) -> None:
         if self.closed:

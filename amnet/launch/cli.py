@@ -112,6 +112,11 @@ def amnet_run(
         "--conduit", metavar="NAME",
         help="The conduit between nodes: zmq (CurveZMQ across hosts) or tcp (plain sockets, "
              "faster with few cores, unencrypted) [env AMNET_CONDUIT; default zmq].")] = None,
+    bind_to: Annotated[str | None, typer.Option(
+        "--bind-to", metavar="WHERE",
+        help="core: bind each process to cores of its host, one per rank-thread, "
+             "round-robin; none: let the scheduler place it [env AMNET_BIND_TO; default none]."
+    )] = None,
     label: Annotated[bool, typer.Option(
         "--label", help="Prefix each output line with [rank].")] = False,
     timeout: Annotated[float | None, typer.Option(
@@ -153,7 +158,7 @@ def amnet_run(
         topo = Topology.make(n, procs_per_node, threads_per_proc, nodes)
         config = Config.resolve(
             overrides={"segment_size": segment_size, "pshm": False if no_pshm else None,
-                       "conduit": conduit},
+                       "conduit": conduit, "bind_to": bind_to},
             from_flags=True)
         check_for_topology(config, topo.threads_per_proc)
     except ConfigError as e:

@@ -135,3 +135,11 @@ def endpoint_is_read_only(ep):
 
 def address_table(ep):
     return ep.bootstrap.table, os.getpid(), ep.host
+
+
+def affinity(ep):
+    """The cores every thread of this rank's process may run on (one set per thread)."""
+    import os
+
+    return sorted({frozenset(os.sched_getaffinity(int(t))) for t in os.listdir("/proc/self/task")},
+                  key=sorted)

@@ -546,3 +546,54 @@ def nb_halo(ep) -> dict:
         upc.barrier()
     nb = current().nb
     return {"ok": ok, "nb": nb is not None, "stats": None if nb is None else nb.stats}
+
+
+def cache_write_back(ep, rounds: int = 3) -> dict:
+    """Threads 0 and 1 (node 0) write interleaved elements of the same lines of thread 2's
+    and 3's pieces (node 1) through their caches -- false sharing at every line -- and
+    enough lines that some leave the victim cache (written back during the writes); after a
+    barrier every element holds its writer's value. Threads 2 and 3 check theirs."""
+    upc.init(cache=True)
+    me, T = upc.MYTHREAD, upc.THREADS
+    M = 6000  # elements a thread: 12000 bytes of i2, more lines than sets + victims
+    X = upc.shared_array(T * M, "i2", M)
+    upc.barrier()
+    for r in range(1, rounds + 1):
+        if me < 2:
+            for owner in (2, 3):
+                for k in range(me, M, 2):  # every other element: both writers in each line
+                    X[owner * M + k] = (r * 7 + k + owner) % 30000 * (1 if me == 0 else -1)
+        upc.barrier()
+        if me >= 2:
+            k = np.arange(M)
+            want = (r * 7 + k + me) % 30000 * np.where(k % 2 == 0, 1, -1)
+            assert np.array_equal(X.local, want.astype("i2")), (me, r)
+        upc.barrier()
+    return dataclasses.asdict(upc.cache_stats())
+
+
+def attentive(ep) -> dict:
+    """Thread 0 reads an element of thread 1 (another node) and puts a flag there while
+    thread 1 only reads its own elements, waiting for the flag for at most 100000 reads:
+    with ``upc_poll_every`` set, those reads poll and serve thread 0; with 0 nothing does
+    until thread 1 next waits."""
+    upc.init()
+    me = upc.MYTHREAD
+    X = upc.shared_array(2 * 64, "f8", 64)
+    F = upc.shared_array(2, "i8", 1)
+    if me == 1:
+        X.local[:] = np.arange(64)
+    upc.barrier()
+    out: dict = {"every": ep.config.upc_poll_every}
+    if me == 0:
+        out["read"] = float(X[64 + 5])
+        F[1] = 1
+        upc.fence()
+    else:
+        n = 0
+        while F.local[0] == 0 and n < 100_000:
+            X[64 + n % 64]
+            n += 1
+        out["reads"] = n
+    upc.barrier()
+    return out
