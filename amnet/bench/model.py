@@ -266,13 +266,17 @@ def _report(opts: Any, params: dict[str, Any],
                                   for f in ("miss", "hit_read", "hit_write", "writeback")] +
                         [" / ".join(_misses(k, [r for res in reps for r in res])
                                     for k in opts.kernels)])
-    notes = [f"{opts.threads} threads, a process each; {opts.reps} repetitions x "
-             f"{opts.samples} rounds, each the platform measured and then every kernel run "
-             "once; ms: the slowest thread's time (a barrier after the kernel included), "
-             "median over rounds; predicted: the slowest thread's T_comp + the partitions' "
-             "extra cost over private accesses + a barrier, from its own platform figures of "
-             "the same round; δ = (predicted - measured) / measured of each round, median "
-             "and interquartile range over rounds; comp: T_comp's share of the prediction.",
+    bound = ("each process bound to a core (--bind-to core)" if opts.bind_to == "core"
+             else "processes placed by the scheduler (--bind-to none)")
+    notes = [f"{opts.threads} threads, a process each, {bound}; {opts.reps} repetitions x "
+             f"{opts.samples} rounds, each every kernel run once between two measurements of "
+             "the platform; ms: the slowest thread's time (a barrier after the kernel "
+             "included), median over rounds; predicted: the slowest thread's T_comp + the "
+             "partitions' extra cost over private accesses + the wait of its requests to "
+             "other nodes for a busy owner's next poll + a barrier, from its own platform "
+             "figures of the round (the mean of the two measurements); δ = (predicted - "
+             "measured) / measured of each round, median and interquartile range over "
+             "rounds; comp: T_comp's share of the prediction.",
              f"|δ| at most {100 * worst:.1f}% (target <= {100 * TARGET:.0f}%: "
              f"{'met' if worst <= TARGET else 'missed'})",
              "The platform's own repeatability, the floor under δ: a baseline read (the "
