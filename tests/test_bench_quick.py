@@ -20,7 +20,8 @@ KEYS = {"suite", "date", "argv", "machine", "config", "results", "notes"}
 # signed by nature: the model's relative error (negative when it predicts too little);
 # nbcomm's share of the manual gain (negative when the automatic form loses to blocking) and
 # communication fraction (negative when the run without communication happens to be slower)
-SIGNED = {"delta", "auto_share", "comm_fraction", "comm_s"}  # comm_s: a difference of costs
+SIGNED = {"delta", "delta_iqr", "auto_share", "comm_fraction",
+          "comm_s"}  # comm_s: a difference of costs
 
 
 def _numbers(x, key=""):
@@ -57,3 +58,53 @@ def test_quick_runs_and_writes_its_results(suite, marked, tmp_path):
     assert any(v > 0 for v in nums)
     for fig in doc.get("figures", ()):
         assert (out / fig["file"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+COMMON = ("--ranks", "--splits", "--nodes", "--sizes", "--reps", "--quick")
+
+
+@pytest.mark.parametrize("name", sorted(SUITES))
+def test_every_suite_takes_the_common_options(name, capsys):
+    with pytest.raises(SystemExit) as e:
+        SUITES[name](["--help"], progress=False)
+    out = capsys.readouterr().out
+    assert e.value.code == 0
+    assert all(f" {flag}" in out for flag in COMMON), (name, out)
+
+
+@pytest.mark.parametrize(("name", "args", "says"), [
+    ("am", ["--ranks", "4"], "--ranks 4: am times round trips between a pair of ranks"),
+    ("am", ["--splits", "4"], "this suite runs --splits 1,2 only"),
+    ("rma", ["--ranks", "3"], "this suite runs --ranks 2 only"),
+    ("vis", ["--nodes", "1"], "--nodes 1: the paper's experiment is across 2 nodes"),
+    ("vis", ["--splits", "2"], "this suite runs --splits 1 only"),
+    ("nbcomm", ["--sizes", "8"], "--sizes 8: its kernels have no message size of their own"),
+    ("coll", ["--splits", "2"], "its ranks are processes"),
+    ("upc", ["--sizes", "8"], "it times element accesses"),
+    ("model", ["--splits", "2"], "MuPC's threads are processes"),
+    ("apps", ["--sizes", "1K"], "its kernels have no message size"),
+    ("startup", ["--sizes", "1K"], "its jobs send nothing"),
+    ("startup", ["--ranks", "4", "--nodes", "3"], "--nodes must be at least 1 and divide"),
+    ("startup", ["--ranks", "2", "--splits", "4"], "none divides the 2 ranks per node"),
+    ("am", ["--nodes", "3"], "--nodes takes 1, 2 or 1,2"),
+])
+def test_a_fixed_common_option_is_refused_with_the_reason(name, args, says, capsys):
+    with pytest.raises(SystemExit) as e:
+        SUITES[name](args, progress=False)
+    assert e.value.code == 2 and says in capsys.readouterr().err
+
+
+def test_ranks_and_nodes_name_the_models_threads_and_topologies():
+    res = SUITES["model"](["--quick", "--nodes", "1", "--ranks", "2", "--cache", "off",
+                           "--kernels", "matmul"], progress=False)
+    assert res["config"]["topologies"] == ["node"] and res["config"]["threads"] == 2
+    assert [r["topology"] for r in res["results"]] == ["node"]
+
+
+def test_startup_sweeps_the_splits_over_nodes():
+    res = SUITES["startup"](["--quick", "--reps", "1", "--ranks", "4", "--nodes", "2",
+                             "--splits", "1,2,4"], progress=False)
+    got = [(r["nodes"], r["threads_per_proc"]) for r in res["results"]]
+    assert got == [(2, 1), (2, 2)]  # 4 does not divide the 2 ranks per node
+    assert [r["amnet"]["command"][:5] for r in res["results"]][1][1:] == [
+        "-n", "4", "--nodes", "2"]

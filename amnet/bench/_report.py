@@ -298,14 +298,58 @@ def int_list(text: Any, what: str, least: int = 1, most: int = 1 << 30) -> list[
     return list(dict.fromkeys(vals))
 
 
-def quick_parse(p: Any, args: Any, quick: dict[str, Any], what: str) -> Any:
+#: The options every suite takes (BENCHMARKS.md; ``--out`` is amnet-bench's own): a suite
+#: defines those its experiment varies, :func:`quick_parse` adds the others as fixed.
+COMMON = {"--ranks": "N", "--splits": "T,T", "--nodes": "K", "--sizes": "S,S", "--reps": "R"}
+
+
+def _items(v: Any) -> tuple[str, ...]:
+    return tuple(sorted(str(t).lower() for t in comma_items(v)))
+
+
+def quick_parse(p: Any, args: Any, quick: dict[str, Any], what: str,
+                fixed: dict[str, tuple[str | None, str]] | None = None) -> Any:
     """Add ``--quick`` to the suite's parser ``p`` and parse ``args``: with ``--quick``, the
     options whose destinations ``quick`` names take its (already converted) values unless
-    they are given explicitly. ``what`` says in ``--help`` what the quick run does."""
+    they are given explicitly. ``what`` says in ``--help`` what the quick run does.
+
+    Every :data:`COMMON` option the suite does not define is added as one its experiment
+    fixes: ``fixed[flag] = (value, why)`` (value None: the suite has no such dimension). The
+    option is accepted at that value and refused otherwise, with ``why``, so one command
+    line can go to every suite and learn which do not vary what."""
     p.add_argument("--quick", action="store_true",
                    help=f"a short run (under 2 minutes on 2 cores): {what}; options given "
                         "explicitly still apply")
+    added = {}
+    for flag, metavar in COMMON.items():
+        if flag in p._option_string_actions:
+            continue
+        value, why = (fixed or {}).get(flag, (None, "this suite does not vary it"))
+        dest = "_fixed_" + flag[2:]
+        p.add_argument(flag, dest=dest, default=None, metavar=metavar,
+                       help=f"fixed{f' at {value}' if value else ''}: {why}")
+        added[flag] = (dest, value, why)
     argv = list(args or [])
     if "--quick" in argv:
         p.set_defaults(**quick)
-    return p.parse_args(argv)
+    opts = p.parse_args(argv)
+    for flag, (dest, value, why) in added.items():
+        got = getattr(opts, dest)
+        delattr(opts, dest)
+        if got is not None and (value is None or _items(got) != _items(value)):
+            p.error(f"{flag} {got}: {why}" + (f"; this suite runs {flag} {value} only"
+                                              if value else ""))
+    return opts
+
+
+def nodes_topologies(text: Any) -> list[str]:
+    """``--nodes 1,2`` as the topologies of the suites that name them: 1 is ``node``, 2
+    ``2nodes``. Raises argparse.ArgumentTypeError for anything else."""
+    import argparse
+
+    names = {"1": "node", "2": "2nodes"}
+    items = comma_items(text)
+    if not items or any(t not in names for t in items):
+        raise argparse.ArgumentTypeError(f"--nodes takes 1, 2 or 1,2 here (one node, or two), "
+                                         f"got {text!r}")
+    return list(dict.fromkeys(names[t] for t in items))

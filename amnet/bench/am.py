@@ -49,7 +49,7 @@ from typing import Any
 from . import _node, suite
 from ._jobs import am_job, node_am_job
 from ._mpipeer import run_mpi
-from ._report import Progress, quick_parse
+from ._report import Progress, nodes_topologies, quick_parse
 from ._shmpeer import python_calls_rtt, raw_shm_rtt
 from ._shmpeer import stats as batch_stats
 from ._twonode import (
@@ -142,10 +142,19 @@ def am(args: Sequence[str] | None = None, *, iters: int = 2000, warmup: int = 20
     """AM round trip: across 2 nodes vs raw pyzmq; on one node (Table 2) vs raw-shm, mpi4py."""
     parser = _parser(iters, warmup, reps, sizes, latency_us, wait_modes, pin, node, network,
                      node_iters, node_warmup, node_batch, conduit)
+    parser.add_argument("--nodes", type=nodes_topologies, default=None, metavar="K,K",
+                        help="1: the node section only, 2: the network section only, 1,2: "
+                             "both (as --node/--network)")
     opts = quick_parse(parser, args, {
         "reps": 1, "iters": 200, "warmup": 20, "sizes": [8, 1024], "node_iters": 1000,
         "node_warmup": 100, "node_batch": 100}, "1 repetition, 200 round trips of 8 B and "
-        "1 KiB, 1000 on the node")
+        "1 KiB, 1000 on the node", fixed={
+            "--ranks": ("2", "am times round trips between a pair of ranks (amnet-bench "
+                             "hybrid sweeps rank counts)"),
+            "--splits": ("1,2", "its node section runs the pair as 2 processes (1) and as 2 "
+                                "rank-threads of one process (2), side by side")})
+    if opts.nodes is not None:
+        opts.node, opts.network = "node" in opts.nodes, "2nodes" in opts.nodes
     for name in ("iters", "reps", "node_iters", "node_batch"):
         if getattr(opts, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1, "

@@ -62,7 +62,10 @@ def apps(args: Sequence[str] | None = None, *, ranks: int = 4, nodes: int = 2,
                    help="also run every split in spin wait mode to measure the interpreter "
                         "lock's share (default: on)")
     opts = quick_parse(p, args, {"reps": 1, "samples": 2},
-                       "smaller kernels, 1 repetition of 2 rounds")
+                       "smaller kernels, 1 repetition of 2 rounds", fixed={
+                           "--sizes": (None, "its kernels have no message size; their sizes "
+                                             "are the paper's, scaled to the machine "
+                                             "(--quick: smaller)")})
     for name in ("reps", "samples"):
         if getattr(opts, name) < 1:
             p.error(f"--{name} must be at least 1, got {getattr(opts, name)}")

@@ -26,7 +26,7 @@ from typing import Any
 from . import suite
 from ._colljob import PREFIX, SYNC_MODES, coll_job, upc_sync_job
 from ._node import mpi_missing
-from ._report import Progress, choice_list, int_list, median, quick_parse
+from ._report import Progress, choice_list, int_list, median, nodes_topologies, quick_parse
 from ._twonode import JOB_TIMEOUT_S, cpu_count, parse_sizes, run_job, size_label
 
 COLLECTIVES = ("broadcast", "gather_all", "exchange", "reduce_all")
@@ -60,6 +60,9 @@ def coll(args: Sequence[str] | None = None, *, reps: int = 1, ranks: Any = "2,4,
                                                         what="topologies"),
                    default=choice_list(topologies, ("node", "2nodes"), "topologies"),
                    dest="topologies", metavar="X,X", help="node and/or 2nodes (default: both)")
+    p.add_argument("--nodes", type=nodes_topologies, dest="topologies", metavar="K,K",
+                   default=argparse.SUPPRESS,
+                   help="1, 2 or 1,2: the topologies node and 2nodes (as --topology)")
     p.add_argument("--collectives", type=functools.partial(choice_list, allowed=COLLECTIVES,
                                                            what="collectives"),
                    default=choice_list(collectives, COLLECTIVES, "collectives"), metavar="C,C",
@@ -85,7 +88,8 @@ def coll(args: Sequence[str] | None = None, *, reps: int = 1, ranks: Any = "2,4,
                         "(default: ALL,MY,NO)")
     opts = quick_parse(p, args, {
         "ranks": [2, 4], "sizes": [8, 4096], "calls": 3, "warmup": 1, "naive_max": [8]},
-        "2 and 4 ranks, 8 B and 4 KiB, 3 calls a case")
+        "2 and 4 ranks, 8 B and 4 KiB, 3 calls a case",
+        fixed={"--splits": ("1", "its ranks are processes, a UPC thread each")})
     for name in ("reps", "calls", "warmup"):
         if getattr(opts, name) < 1:
             p.error(f"--{name} must be at least 1, got {getattr(opts, name)}")

@@ -30,7 +30,7 @@ import numpy as np
 
 from . import BenchError, suite
 from ._modeljob import KERNELS, model_job
-from ._report import Progress, choice_list, median, quick_parse
+from ._report import Progress, choice_list, median, nodes_topologies, quick_parse
 from ._twonode import parse_conduits, run_job
 
 TARGET = 0.15
@@ -54,8 +54,11 @@ def model(args: Sequence[str] | None = None, *, threads: int = 2, topologies: An
                     "pattern, three kernels' reference partitions, predicted against "
                     "measured run time (δ), within a node and across 2 nodes, cache off "
                     "and on.")
-    p.add_argument("--threads", type=int, default=threads, metavar="T",
+    p.add_argument("--threads", "--ranks", type=int, default=threads, metavar="T",
                    help="UPC threads, a process each (default: %(default)s)")
+    p.add_argument("--nodes", type=nodes_topologies, dest="topologies", metavar="K,K",
+                   default=argparse.SUPPRESS,
+                   help="1, 2 or 1,2: the topologies node and 2nodes (as --topology)")
     p.add_argument("--topology",
                    type=functools.partial(choice_list, allowed=TOPOLOGIES, what="topologies"),
                    default=choice_list(topologies, TOPOLOGIES, "topologies"),
@@ -85,7 +88,10 @@ def model(args: Sequence[str] | None = None, *, threads: int = 2, topologies: An
                    help="seconds each access pattern is timed for at least, each round "
                         "(default: %(default)s)")
     opts = quick_parse(p, args, {"reps": 1, "samples": 3, "min_time": 0.02},
-                       "smaller kernels, 1 repetition of 3 rounds, patterns timed 20 ms")
+                       "smaller kernels, 1 repetition of 3 rounds, patterns timed 20 ms",
+                       fixed={"--splits": ("1", "MuPC's threads are processes"),
+                              "--sizes": (None, "its kernels have no message size (--quick "
+                                                "runs smaller kernels)")})
     for name in ("reps", "samples"):
         if getattr(opts, name) < 1:
             p.error(f"--{name} must be at least 1, got {getattr(opts, name)}")

@@ -104,7 +104,11 @@ def nbcomm(args: Sequence[str] | None = None, *, kernels: Any = tuple(KERNELS), 
     parser = _parser(dict(kernels=kernels, reps=reps, samples=samples, iters=iters,
                           ranks=ranks, nodes=nodes, latency=latency, conduit=conduit))
     opts = quick_parse(parser, args, {"reps": 1, "samples": 1, "iters": 10},
-                       "1 repetition, 1 round of 10 iterations")
+                       "1 repetition, 1 round of 10 iterations", fixed={
+                           "--splits": ("1", "its ranks are processes, as the paper's are"),
+                           "--sizes": (None, "its kernels have no message size of their own "
+                                             "(set their parameters with --set "
+                                             "KERNEL.PARAM=V)")})
     for name in ("reps", "samples", "iters"):
         if getattr(opts, name) < 1:
             parser.error(f"--{name} must be at least 1, got {getattr(opts, name)}")

@@ -53,7 +53,7 @@ from typing import Any
 from . import _node, suite
 from ._jobs import node_rma_job, rma_job
 from ._mpipeer import run_mpi
-from ._report import Progress, quick_parse
+from ._report import Progress, nodes_topologies, quick_parse
 from ._shmpeer import memcpy_bw
 from ._shmpeer import stats as batch_stats
 from ._twonode import (
@@ -191,11 +191,19 @@ def rma(args: Sequence[str] | None = None, *, reps: int = 7,
                       "lat_sizes": node_lat_sizes, "bw_sizes": node_bw_sizes,
                       "iters": node_iters, "warmup": node_warmup, "batch": node_batch,
                       "bytes": node_bytes, "samples": node_samples})
+    parser.add_argument("--nodes", type=nodes_topologies, default=None, metavar="K,K",
+                        help="1: the node section only, 2: the network section only, 1,2: "
+                             "both (as --node/--network)")
     opts = quick_parse(parser, args, {
         "reps": 1, "sizes": [4096, 1 << 20], "nbytes": 8 << 20, "max_windows": 16,
         "lat_sizes": [8], "iters": 100, "node_lat_sizes": [8], "node_bw_sizes": [1 << 20],
         "node_iters": 500, "node_warmup": 50, "node_bytes": 8 << 20, "node_samples": 3},
-        "1 repetition, 4 KiB and 1 MiB puts, 8 MiB a sample, 100 latency round trips")
+        "1 repetition, 4 KiB and 1 MiB puts, 8 MiB a sample, 100 latency round trips",
+        fixed={"--ranks": ("2", "rma times puts and gets between a pair of ranks"),
+               "--splits": ("1", "its ranks are processes (--node-threads adds the "
+                                 "rank-thread rows of the node section)")})
+    if opts.nodes is not None:
+        opts.node, opts.network = "node" in opts.nodes, "2nodes" in opts.nodes
     for name in ("reps", "window", "max_windows", "iters", "node_iters", "node_batch",
                  "node_samples"):
         if getattr(opts, name) < 1:

@@ -3,9 +3,9 @@
 Times ``amnet-run -n N EMPTY.py`` (an empty script in a temporary directory) beside the peer
 ``mpiexec -n N python -c pass`` (MPICH's Hydra starting the same interpreter), both as wall
 time of the whole command around :func:`subprocess.run`, in the same run and interleaved
-(amnet, peer, amnet, peer, ...) after a warm-up of each. When N is even a second amnet row
-starts the N ranks as N/2 processes of 2 rank-threads (``--threads-per-proc 2``), against the
-same peer figure.
+(amnet, peer, amnet, peer, ...) after a warm-up of each. Every split of N (``--splits``:
+rank-threads per process, by default every divisor of the ranks per node) is its own amnet
+row, against the same peer figure; ``--nodes K`` deals the ranks over K simulated nodes.
 
 ``--program init`` times a job that joins instead: the script calls ``amnet.init()`` (and the
 implicit ``finalize`` barrier), beside ``mpiexec -n N python -c "from mpi4py import MPI;
@@ -28,9 +28,9 @@ from typing import Any
 
 from . import BenchError, suite
 from ._report import Progress, comma_items, find_mpiexec, quick_parse, summary
+from ._splits import parse_threads
 
 PEER_MISSING = "not installed (pip install -e '.[peers]')"
-THREADS_ROW = 2  # --threads-per-proc of the second amnet row
 #: what each rank runs: (amnet script, peer ``python -c`` code, module the peer needs)
 PROGRAMS = {
     "empty": ("", "pass", None),
@@ -69,6 +69,12 @@ def _parser(reps: int, ranks: Any, warmup: int) -> argparse.ArgumentParser:
                    help="timed repetitions of each command per N (default: %(default)s)")
     p.add_argument("--ranks", type=parse_ranks, default=parse_ranks(ranks), metavar="N,N",
                    help="rank counts, a comma list like 1,4,8 (default: 8)")
+    p.add_argument("--nodes", type=int, default=1, metavar="K",
+                   help="simulated nodes the ranks are dealt over, dividing every N "
+                        "(default: %(default)s)")
+    p.add_argument("--splits", type=parse_threads, default=None, metavar="T,T",
+                   help="rank-threads per process, each a row where it divides the ranks per "
+                        "node, or all (default: all: every divisor)")
     p.add_argument("--warmup", type=int, default=warmup, metavar="W",
                    help="untimed runs of each command before timing (default: %(default)s)")
     p.add_argument("--program", choices=sorted(PROGRAMS), default="empty",
@@ -104,15 +110,26 @@ def _ms(s: dict[str, Any]) -> str:
     return f"{s['median'] * 1e3:.1f} ({s['min'] * 1e3:.1f}..{s['max'] * 1e3:.1f})"
 
 
+def _launcher(n: int, nodes: int, tpp: int) -> list[str]:
+    """``amnet-run``'s options for N ranks on ``nodes`` nodes, ``tpp`` rank-threads a
+    process."""
+    return ["-n", str(n), *(["--nodes", str(nodes)] if nodes > 1 else []),
+            *(["--threads-per-proc", str(tpp)] if tpp > 1 else [])]
+
+
 def _commands(n: int, amnet: list[str], mpiexec: str | None, empty: str,
-              peer_code: str = "pass") -> list[tuple[str, int | None, list[str]]]:
-    """What is timed for N ranks, in the interleaving order: (who, threads-per-proc, argv)."""
-    cmds: list[tuple[str, int | None, list[str]]] = [("amnet", 1, [*amnet, "-n", str(n), empty])]
+              peer_code: str = "pass", nodes: int = 1,
+              splits: list[int] | None = None) -> list[tuple[str, int | None, list[str]]]:
+    """What is timed for N ranks, in the interleaving order: (who, threads-per-proc, argv):
+    amnet for each split (rank-threads per process; None: every divisor of the ranks per
+    node), the peer after the first."""
+    per_node = n // nodes
+    tpps = [t for t in (splits or range(1, per_node + 1)) if per_node % t == 0]
+    cmds: list[tuple[str, int | None, list[str]]] = [
+        ("amnet", t, [*amnet, *_launcher(n, nodes, t), empty]) for t in tpps]
     if mpiexec:
-        cmds.append(("peer", None, [mpiexec, "-n", str(n), sys.executable, "-c", peer_code]))
-    if n % THREADS_ROW == 0:
-        cmds.append(("amnet", THREADS_ROW,
-                     [*amnet, "-n", str(n), "--threads-per-proc", str(THREADS_ROW), empty]))
+        cmds.insert(1, ("peer", None, [mpiexec, "-n", str(n), sys.executable, "-c",
+                                       peer_code]))
     return cmds
 
 
@@ -123,7 +140,16 @@ def startup(args: Sequence[str] | None = None, *, reps: int = 10,
     """Job start-up: `amnet-run -n N` of an empty script vs `mpiexec -n N python -c pass`."""
     parser = _parser(reps, ranks, warmup)
     opts = quick_parse(parser, args, {"reps": 2, "ranks": [2]},
-                       "2 repetitions of 2 ranks")
+                       "2 repetitions of 2 ranks", fixed={
+                           "--sizes": (None, "its jobs send nothing")})
+    if opts.nodes < 1 or any(n % opts.nodes for n in opts.ranks):
+        parser.error(f"--nodes must be at least 1 and divide every rank count "
+                     f"({','.join(map(str, opts.ranks))}), got {opts.nodes}")
+    for n in opts.ranks:
+        per = n // opts.nodes
+        if opts.splits and not any(per % t == 0 for t in opts.splits):
+            parser.error(f"--splits {','.join(map(str, opts.splits))}: none divides the "
+                         f"{per} ranks per node of N={n}")
     if opts.reps < 1:
         parser.error(f"--reps must be at least 1, got {opts.reps}")
     if opts.warmup < 0:
@@ -140,7 +166,8 @@ def startup(args: Sequence[str] | None = None, *, reps: int = 10,
     with tempfile.TemporaryDirectory(prefix="amnet-bench-startup-") as tmp:
         empty = str(Path(tmp, f"{opts.program}.py"))
         Path(empty).write_text(script_text)
-        plans = [(n, _commands(n, amnet, mpiexec, empty, peer_code)) for n in opts.ranks]
+        plans = [(n, _commands(n, amnet, mpiexec, empty, peer_code, opts.nodes, opts.splits))
+                 for n in opts.ranks]
         total = sum(len(c) for _, c in plans) * (opts.warmup + opts.reps)
         bar = Progress("startup", total, enabled=progress)
         samples: dict[tuple[int, str, int | None], list[float]] = {}
@@ -172,10 +199,10 @@ def startup(args: Sequence[str] | None = None, *, reps: int = 10,
                   **summary(samples[(n, key, tpp)])}
             ratio = am["median"] / peer["median"] if peer else None
             over = n > cpus
-            results.append({"ranks": n, "threads_per_proc": tpp, "procs": n // tpp,
-                            "oversubscribed": over, "amnet": am, "peer": peer,
-                            "ratio": ratio})
-            launcher = f"amnet-run -n {n}" + (f" --threads-per-proc {tpp}" if tpp > 1 else "")
+            results.append({"ranks": n, "nodes": opts.nodes, "threads_per_proc": tpp,
+                            "procs": n // tpp, "oversubscribed": over, "amnet": am,
+                            "peer": peer, "ratio": ratio})
+            launcher = shlex.join(["amnet-run", *_launcher(n, opts.nodes, tpp)])
             rows.append([str(n), f"`{launcher}`", _ms(am), _ms(peer) if peer else PEER_MISSING,
                          f"{ratio:.2f}" if ratio is not None else "-",
                          f"oversubscribed: {n} ranks > {cpus} cores" if over else ""])
@@ -188,17 +215,17 @@ def startup(args: Sequence[str] | None = None, *, reps: int = 10,
         notes.insert(0, f"program: {opts.program}: the amnet script is "
                         f"{script_text.strip()!r}; the peer runs `python -c {peer_code!r}`.")
     if peer_tpl:
-        notes.append(f"peer: `{mpiexec} -n N {sys.executable} -c {shlex.quote(peer_code)}`; the "
-                     f"--threads-per-proc {THREADS_ROW} row is compared to the same figure.")
+        notes.append(f"peer: `{mpiexec} -n N {sys.executable} -c {shlex.quote(peer_code)}`; "
+                     "every split of N is compared to the same figure.")
     else:
         notes.append(f"peer: mpiexec {PEER_MISSING}; amnet's figures only.")
     big = [n for n in opts.ranks if n > cpus]
     if big:
         notes.append(f"Oversubscribed: N={','.join(map(str, big))} exceeds this machine's "
                      f"{cpus} cores (os.cpu_count()); ranks share cores.")
-    config = {"reps": opts.reps, "ranks": opts.ranks, "warmup": opts.warmup,
-              "program": opts.program,
-              "threads_per_proc_row": THREADS_ROW, "cpu_count": cpus,
+    config = {"reps": opts.reps, "ranks": opts.ranks, "nodes": opts.nodes,
+              "splits": opts.splits or "all", "warmup": opts.warmup, "program": opts.program,
+              "cpu_count": cpus,
               "amnet_run": [*amnet, "-n", "N", f"{opts.program.upper()}.py"],
               "mpiexec": mpiexec,
               "peer": peer_tpl, "python": sys.executable,

@@ -37,7 +37,7 @@ import numpy as np
 
 from . import suite
 from ._node import mpi_missing, verdict
-from ._report import Progress, choice_list, int_list, median, quick_parse
+from ._report import Progress, choice_list, int_list, median, nodes_topologies, quick_parse
 from ._twonode import cpu_count, run_job
 from ._upcjob import PATTERNS, matmul_job, net_peers_job, node_peers_job, patterns_job
 
@@ -70,7 +70,7 @@ def _parser(reps: int, threads: Any, topologies: Any, caches: Any, block: int, b
                    help="run the peers section (default: on)")
     p.add_argument("--patterns", action=argparse.BooleanOptionalAction, default=True,
                    help="run the patterns section (default: on)")
-    p.add_argument("--threads",
+    p.add_argument("--threads", "--ranks",
                    type=functools.partial(int_list, what="thread counts", least=2, most=64),
                    default=int_list(threads, "thread counts", 2, 64), metavar="T,T",
                    help="patterns: UPC threads per job (default: 2,4,8)")
@@ -80,6 +80,9 @@ def _parser(reps: int, threads: Any, topologies: Any, caches: Any, block: int, b
                    dest="topologies",
                    help="patterns: node (one node, a process per thread) and/or 2nodes "
                         "(default: node,2nodes)")
+    p.add_argument("--nodes", type=nodes_topologies, dest="topologies", metavar="K,K",
+                   default=argparse.SUPPRESS,
+                   help="1, 2 or 1,2: the topologies node and 2nodes (as --topology)")
     p.add_argument("--cache", type=functools.partial(choice_list, allowed=("off", "on"),
                                                      what="cache settings"),
                    default=choice_list(caches, ("off", "on"), "cache settings"), metavar="C,C",
@@ -112,7 +115,10 @@ def upc(args: Sequence[str] | None = None, *, reps: int = 3, threads: Any = "2,4
     opts = quick_parse(parser, args, {
         "reps": 1, "threads": [2], "block": 8192, "batch": 64, "min_time": 0.02,
         "samples": 3, "matmul_n": 8}, "1 repetition, 2 threads, short patterns, an 8 x 8 "
-        "matrix multiply")
+        "matrix multiply", fixed={
+            "--splits": ("1", "MuPC's threads are processes"),
+            "--sizes": (None, "it times element accesses (--block and --batch size the "
+                              "patterns)")})
     for name in ("reps", "samples"):
         if getattr(opts, name) < 1:
             parser.error(f"--{name} must be at least 1, got {getattr(opts, name)}")

@@ -84,7 +84,10 @@ def vis(args: Sequence[str] | None = None, *, reps: int = 3,
     parser = _parser(reps, sizes, elem, stride, latencies, samples, min_time, conduits)
     opts = quick_parse(parser, args, {
         "reps": 1, "sizes": [1024, 64 << 10, 1 << 20], "samples": 1, "min_time": 0.005},
-        "1 repetition of 1 KiB, 64 KiB and 1 MiB, one 5 ms sample each")
+        "1 repetition of 1 KiB, 64 KiB and 1 MiB, one 5 ms sample each", fixed={
+            "--ranks": ("2", "vis times one rank's strided gets from another"),
+            "--nodes": ("2", "the paper's experiment is across 2 nodes"),
+            "--splits": ("1", "its two ranks are processes")})
     for name in ("reps", "elem", "samples"):
         if getattr(opts, name) < 1:
             parser.error(f"--{name} must be at least 1, got {getattr(opts, name)}")
