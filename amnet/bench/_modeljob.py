@@ -26,10 +26,12 @@ the same job.
    mean of the two, so a machine whose speed drifts over seconds (a shared or virtual one)
    moves the prediction and the run alike.
 
-The suite predicts ``T = T_comp + sum_j N_j x (c(pattern_j) - c(private)) + barriers x
-c(barrier)`` per thread (Equation 6.1 with rates as costs per access; the private cost is
-taken off because ``T_comp`` already made every access, privately) and compares the
-slowest thread's prediction with the slowest thread's measurement: δ of Equation 7.1.
+The suite (:mod:`amnet.bench.model`) predicts ``T = T_comp + sum_j N_j x (c(pattern_j) -
+c(private)) + wait + barriers x c(barrier)`` per thread and round (Equation 6.1 with rates as
+costs per access; the private cost is taken off because ``T_comp`` already made every
+access, privately; ``wait``: requests to other nodes waiting for a busy owner's next poll)
+and compares the slowest thread's prediction with the slowest thread's measurement: δ of
+Equation 7.1.
 """
 
 from __future__ import annotations

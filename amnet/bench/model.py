@@ -3,18 +3,19 @@ C", Z. Zhang, ch. 6-7) applied to upc_rt, predicted against measured in the same
 
 For every ``--topology`` (``node``: ``--threads`` processes on one node; ``2nodes``: half on
 each of 2) and ``--cache`` setting, one job per repetition (:mod:`amnet.bench._modeljob`)
-runs ``--samples`` rounds: each characterizes the platform (the baseline, vector, coalesce,
-local and private access costs, read and write, a read-modify-write, with the cache on its
-miss, hit and write-back costs, and a barrier's), then runs histogram, matrix multiply and
-Sobel once each, timed, and on private arrays (their computation). The prediction for a
-thread and round is
+runs ``--samples`` rounds: in each, histogram, matrix multiply and Sobel run once, timed,
+and on private arrays (their computation), between two characterizations of the platform
+(the baseline, vector, coalesce, local and private access costs, read and write, a
+read-modify-write, with the cache on its miss, hit and write-back costs, and a barrier's),
+whose mean prices the round. The prediction for a thread and round is
 
     T = T_comp + sum over partitions j of N_j x (c(pattern_j, op_j) - c(private, op_j))
-        + barriers x c(barrier)
+        + wait + barriers x c(barrier)
 
-(Equation 6.1 with costs per access; ``T_comp`` already made every access privately) from
-that round's figures, and δ = (predicted - measured) / measured for the slowest thread
-(Equation 7.1); the suite reports the median δ over rounds and repetitions and its
+(Equation 6.1 with costs per access; ``T_comp`` already made every access privately;
+``wait``, :func:`attend`, the time requests to other nodes wait for a busy owner's next
+poll) from that round's figures, and δ = (predicted - measured) / measured for the slowest
+thread (Equation 7.1); the suite reports the median δ over rounds and repetitions and its
 interquartile range. Target: |δ| <= 15% (the thesis's bound) for the three kernels, within
 one node and across 2 nodes, cache off and on.
 """
@@ -82,8 +83,8 @@ def model(args: Sequence[str] | None = None, *, threads: int = 2, topologies: An
     p.add_argument("--reps", type=int, default=reps, metavar="R",
                    help="repetitions, fresh jobs each (default: %(default)s)")
     p.add_argument("--samples", type=int, default=samples, metavar="N",
-                   help="rounds in each job, each the platform measured and every kernel "
-                        "run once (default: %(default)s)")
+                   help="rounds in each job, each every kernel run once between two "
+                        "measurements of the platform (default: %(default)s)")
     p.add_argument("--min-time", type=float, default=min_time, metavar="S",
                    help="seconds each access pattern is timed for at least, each round "
                         "(default: %(default)s)")

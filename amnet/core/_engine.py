@@ -202,7 +202,7 @@ class Engine:
                         self.hot.set_segment(self.node * self.ranks_per_node,
                                              self.ranks_per_node, p * self.T + t,
                                              self.pshm.peer_segment(p, t))
-        if self.config.bind_to == "core":
+        if self.config.bind_to == "core":  # first: auto's choice below sees the bound cores
             self._bind([p for p in range(self.topo.procs)
                         if table[p * self.T]["host"] == table[self.first]["host"]])
         if self.config.wait_mode == "auto":
