@@ -114,9 +114,14 @@ def test_an_agent_that_stops_its_node_says_why(runner):
     out = runner("-n", "2", "--timeout", "20", "--spawner", "custom", "--spawn-cmd",
                  f"{cut} | %C", s)
     assert out.returncode == 1
+    # the launcher names node 0 and passes on the agent's reason; on a loaded machine the
+    # agent may stop before its hello is heard, and is then reported as not started
     assert ("amnet-run: the agent of node 0 (host" in out.stderr and
             "stopped its node: amnet-run went away (its pipe to this agent closed)"
-            in out.stderr)
+            in out.stderr) or (
+            "amnet-run: could not start the agent of node 0 on host" in out.stderr and
+            "stopping this node: amnet-run went away (its pipe to this agent closed)"
+            in out.stderr), out.stderr
 
 
 def test_non_daemon_threads_finish_before_the_rank_process_ends(runner):
