@@ -122,7 +122,8 @@ OPTIONS: dict[str, Option] = {
             "spin, block or auto",
             "How a waiting rank waits: spin polling (yielding the core after each empty "
             "poll), or block on the conduit socket; auto blocks when the ranks on a host "
-            "outnumber its cores, else spins up to 100 us before blocking.",
+            "outnumber its cores, else spins up to 100 us before blocking (bound with "
+            "bind_to=core: spins).",
         ),
         Option(
             "bind_to",

@@ -167,6 +167,15 @@ def test_bind_to_core_puts_each_process_on_cores_of_its_own_round_robin(marked, 
     assert free == [[frozenset(usable)]] * 2
 
 
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity here")
+def test_bound_ranks_with_cores_of_their_own_spin_and_crowded_ones_block(marked):
+    cores = len(os.sched_getaffinity(0))
+    n = min(cores, 2)
+    assert amnet.run(jobfns.wait_mode, n=n, bind_to="core") == ["spin"] * n
+    crowded = cores + 1  # more ranks than cores: bound or not, they block
+    assert amnet.run(jobfns.wait_mode, n=crowded, bind_to="core") == ["block"] * crowded
+
+
 def test_a_function_in_the_main_script(tmp_path, marked):
     script = tmp_path / "main.py"
     script.write_text(

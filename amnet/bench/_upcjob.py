@@ -99,10 +99,11 @@ class Patterns:
         assert np.array_equal(X[g:g + batch], np.arange(g, g + batch, dtype=np.float64)), me
         upc.barrier()
 
-    def measure(self, min_s: float, least: int = 3) -> dict[str, Any]:
+    def measure(self, min_s: float, least: int = 3, mean: bool = False) -> dict[str, Any]:
         """``{"pattern/op": {"wall", "cpu", "batches"}}``: seconds per access, each pattern
         and operation timed for ``min_s`` and at least ``least`` batches by every thread
-        together (a barrier before each)."""
+        together (a barrier before each); ``wall`` is the median batch's, or with ``mean``
+        the mean (all the batches' time over their accesses, as a sum of accesses costs)."""
         upc, X, plan = self.upc, self.X, self.plan
         me, T = upc.MYTHREAD, upc.THREADS
         M, batch = plan["block"], plan["batch"]
@@ -146,7 +147,8 @@ class Patterns:
                 upc.barrier()
                 walls, cpu = _batches(one, min_s, least)
                 n = len(walls)
-                out[f"{pattern}/{op}"] = {"wall": float(np.median(walls)) / batch,
+                wall = sum(walls) / n if mean else float(np.median(walls))
+                out[f"{pattern}/{op}"] = {"wall": wall / batch,
                                           "cpu": cpu / n / batch, "batches": n}
         upc.barrier()
         return out

@@ -46,7 +46,7 @@ PATTERNS = ("baseline", "vector", "coalesce", "local", "private")
 @suite("model")
 def model(args: Sequence[str] | None = None, *, threads: int = 2, topologies: Any = TOPOLOGIES,
           caches: Any = "off,on", kernels: Any = tuple(KERNELS), reps: int = 3,
-          samples: int = 5, min_time: float = 0.05, bind_to: str = "core",
+          samples: int = 8, min_time: float = 0.05, bind_to: str = "core",
           conduit: Any = "zmq", progress: bool = True) -> dict[str, Any]:
     """MuPC's performance model: predicted vs measured time of three kernels (ch. 6-7)."""
     p = argparse.ArgumentParser(

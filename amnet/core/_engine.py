@@ -202,22 +202,26 @@ class Engine:
                         self.hot.set_segment(self.node * self.ranks_per_node,
                                              self.ranks_per_node, p * self.T + t,
                                              self.pshm.peer_segment(p, t))
-        if self.config.bind_to == "core":  # first: auto's choice below sees the bound cores
-            self._bind([p for p in range(self.topo.procs)
-                        if table[p * self.T]["host"] == table[self.first]["host"]])
         if self.config.wait_mode == "auto":
             # Block when the ranks on this host outnumber its cores. Otherwise spin for a
             # while, then block: a round trip completes within the spin (on the 2-core VM
             # spinning halves it against blocking, see docs/benchmarks.md), while a long
             # wait (a stream of large puts) leaves the cores to the conduit's I/O threads.
+            # Bound to cores of its own (bind_to=core), a rank spins for as long as it
+            # waits: the only other thread on its core is its own process's, and a spinning
+            # rank yields to it; a blocked one would wait for the scheduler to wake it.
             host = table[self.first]["host"]
             on_host = sum(1 for e in table if e["host"] == host)
             try:
                 cores = len(os.sched_getaffinity(0))
             except (AttributeError, OSError):
                 cores = os.cpu_count() or 1
-            self.spin_s = 0.0 if on_host > cores else SPIN_THEN_BLOCK_S
+            self.spin_s = 0.0 if on_host > cores else (
+                float("inf") if self.config.bind_to == "core" else SPIN_THEN_BLOCK_S)
             self.hot.set_spin(self.spin_s)
+        if self.config.bind_to == "core":  # after auto's choice: it counts the host's cores
+            self._bind([p for p in range(self.topo.procs)
+                        if table[p * self.T]["host"] == table[self.first]["host"]])
         if self.config.progress_thread and self._progress is None:
             self._progress = threading.Thread(target=self._progress_loop, daemon=True,
                                               name=f"amnet-progress-{self.proc}")

@@ -143,3 +143,7 @@ def affinity(ep):
 
     return sorted({frozenset(os.sched_getaffinity(int(t))) for t in os.listdir("/proc/self/task")},
                   key=sorted)
+
+
+def wait_mode(ep):
+    return ep.wait_mode
