@@ -14,7 +14,7 @@ from amnet.launch._state import JobState
 
 NODES2 = ("-n", "4", "--nodes", "2")  # one process per rank, two nodes: AMs over the conduit
 THREADS = ("-n", "4", "--procs-per-node", "2", "--threads-per-proc", "2")  # in-line and PSHM
-TIMEOUT = 8  # generous: ranks 0, 2 and 3 are in the barrier long before, even on a busy host
+TIMEOUT = 5  # generous: ranks 0, 2 and 3 are in the barrier within a second, even on a busy host
 
 # rank 1 never reaches the barrier the others wait in
 HANG = """

@@ -30,8 +30,20 @@ def job(fn, topo, **kw):
     return amnet.run(fn, **topo, segment_size=SEGMENT, timeout=120, **kw)
 
 
-@pytest.mark.parametrize("cache", [False, True], ids=["nocache", "cache"])
-@pytest.mark.parametrize("topo", TOPOLOGIES)
+def with_cache(topologies, keep_node=()):
+    """(topo, cache) cases: cache off for every topology, on for those across nodes (within
+    a node the cache never engages: memory is read directly) and for the node topologies
+    named in ``keep_node``, which check that it stays out of the way."""
+    out = []
+    for t in topologies:
+        topo, tid = t.values[0], t.id
+        out.append(pytest.param(topo, False, id=f"{tid}-nocache"))
+        if topo.get("nodes") or tid in keep_node:
+            out.append(pytest.param(topo, True, id=f"{tid}-cache"))
+    return out
+
+
+@pytest.mark.parametrize(("topo", "cache"), with_cache(TOPOLOGIES, keep_node=("node-T1",)))
 def test_every_operation(topo, cache):
     facts = job(functools.partial(upcjobs.suite, cache=cache), topo)
     n = topo["n"]
@@ -152,8 +164,7 @@ def test_upc_uses_only_the_public_interface():
     assert "._rs" not in src
 
 
-@pytest.mark.parametrize("cache", [False, True], ids=["nocache", "cache"])
-@pytest.mark.parametrize("topo", [TOPOLOGIES[1], TOPOLOGIES[2]])
+@pytest.mark.parametrize(("topo", "cache"), with_cache([TOPOLOGIES[1], TOPOLOGIES[2]]))
 def test_nd_slices_move_in_bulk_and_match_numpy(topo, cache):
     got = job(functools.partial(upcjobs.nd_slices, cache=cache), topo)
     assert got == [got[0]] * topo["n"] and got[0] > 50
@@ -167,9 +178,9 @@ def test_index_keys_follow_numpy_and_bad_ones_are_index_errors():
         assert [e[:17] for e in errors[4:]] == ["float on thread 0", "float on thread 1"]
 
 
-@pytest.mark.parametrize("cache", [False, True], ids=["nocache", "cache"])
-@pytest.mark.parametrize("topo", [*TOPOLOGIES, pytest.param(dict(n=3), id="node-T1-3threads"),
-                                  pytest.param(dict(n=5, nodes=2), id="2nodes-T1-5threads")])
+@pytest.mark.parametrize(("topo", "cache"), with_cache([
+    *TOPOLOGIES, pytest.param(dict(n=3), id="node-T1-3threads"),
+    pytest.param(dict(n=5, nodes=2), id="2nodes-T1-5threads")]))
 def test_collectives_every_flag_pair_and_algorithm(topo, cache):
     got = job(functools.partial(upcjobs.collectives, cache=cache), topo)
     assert len(set(got)) == 1 and got[0] > 100

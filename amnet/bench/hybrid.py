@@ -74,8 +74,9 @@ def hybrid(args: Sequence[str] | None = None, *, ranks: int = 8, nodes: int = 2,
         "modes": choice_list(QUICK["modes"], MODES, "modes"),
         "patterns": choice_list(QUICK["patterns"], PATTERNS, "patterns"),
         "reps": QUICK["reps"], "samples": QUICK["samples"],
-        "nbytes": parse_sizes(QUICK["bytes"]), "trips": QUICK["trips"]},
-        "sizes 8,4K,64K, modes B,NB, p2p, smaller kernels, 1 repetition of 2 rounds")
+        "nbytes": parse_sizes(QUICK["bytes"]), "trips": QUICK["trips"], "ranks": 4},
+        "4 ranks, sizes 8,4K,64K, modes B,NB, p2p, smaller kernels, 1 repetition of 2 "
+        "rounds")
     for name in ("reps", "samples", "trips"):
         if getattr(opts, name) < 1:
             p.error(f"--{name} must be at least 1, got {getattr(opts, name)}")
