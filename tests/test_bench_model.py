@@ -18,7 +18,7 @@ def _round(comp=2.0, cache=None, stats=None):
             (("private", 1e-6), ("local", 3e-6), ("baseline", 50e-6), ("vector", 20e-6),
              ("coalesce", 30e-6)) for op in ("read", "write", "update")}
     return {"platform": plat, "barrier_s": 0.5, "cache": cache,
-            "kernels": {"k": {"comp": comp, "actual": 9.0, "own": 8.0, "barriers": 1,
+            "kernels": {"k": {"comp": comp, "actual": 9.0, "barriers": 1,
                               "cache_stats": stats}}}
 
 

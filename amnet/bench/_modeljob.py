@@ -189,20 +189,19 @@ class _Sobel:
 KERNELS = {"histogram": _Histogram, "matmul": _Matmul, "sobel": _Sobel}
 
 
-def _once(fn: Any, upc: Any, barrier: bool) -> tuple[float, float]:
-    """Seconds of ``fn()`` after a barrier: its own, and with the barrier after it (with
-    ``barrier``; else its own again)."""
+def _once(fn: Any, upc: Any, barrier: bool) -> float:
+    """Seconds of ``fn()`` (and of the barrier after it, with ``barrier``), after a
+    barrier."""
     pc = time.perf_counter
     upc.barrier()
     t0 = pc()
     fn()
-    own = pc() - t0
     if barrier:
         upc.barrier()
     t = pc() - t0
     if not barrier:
         upc.barrier()
-    return own, t
+    return t
 
 
 class _Updates:
@@ -321,11 +320,11 @@ def _avg(xs: list[float]) -> float:
     return sum(xs) / len(xs)
 
 
-def _mean(a: Any, b: Any) -> Any:
+def _midpoint(a: Any, b: Any) -> Any:
     """The mean of two platform records of the same shape (numbers averaged, the rest
     taken from ``a``)."""
     if isinstance(a, dict):
-        return {k: _mean(v, b[k]) for k, v in a.items()}
+        return {k: _midpoint(v, b[k]) for k, v in a.items()}
     if isinstance(a, float):
         return (a + b) / 2
     return a
@@ -362,17 +361,17 @@ def model_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any]:
     for rnd in range(plan["samples"] + 1):
         ks: dict[str, Any] = {}
         for name, k in kernels.items():
-            comp = _once(k.private, upc, barrier=False)[0]
+            comp = _once(k.private, upc, barrier=False)
             s0 = upc.cache_stats()
-            own, actual = _once(k.shared, upc, barrier=True)
+            actual = _once(k.shared, upc, barrier=True)
             s1 = upc.cache_stats()
-            ks[name] = {"actual": actual, "own": own, "comp": comp, "barriers": 1,
+            ks[name] = {"actual": actual, "comp": comp, "barriers": 1,
                         "cache_stats": {f: getattr(s1, f) - getattr(s0, f)
                                         for f in ("hits", "misses", "victim_hits",
                                                   "writebacks")}}
         after = measure()
         if rnd:  # the platform on both sides of the runs: their mean prices them
-            rounds.append({**_mean(before, after), "kernels": ks})
+            rounds.append({**_midpoint(before, after), "kernels": ks})
         before = after
     ok = {name: bool(k.check()) if hasattr(k, "check") else True
           for name, k in kernels.items()}
