@@ -10,7 +10,7 @@ import time
 import pytest
 
 from amnet._topology import Topology
-from amnet.launch._state import JobState
+from amnet._jobstate import JobState
 
 NODES2 = ("-n", "4", "--nodes", "2")  # one process per rank, two nodes: AMs over the conduit
 THREADS = ("-n", "4", "--procs-per-node", "2", "--threads-per-proc", "2")  # in-line and PSHM

@@ -34,6 +34,24 @@ from .._security import apply_client, mechanism
 _ERRORS = {"BarrierMismatch": BarrierMismatch, "CollectiveMismatch": CollectiveMismatch}
 
 
+def reply_value(reply: dict[str, Any], rank: int, name: Any) -> Any:
+    """The value of a completed bootstrap collective for ``rank`` (which passed ``name``), or
+    its error raised (the launcher's reply, or the MPI bootstrap's, which computes the same).
+
+    Raises:
+        CollectiveMismatch / BarrierMismatch: ranks disagreed on the op or the name.
+    """
+    err = reply.get("error")
+    if err:
+        if err[0] == "BarrierMismatch" and len(err) > 2:  # [.., barrier, [[rank, repr]]]
+            mine = None if name is None else repr(name)
+            raise BarrierMismatch(barrier_mismatch_message(
+                err[1], rank, None if name is None else barrier_name_text(name),
+                [(int(r), cut_name_text(str(t))) for r, t in err[2] if t != mine]))
+        raise _ERRORS.get(err[0], CollectiveMismatch)(err[1])
+    return reply.get("value")
+
+
 class BootClient:
     """Bootstrap connection of one process. Thread-safe; every method may block.
 
@@ -113,15 +131,7 @@ class BootClient:
             self._taken[key] += 1
             if self._taken[key] >= self._t:
                 del self._replies[key], self._taken[key]
-        err = reply.get("error")
-        if err:
-            if err[0] == "BarrierMismatch" and len(err) > 2:  # [.., barrier, [[rank, repr]]]
-                mine = None if name is None else repr(name)
-                raise BarrierMismatch(barrier_mismatch_message(
-                    err[1], rank, None if name is None else barrier_name_text(name),
-                    [(int(r), cut_name_text(str(t))) for r, t in err[2] if t != mine]))
-            raise _ERRORS.get(err[0], CollectiveMismatch)(err[1])
-        return reply.get("value")
+        return reply_value(reply, rank, name)
 
     def report(self, msg: dict[str, Any], timeout: float = 5.0) -> bool:
         """Send a ``done``/``abort`` message and wait for the launcher's receipt."""

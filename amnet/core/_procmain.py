@@ -269,9 +269,10 @@ def _fn_body(spec: dict[str, Any]):
     return body
 
 
-def run_process(spec: dict[str, Any], proc: int, host: str) -> int:
-    """Run the rank-threads of process ``proc`` and return the process exit status."""
-    state = rt.ProcessState(spec, proc, host)
+def run_process(spec: dict[str, Any], proc: int, host: str, boot: Any = None) -> int:
+    """Run the rank-threads of process ``proc`` and return the process exit status.
+    ``boot``: the job's bootstrap where it is not the launcher's service (MPI)."""
+    state = rt.ProcessState(spec, proc, host, boot)
     rt.install_process(state)
     topo = state.topology
     ranks = topo.ranks_of_proc(proc)

@@ -29,13 +29,15 @@ _singleton_lock = threading.Lock()
 class ProcessState:
     """What one rank process knows about the job; the bootstrap connection is made lazily."""
 
-    def __init__(self, spec: dict[str, Any], proc: int, host: str) -> None:
+    def __init__(self, spec: dict[str, Any], proc: int, host: str, boot: Any = None) -> None:
+        """``boot``: the bootstrap to use (the MPI bootstrap, :mod:`._mpiboot`); None: a
+        :class:`BootClient` of the launcher's service, connected on first use."""
         self.spec = spec
         self.proc = proc
         self.host = host
         self.topology = Topology.from_wire(spec["topology"])
         self.config = Config(spec["config"])
-        self._boot: BootClient | None = None
+        self._boot: BootClient | Any = boot
         self._lock = threading.Lock()
         self.finished: list[list[int]] = []
         self._engine = None

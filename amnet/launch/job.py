@@ -91,7 +91,7 @@ class Job:
     def __init__(self, spec: dict[str, Any], spawner: Spawner, *, timeout: float | None,
                  write_out: Callable[[bytes], None], write_err: Callable[[bytes], None],
                  handle_signals: bool = False, bootstrap_addr: str | None = None) -> None:
-        from ._state import JobState
+        from .._jobstate import JobState
 
         self.spec = spec
         self.topo = Topology.from_wire(spec["topology"])

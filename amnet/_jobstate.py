@@ -1,4 +1,6 @@
-"""The launcher's book-keeping: collectives, rank ends, the first failure and its diagnosis.
+"""The book-keeping of a job's bootstrap: collectives, rank ends, the first failure and its
+diagnosis. The launcher keeps one per job; the MPI bootstrap (:mod:`amnet.core._mpiboot`), which
+has no launcher, completes its collectives with the same rules in every process.
 
 Pure logic with no I/O, so the rules (when a job has failed, what the one-line diagnosis
 says) are easy to read and to test.
@@ -10,8 +12,8 @@ import signal
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._errors import cut_name_text
-from .._topology import Topology, format_ranks
+from ._errors import cut_name_text
+from ._topology import Topology, format_ranks
 
 _WHAT = {"init": "amnet.init()", "barrier": "a bootstrap barrier", "allgather": "an allgather",
          "finalize": "amnet.finalize()"}

@@ -1,0 +1,326 @@
+"""The ``mpi`` conduit: AM messages between processes as MPI messages, on mpi4py over the
+site's MPI (and so its network: InfiniBand, Slingshot, Omni-Path, ...), the way GASNet's
+mpi-conduit carries GASNet over MPI.
+
+Every message is one *envelope* (an MPI message of at most ``ENVELOPE + MAX_HEADER +
+inline`` bytes, ``inline`` = ``max_medium`` capped at 1 MiB), matched by one of ``depth``
+receives the conduit keeps posted (``MPI_ANY_SOURCE``, its own tag): the AM header, and the
+payload in line when it fits. A larger payload follows as a second message with the bulk tag,
+sent from the caller's buffer itself when ``copy=False`` (no copy on either side: it is
+received into a fresh buffer of its size). Both messages to one destination are posted under
+one lock, so every peer sees envelopes and bulk messages in the same order (MPI's
+non-overtaking rule per source, tag and communicator) and FIFO per pair holds: posted receives
+are matched in the order they were posted, and the conduit completes them in that order.
+
+Threads: every MPI call of the conduit (and of the MPI bootstrap, :mod:`._mpiboot`) holds
+:data:`MPI_LOCK`, a lock of the process: MPI is used *serialized*, so a process needs no more
+than ``MPI_THREAD_SERIALIZED`` (docs/conduits.md says why this beats ``MPI_THREAD_MULTIPLE``,
+measured). Waiting: MPI has no file descriptor to sleep on, so a waiting rank spins for a
+while and then sleeps in naps that grow from :data:`NAP_MIN_S` to :data:`NAP_MAX_S` and shrink
+back whenever a message arrives (:meth:`MPIConduit.recv_wait`, ``wait_readable``,
+``wait_readable_fds``, which also watches the shared-memory doorbells it is given).
+
+Addresses are ``mpi:RANK:CHANNEL``: the process's rank in the job's communicator and the
+conduit's channel in that process (its envelope tag is ``2 * CHANNEL + 16``, its bulk tag one
+more). A job has one conduit per process, channel 0; the conformance tests run two in one
+process (a singleton MPI job), which talk through MPI's self path on channels 0 and 1.
+
+Security: the conduit opens no socket of its own. Who may join is the MPI's business (an
+``MPI_COMM_WORLD`` admits only the processes its launcher started); traffic is encrypted only
+if the MPI's network is (``encrypts = False``).
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import select
+import struct
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from .._errors import ConfigError
+from .conduit import MAX_HEADER, Conduit, ConduitStatistics, register_conduit
+
+#: Every MPI call of a process's amnet goes through this lock (MPI used serialized).
+MPI_LOCK = threading.RLock()
+ENV = struct.Struct("<BxHIQ")  # kind, header length, (reserved), payload length
+ENVELOPE = ENV.size  # 16
+KIND_HEADER, KIND_INLINE, KIND_BULK = 0, 1, 2
+INLINE_CAP = 1 << 20  # largest payload carried in line (with max_medium above it)
+COPY_OUT = 4096  # in-line payloads up to this size are copied out; larger keep the buffer
+NAP_MIN_S = 20e-6
+NAP_MAX_S = 1e-3
+TAG_BASE = 16
+_channels = itertools.count()
+_job: dict[str, Any] = {"comm": None}
+#: Send requests of closed conduits that were still in flight: kept until the process ends,
+#: so MPI never reads a buffer Python has freed.
+_orphans: list[Any] = []
+MISSING = ("the mpi conduit needs mpi4py over an MPI library: pip install 'amnet[mpi]' "
+           "(mpi4py, with the mpich wheel where the machine has no MPI of its own)")
+LEVELS = ("single", "funneled", "serialized", "multiple")
+
+
+def mpi(thread_level: str = "serialized") -> Any:
+    """mpi4py's ``MPI`` module, MPI initialized at ``thread_level`` if it was not yet.
+
+    Raises:
+        ConfigError: mpi4py (or an MPI library under it) is missing, or MPI was initialized
+            earlier (by the application, say) at a level below ``thread_level``.
+    """
+    import sys
+
+    try:
+        import mpi4py
+    except ImportError:
+        raise ConfigError(MISSING) from None
+    if "mpi4py.MPI" not in sys.modules:
+        mpi4py.rc.thread_level = thread_level
+    try:
+        from mpi4py import MPI
+    except (ImportError, RuntimeError) as e:
+        raise ConfigError(f"{MISSING}: {e}") from None
+    if not MPI.Is_initialized():
+        MPI.Init_thread(LEVELS.index(thread_level))
+    have = MPI.Query_thread()
+    if have < LEVELS.index(thread_level):
+        raise ConfigError(f"MPI was initialized with thread level {LEVELS[have]}, and amnet "
+                          f"needs {thread_level} here (import amnet before mpi4py, or set "
+                          f"mpi4py.rc.thread_level = {thread_level!r})")
+    return MPI
+
+
+def set_job_comm(comm: Any) -> None:
+    """The communicator the conduit of this process uses (the MPI process main's duplicate
+    of ``MPI_COMM_WORLD``); unset, conduits use ``MPI_COMM_WORLD``."""
+    _job["comm"] = comm
+
+
+def _parse(address: str) -> tuple[int, int]:
+    try:
+        scheme, rank, channel = address.split(":")
+        if scheme != "mpi":
+            raise ValueError
+        return int(rank), int(channel)
+    except ValueError:
+        raise ValueError(f"not an mpi conduit address: {address!r} (mpi:RANK:CHANNEL)") from None
+
+
+@register_conduit("mpi")
+class MPIConduit(Conduit):
+    """One process's endpoint on the MPI (see the module docstring)."""
+
+    encrypts: ClassVar[bool] = False
+    pollable: ClassVar[bool] = False  # no descriptor: waits spin, then nap
+
+    def __init__(self, proc: int, procs: int, bind_host: str = "127.0.0.1",
+                 curve: dict[str, str] | None = None, options: Any = None,
+                 secret: str | None = None) -> None:
+        super().__init__(proc, procs, bind_host, curve, options, secret)
+        MPI = mpi()
+        self._MPI = MPI
+        self._comm = _job["comm"] or MPI.COMM_WORLD
+        self._channel = next(_channels)
+        self._tag = TAG_BASE + 2 * self._channel
+        self._address = f"mpi:{self._comm.Get_rank()}:{self._channel}"
+        medium = getattr(options, "max_medium", 64 << 10)
+        self._inline = min(medium, INLINE_CAP)
+        self._bufsize = ENVELOPE + MAX_HEADER + self._inline
+        self._depth = 16 if self._inline <= 64 << 10 else 4
+        self._dest: list[tuple[int, int]] = []
+        self._sent = [0] * procs
+        self._bytes_sent = [0] * procs
+        self.received = self.bytes_received = self.dropped = 0
+        self._sends: collections.deque = collections.deque()  # (request, buffer) in flight
+        self._status = MPI.Status()
+        self._closed = False
+        self._nap = NAP_MIN_S
+        import numpy as np
+
+        self._np = np
+        self._bufs = [np.empty(self._bufsize, dtype=np.uint8) for _ in range(self._depth)]
+        with MPI_LOCK:
+            self._reqs = [self._comm.Irecv([b, MPI.BYTE], MPI.ANY_SOURCE, self._tag)
+                          for b in self._bufs]
+        self._head = 0
+
+    # -- identity ---------------------------------------------------------------------------
+    @property
+    def address(self) -> str:
+        return self._address
+
+    def set_peers(self, addresses: Sequence[str]) -> None:
+        if len(addresses) != self.procs:
+            raise ValueError(f"expected {self.procs} addresses, got {len(addresses)}")
+        dest = []
+        for a in addresses:
+            rank, channel = _parse(a)
+            dest.append((rank, TAG_BASE + 2 * channel))
+        self._dest = dest
+
+    def fileno(self) -> int:
+        """-1: MPI offers no descriptor to sleep on (``pollable`` is False)."""
+        return -1
+
+    # -- sending ----------------------------------------------------------------------------
+    def send(self, proc: int, header: bytes, payload: Any = None, copy: bool = True) -> None:
+        if self._closed:
+            raise RuntimeError("send on a closed mpi conduit")
+        rank, tag = self._dest[proc]
+        hl = len(header)
+        bulk = None
+        if payload is None:
+            env = ENV.pack(KIND_HEADER, hl, 0, 0) + header
+            n = 0
+        else:
+            mv = memoryview(payload)
+            if mv.format != "B" or mv.ndim != 1:
+                mv = mv.cast("B")
+            n = mv.nbytes
+            if n <= self._inline:
+                env = b"".join((ENV.pack(KIND_INLINE, hl, 0, n), header, mv))
+            else:
+                env = ENV.pack(KIND_BULK, hl, 0, n) + header
+                bulk = bytes(mv) if copy else mv
+        MPI = self._MPI
+        with MPI_LOCK:
+            sends = self._sends
+            sends.append(self._comm.Isend([env, MPI.BYTE], rank, tag))
+            if bulk is not None:
+                sends.append(self._comm.Isend([bulk, MPI.BYTE], rank, tag + 1))
+            self._sent[proc] += 1
+            self._bytes_sent[proc] += n
+            if len(sends) > 64:
+                self._reap()
+
+    def _reap(self) -> None:
+        """Forget the sends that completed, oldest first (the caller holds MPI_LOCK)."""
+        sends = self._sends
+        while sends and sends[0].Test():
+            sends.popleft()
+
+    # -- receiving --------------------------------------------------------------------------
+    def recv(self, ready: bool = False) -> tuple[bytes, Any] | None:
+        with MPI_LOCK:
+            if self._closed:
+                return None
+            if self._sends:
+                self._reap()
+            while True:
+                i = self._head
+                req = self._reqs[i]
+                if not req.Test(self._status):
+                    return None
+                m = self._take(i)
+                if m is not None:
+                    self._nap = NAP_MIN_S
+                    return m
+
+    def _take(self, i: int) -> tuple[bytes, Any] | None:
+        """Read the completed envelope in buffer ``i``, post its receive again and return
+        the message (None: it was malformed, dropped and counted). Holds MPI_LOCK."""
+        MPI, st = self._MPI, self._status
+        buf = self._bufs[i]
+        count, src = st.Get_count(MPI.BYTE), st.Get_source()
+        msg = None
+        if count >= ENVELOPE:
+            kind, hl, _, n = ENV.unpack_from(buf)
+            body = ENVELOPE + hl
+            if hl <= MAX_HEADER and kind <= KIND_BULK:
+                header = buf[ENVELOPE:body].tobytes()
+                if kind == KIND_HEADER and count == body:
+                    msg = (header, None)
+                elif kind == KIND_INLINE and count == body + n:
+                    if n <= COPY_OUT:
+                        msg = (header, buf[body:count].tobytes())
+                    else:  # hand the buffer over; a fresh one takes its place
+                        msg = (header, memoryview(buf)[body:count])
+                        buf = self._bufs[i] = self._np.empty(self._bufsize, dtype=self._np.uint8)
+                elif kind == KIND_BULK and count == body and n > self._inline:
+                    data = self._np.empty(n, dtype=self._np.uint8)
+                    self._comm.Recv([data, MPI.BYTE], src, self._tag + 1)
+                    msg = (header, memoryview(data))
+        self._reqs[i] = self._comm.Irecv([buf, MPI.BYTE], MPI.ANY_SOURCE, self._tag)
+        self._head = (i + 1) % self._depth
+        if msg is None:
+            self.dropped += 1
+        else:
+            self.received += 1
+            if msg[1] is not None:
+                self.bytes_received += len(msg[1])
+        return msg
+
+    def _ready(self) -> bool:
+        """Whether the next envelope has come (``MPI_Request_get_status``: the request stays
+        for :meth:`recv` to complete)."""
+        with MPI_LOCK:
+            return not self._closed and self._reqs[self._head].Get_status()
+
+    # -- waiting: spin, then nap (MPI has no descriptor) ----------------------------------
+    def _nap_for(self, timeout: float | None) -> float:
+        nap = self._nap
+        self._nap = min(nap * 2, NAP_MAX_S)
+        return nap if timeout is None else max(0.0, min(nap, timeout))
+
+    def wait_readable(self, timeout: float | None) -> bool:
+        return self.wait_readable_fds((), timeout)
+
+    def wait_readable_fds(self, fds: Sequence[int], timeout: float | None) -> bool:
+        """Up to ``timeout`` seconds (None: forever) until a message is ready or one of
+        ``fds`` is readable: look, then nap (``select`` on ``fds``) and look again."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if self._ready():
+                self._nap = NAP_MIN_S
+                return True
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            t = self._nap_for(left)
+            if fds:
+                r, _, _ = select.select(list(fds), [], [], t)
+                if r:
+                    self._nap = NAP_MIN_S
+                    return True
+            else:
+                time.sleep(t)
+
+    def recv_wait(self, timeout: float | None) -> tuple[bytes, Any] | None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            m = self.recv()
+            if m is not None:
+                return m
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return None
+            time.sleep(self._nap_for(left))
+
+    # -- the rest ---------------------------------------------------------------------------
+    def statistics(self) -> ConduitStatistics:
+        return ConduitStatistics(
+            self.name, self._address, sum(self._sent), self.received, sum(self._bytes_sent),
+            self.bytes_received, self.dropped, sum(1 for s in self._sent if s), 0)
+
+    def close(self, linger: float = 0.5) -> None:
+        with MPI_LOCK:
+            if self._closed:
+                return
+            self._closed = True
+        deadline = time.monotonic() + linger
+        while True:
+            with MPI_LOCK:
+                self._reap()
+                if not self._sends or time.monotonic() >= deadline:
+                    break
+            time.sleep(NAP_MIN_S)
+        with MPI_LOCK:
+            _orphans.extend(self._sends)
+            self._sends.clear()
+            for req in self._reqs:
+                req.Cancel()
+                req.Wait()
+            self._reqs = []
