@@ -83,6 +83,14 @@ def spec_to_env(spec: dict[str, Any]) -> str:
 
 
 def spec_from_env(text: str) -> dict[str, Any]:
+    """The spec of ``AMNET_JOB_SPEC``: the spec itself, or ``@PATH`` of a file holding it
+    (a spec too large for the environment, written by the MPI launcher's side)."""
+    if text.startswith("@"):
+        try:
+            with open(text[1:]) as f:
+                text = f.read()
+        except OSError as e:
+            raise ProtocolError(f"bad {SPEC_ENV}: cannot read {text[1:]!r}: {e}") from None
     try:
         return unpack(base64.b64decode(text))
     except (ValueError, TypeError) as e:

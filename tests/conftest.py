@@ -15,6 +15,11 @@ import pytest
 
 DATA = Path(__file__).parent / "data"
 sys.path.insert(0, str(DATA))
+# Jobs on the mpi conduit (and the mpi4py peers) use MPICH's network path between processes
+# of this host, not its shared memory: what crosses hosts on a cluster (amnet/core/_mpiconduit).
+from amnet.core._mpiconduit import MPICH_NETWORK_PATH  # noqa: E402
+
+os.environ.update(MPICH_NETWORK_PATH)
 
 
 def leftovers(mark: str) -> list[str]:

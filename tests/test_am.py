@@ -28,7 +28,9 @@ import amnet
 
 N4 = {"n": 4, "nodes": 2}  # 4 processes, 2 simulated nodes
 N4T2 = {"n": 4, "nodes": 2, "threads_per_proc": 2}  # 2 processes of 2 rank-threads, 2 nodes
-TOPOS = {"n4-nodes2": N4, "n4-nodes2-T2": N4T2}
+# the mpi conduit between nodes (MPICH's network path, tests/conftest.py), with threads
+N4T2MPI = {**N4T2, "conduit": "mpi"}
+TOPOS = {"n4-nodes2": N4, "n4-nodes2-T2": N4T2, "n4-nodes2-T2-mpi": N4T2MPI}
 HOST = socket.gethostname()
 
 
@@ -56,6 +58,8 @@ CORE_JOBS = {  # the default max_medium once, small ones elsewhere to keep it fa
     "n4-nodes2-tcp": dict(N4, segment_size="2M", conduit="tcp"),
     "n4-nodes2-T2-tcp-nopshm": dict(N4T2, segment_size="2M", max_medium=4096, conduit="tcp",
                                     pshm=False),
+    "n4-nodes2-mpi": dict(N4, segment_size="2M", conduit="mpi"),
+    "n4-nodes2-T2-mpi": dict(N4T2MPI, segment_size="2M", max_medium=4096),
 }
 
 

@@ -31,6 +31,7 @@ TOPOLOGIES = [
     pytest.param(dict(n=4, nodes=1, pshm_network_depth=2), id="N4-1node-depth2"),
     pytest.param(dict(n=2, nodes=1, thread_safe="1"), id="N2-1node-ts"),
     pytest.param(dict(n=4, nodes=2, conduit="tcp"), id="N4-2nodes-tcp"),
+    pytest.param(dict(n=4, nodes=2, threads_per_proc=2, conduit="mpi"), id="N4-2nodes-T2-mpi"),
     pytest.param(dict(n=4, nodes=2, threads_per_proc=2, conduit="tcp", pshm=False),
                  id="N4-2nodes-T2-tcp-nopshm"),
 ]

@@ -43,7 +43,12 @@ def with_cache(topologies, keep_node=()):
     return out
 
 
-@pytest.mark.parametrize(("topo", "cache"), with_cache(TOPOLOGIES, keep_node=("node-T1",)))
+# the mpi conduit between the nodes (MPICH's network path, tests/conftest.py)
+MPI_T2 = pytest.param(dict(n=4, nodes=2, threads_per_proc=2, conduit="mpi"), id="2nodes-T2-mpi")
+
+
+@pytest.mark.parametrize(("topo", "cache"), with_cache([*TOPOLOGIES, MPI_T2],
+                                                       keep_node=("node-T1",)))
 def test_every_operation(topo, cache):
     facts = job(functools.partial(upcjobs.suite, cache=cache), topo)
     n = topo["n"]
@@ -180,7 +185,8 @@ def test_index_keys_follow_numpy_and_bad_ones_are_index_errors():
 
 @pytest.mark.parametrize(("topo", "cache"), with_cache([
     *TOPOLOGIES, pytest.param(dict(n=3), id="node-T1-3threads"),
-    pytest.param(dict(n=5, nodes=2), id="2nodes-T1-5threads")]))
+    pytest.param(dict(n=5, nodes=2), id="2nodes-T1-5threads"),
+    pytest.param(dict(n=5, nodes=2, conduit="mpi"), id="2nodes-T1-5threads-mpi")]))
 def test_collectives_every_flag_pair_and_algorithm(topo, cache):
     got = job(functools.partial(upcjobs.collectives, cache=cache), topo)
     assert len(set(got)) == 1 and got[0] > 100

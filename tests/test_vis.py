@@ -49,6 +49,8 @@ TOPOLOGIES = [
     pytest.param(dict(n=2, nodes=2, max_medium=4096, vis_pipeline=1), id="nodes-mm4k-p1"),
     pytest.param(dict(n=2, nodes=2, max_medium=4096, vis_pipeline=3), id="nodes-mm4k-p3"),
     pytest.param(dict(n=2, nodes=2, conduit="tcp"), id="nodes-tcp"),
+    pytest.param(dict(n=2, nodes=2, conduit="mpi", max_medium=4096, vis_pipeline=3),
+                 id="nodes-mpi-mm4k-p3"),
 ]
 
 

@@ -44,6 +44,11 @@ from typing import Any, ClassVar
 from .._errors import ConfigError
 from .conduit import MAX_HEADER, Conduit, ConduitStatistics, register_conduit
 
+#: MPICH settings that send every message through its network module (TCP, by libfabric),
+#: also between processes of one host: the path that crosses hosts on a cluster. The tests
+#: and ``amnet-bench ... --conduit mpi`` run amnet and mpi4py alike with them.
+MPICH_NETWORK_PATH = {"MPIR_CVAR_NOLOCAL": "1", "MPIR_CVAR_CH4_NETMOD": "ofi",
+                      "FI_PROVIDER": "tcp"}
 #: Every MPI call of a process's amnet goes through this lock (MPI used serialized).
 MPI_LOCK = threading.RLock()
 ENV = struct.Struct("<BxHIQ")  # kind, header length, (reserved), payload length
@@ -235,7 +240,7 @@ class MPIConduit(Conduit):
                     msg = (header, None)
                 elif kind == KIND_INLINE and count == body + n:
                     if n <= COPY_OUT:
-                        msg = (header, buf[body:count].tobytes())
+                        msg = (header, memoryview(buf[body:count].tobytes()))
                     else:  # hand the buffer over; a fresh one takes its place
                         msg = (header, memoryview(buf)[body:count])
                         buf = self._bufs[i] = self._np.empty(self._bufsize, dtype=self._np.uint8)
@@ -250,7 +255,7 @@ class MPIConduit(Conduit):
         else:
             self.received += 1
             if msg[1] is not None:
-                self.bytes_received += len(msg[1])
+                self.bytes_received += msg[1].nbytes
         return msg
 
     def _ready(self) -> bool:

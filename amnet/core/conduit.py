@@ -18,8 +18,10 @@ Every conduit promises:
   so that a handler can always reply; see the AM guide's flow-control note).
 - **Thread safety**: ``send`` may be called from several threads at once. ``recv`` and
   ``wait_readable`` are called by one thread at a time (the core's drain lock ensures it).
-- **A file descriptor to block on**: ``wait_readable(timeout)`` sleeps until a message may be
-  ready, so oversubscribed jobs do not livelock.
+- **Waiting without burning a core**: ``wait_readable(timeout)`` sleeps until a message may
+  be ready, so oversubscribed jobs do not livelock; a conduit with a descriptor (``pollable``,
+  zmq and tcp) blocks on it, one without (``mpi``: MPI offers none) spins a while and then
+  naps between looks.
 
 Conduits are picked by name from :data:`CONDUITS` (``AMNET_CONDUIT``, default ``zmq``). A new
 conduit subclasses :class:`Conduit` and registers with :func:`register_conduit`; the
@@ -69,6 +71,11 @@ class Conduit(abc.ABC):
     """
 
     name: ClassVar[str] = "?"
+    #: Whether :meth:`fileno` is a descriptor to block on (False: it is -1, and the waits
+    #: spin, then nap between looks).
+    pollable: ClassVar[bool] = True
+    #: Whether traffic is encrypted where it needs to be (jobs across hosts).
+    encrypts: ClassVar[bool] = True
 
     def __init__(self, proc: int, procs: int, bind_host: str = "127.0.0.1",
                  curve: dict[str, str] | None = None, options: Any = None,
@@ -135,7 +142,8 @@ class Conduit(abc.ABC):
 
     @abc.abstractmethod
     def fileno(self) -> int:
-        """A file descriptor that becomes readable when messages may have arrived."""
+        """A file descriptor that becomes readable when messages may have arrived; -1 for a
+        conduit that is not ``pollable``."""
 
     def count_dropped(self) -> None:
         """Count a message the core refused (a malformed or out-of-range header)."""

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._config import Config, check_for_topology
-from .._errors import InitError, JobFailed, RemoteTraceback
+from .._errors import ConfigError, InitError, JobFailed, RemoteTraceback
 from .._topology import Topology
 
 
@@ -46,6 +46,7 @@ def run(
     spawn_cmd: str | None = None,
     bootstrap_addr: str | None = None,
     insecure: bool = False,
+    mpiexec: str | None = None,
     **options: Any,
 ) -> list[Any]:
     """Run ``fn(ep)`` on every rank of a new job and return the results, indexed by rank.
@@ -58,6 +59,9 @@ def run(
     (``segment_size=...``), overriding ``AMNET_*`` variables. A job with agents on other hosts
     (``spawner``/``hosts``) uses CurveZMQ with fresh keys on every socket; ``insecure=True``
     turns that off, with a warning on ``sys.stderr``, like ``amnet-run --insecure``.
+    With ``conduit="mpi"`` the MPI's launcher starts the processes (``mpiexec``: the one
+    beside this Python or on PATH, or the command line ``mpiexec`` gives, like
+    ``amnet-run --mpiexec``; ``hosts``/``hostfile`` go to it) and ``spawner`` must be local.
 
     Raises:
         TopologyError / ConfigError / SpawnerError: bad shape or options, before anything runs
@@ -84,11 +88,24 @@ def run(
     payload, main_path = _pickle_fn(fn)
     if timeout is not None and not timeout > 0:
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
-    sp = make_spawner(spawner, topo, hosts=hosts, hostfile=hostfile, spawn_cmd=spawn_cmd)
-    curve = curve_for(sp, bootstrap_addr, insecure=insecure, conduit=config.conduit,
-                      warn=lambda msg: print(f"amnet.run: {msg}", file=sys.stderr, flush=True))
-    spec = build_spec(topo, config, label=label, fn=payload, main_path=main_path, curve=curve)
-    out = run_job(spec, sp, timeout=timeout, bootstrap_addr=bootstrap_addr)
+    if config.conduit == "mpi":
+        from .mpilaunch import check_mpi_options, run_mpi_job
+
+        check_mpi_options(spawner, spawn_cmd, bootstrap_addr, insecure)
+        spec = build_spec(topo, config, label=label, fn=payload, main_path=main_path)
+        out = run_mpi_job(spec, launcher=mpiexec, timeout=timeout, hosts=hosts,
+                          hostfile=hostfile)
+    else:
+        if mpiexec is not None:
+            raise ConfigError("mpiexec= starts the processes of a job on the mpi conduit; "
+                              f"this job's conduit is {config.conduit}")
+        sp = make_spawner(spawner, topo, hosts=hosts, hostfile=hostfile, spawn_cmd=spawn_cmd)
+        curve = curve_for(sp, bootstrap_addr, insecure=insecure, conduit=config.conduit,
+                          warn=lambda msg: print(f"amnet.run: {msg}", file=sys.stderr,
+                                                 flush=True))
+        spec = build_spec(topo, config, label=label, fn=payload, main_path=main_path,
+                          curve=curve)
+        out = run_job(spec, sp, timeout=timeout, bootstrap_addr=bootstrap_addr)
     if main_path is not None:  # the ranks ran this script as __mp_main__: same objects here
         sys.modules.setdefault("__mp_main__", sys.modules["__main__"])
     if out.code == 0 and out.failed_rank is None:

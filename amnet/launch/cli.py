@@ -110,8 +110,9 @@ def amnet_run(
              "memory [env AMNET_PSHM=0].")] = False,
     conduit: Annotated[str | None, typer.Option(
         "--conduit", metavar="NAME",
-        help="The conduit between nodes: zmq (CurveZMQ across hosts) or tcp (plain sockets, "
-             "faster with few cores, unencrypted) [env AMNET_CONDUIT; default zmq].")] = None,
+        help="The conduit between nodes: zmq (CurveZMQ across hosts), tcp (plain sockets, "
+             "faster with few cores, unencrypted) or mpi (the site's MPI and its network, "
+             "processes started by the MPI's launcher) [env AMNET_CONDUIT; default zmq].")] = None,
     bind_to: Annotated[str | None, typer.Option(
         "--bind-to", metavar="WHERE",
         help="core: bind each process to cores of its host, one per rank-thread, "
@@ -142,6 +143,11 @@ def amnet_run(
         "--insecure",
         help="No CurveZMQ for jobs across hosts: traffic and the job secret unencrypted "
              "(trusted networks only; warns).")] = False,
+    mpiexec: Annotated[str | None, typer.Option(
+        "--mpiexec", metavar="CMD",
+        help="With --conduit mpi: the MPI's launcher that starts the processes, e.g. "
+             "'srun --mpi=pmix' [default: the mpiexec beside this Python, else on PATH].")]
+        = None,
     version: Annotated[bool, typer.Option(
         "--version", callback=_print_version, is_eager=True,
         help="Print amnet-run's version and exit.")] = False,
@@ -172,6 +178,12 @@ def amnet_run(
     if timeout is not None and not timeout > 0:
         _fail(f"--timeout must be a positive number of seconds, got {timeout:g}")
     _check_compiles(script)
+    if config.conduit == "mpi":
+        _run_on_mpi(topo, config, script, args or [], label, timeout, spawner.value, hosts,
+                    hostfile, spawn_cmd, bootstrap_addr, insecure, mpiexec)
+    elif mpiexec is not None:
+        _fail(f"--mpiexec starts the processes of a job on the mpi conduit; this job's conduit "
+              f"is {config.conduit} (add --conduit mpi)")
     from ._spec import build_spec, curve_for
     from .agent import set_child_subreaper, stop_children
     from .spawners import LocalSpawner, make_spawner
@@ -200,6 +212,28 @@ def amnet_run(
         print(f"amnet-run: {out.diagnosis}", file=sys.stderr)
     stop_children()  # what the job left behind and we adopted
     # The job is over and every socket closed: skip the interpreter's slow finalization.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(out.code)
+
+
+def _run_on_mpi(topo, config, script: str, args: list[str], label: bool,
+                timeout: float | None, spawner: str, hosts: str | None, hostfile: str | None,
+                spawn_cmd: str | None, bootstrap_addr: str | None, insecure: bool,
+                mpiexec: str | None) -> None:
+    """``--conduit mpi``: the MPI's launcher starts the processes (never returns)."""
+    from ._spec import build_spec
+    from .mpilaunch import check_mpi_options, run_mpi_job
+
+    try:
+        check_mpi_options(spawner, spawn_cmd, bootstrap_addr, insecure)
+        spec = build_spec(topo, config, label=label, script=script, argv=args)
+        out = run_mpi_job(spec, launcher=mpiexec, timeout=timeout, hosts=hosts,
+                          hostfile=hostfile)
+    except ConfigError as e:
+        _fail(str(e))
+    if out.diagnosis:
+        print(f"amnet-run: {out.diagnosis}", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(out.code)

@@ -41,6 +41,10 @@ from . import _backing
 from . import _layout as L
 from ._native import Words, fence
 
+#: Without a doorbell (no agent made one: an MPI launcher started the processes), a sleeping
+#: process looks at its queues at least this often.
+NO_BELL_NAP_S = 1e-3
+
 
 @dataclass(frozen=True, slots=True)
 class PshmStatistics:
@@ -168,7 +172,10 @@ class PshmNetwork:
         try:
             if self.pending():
                 return
-            wait([bell] if bell is not None else [], timeout)
+            if bell is not None:
+                wait([bell], timeout)
+            else:  # no doorbell (processes an MPI launcher started): nap, then look again
+                wait([], min(timeout, NO_BELL_NAP_S))
         finally:
             words.store(L.W_SLEEP, 0)
             if bell is not None:

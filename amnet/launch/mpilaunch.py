@@ -1,0 +1,262 @@
+"""``amnet-run --conduit mpi`` and ``amnet.run(..., conduit="mpi")``: a job started by the MPI's
+own launcher, one MPI process per amnet process, each running ``python -m amnet``
+(:mod:`amnet.launch.mpiproc`).
+
+The launcher here hosts no bootstrap service: it builds the launcher's command line
+(:func:`mpiexec_command`), hands every process the job spec in ``AMNET_JOB_SPEC`` and a result
+directory of its own (mode 0700) where ranks leave ``amnet.run`` results and the job's first
+failure (:mod:`amnet.core._mpiboot`), forwards the job's output, enforces ``timeout`` and
+Ctrl-C, and afterwards removes what the job left: its shared-memory objects on this host, the
+launcher's process group, the result directory. It returns the same :class:`Outcome` as
+:func:`amnet.launch.job.run_job`.
+
+What differs from the native launcher (docs/conduits.md): a failure ends the job with
+``MPI_Abort`` (the MPI's launcher prints a line of its own beside amnet's diagnosis); a
+timeout or Ctrl-C names no rank's whereabouts (there is no bootstrap service to ask); a
+rank that ends without joining a collective the others wait in leaves them waiting (until
+``timeout``), where the native launcher fails the job at once.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .. import _protocol as proto
+from .._errors import ConfigError
+from .._topology import Topology
+from .job import Outcome
+
+STOP_S = 3.0  # after SIGTERM to the MPI launcher: how long before SIGKILL to the group
+ENV_LIMIT = 64 << 10  # a spec larger than this goes in a file of the result directory
+
+
+def find_mpiexec() -> str | None:
+    """The ``mpiexec`` installed beside this Python (the mpich wheel's), else PATH's."""
+    here = Path(sys.executable).with_name("mpiexec")
+    if here.is_file() and os.access(here, os.X_OK):
+        return str(here)
+    return shutil.which("mpiexec") or shutil.which("mpirun")
+
+
+def flavor(words: list[str]) -> str:
+    """``srun``, ``openmpi`` or ``hydra`` (MPICH, Intel MPI, MVAPICH): how to ask the
+    launcher for P processes per host and for the environment."""
+    if os.path.basename(words[0]) == "srun":
+        return "srun"
+    try:
+        out = subprocess.run([words[0], "--version"], capture_output=True, text=True,
+                             timeout=10, stdin=subprocess.DEVNULL)
+        text = out.stdout + out.stderr
+    except (OSError, subprocess.SubprocessError):
+        text = ""
+    return "openmpi" if ("Open MPI" in text or "OpenRTE" in text or "prterun" in text) \
+        else "hydra"
+
+
+def mpiexec_command(launcher: str | None, topo: Topology, hosts: str | None = None,
+                    hostfile: str | None = None) -> list[str]:
+    """The MPI launcher's command that starts one ``python -m amnet`` per amnet process,
+    ``topo.procs_per_node`` per host when hosts are given (or under ``srun``); without hosts,
+    every process runs on this host (the nodes are simulated, as with the local spawner).
+
+    Raises:
+        ConfigError: no launcher found, or an empty ``launcher``.
+    """
+    if launcher:
+        words = shlex.split(launcher)
+        if not words:
+            raise ConfigError("--mpiexec is empty: give the MPI launcher's command, e.g. "
+                              "'mpiexec' or 'srun --mpi=pmix'")
+        found = shutil.which(words[0])
+        if found is None:
+            raise ConfigError(f"the MPI launcher {words[0]!r} (--mpiexec) was not found on PATH")
+    else:
+        found = find_mpiexec()
+        if found is None:
+            raise ConfigError("the mpi conduit starts its processes with the MPI's launcher, "
+                              "and no mpiexec is on PATH or beside this Python: give "
+                              "--mpiexec CMD, or pip install 'amnet[mpi]'")
+        words = [found]
+    kind = flavor(words)
+    n, p = str(topo.procs), str(topo.procs_per_node)
+    cmd = list(words)
+    if kind == "srun":
+        cmd += ["-n", n, f"--ntasks-per-node={p}", "--kill-on-bad-exit=1"]
+    elif kind == "openmpi":
+        cmd += ["-n", n, "-x", proto.SPEC_ENV]
+        if hosts or hostfile:
+            cmd += ["--map-by", f"ppr:{p}:node"]
+        if hosts:
+            cmd += ["--host", ",".join(f"{h}:{p}" for h in hosts.split(",") if h)]
+        if hostfile:
+            cmd += ["--hostfile", hostfile]
+    else:
+        cmd += ["-n", n]
+        if hosts or hostfile:
+            cmd += ["-ppn", p]
+        if hosts:
+            cmd += ["-hosts", hosts]
+        if hostfile:
+            cmd += ["-f", hostfile]
+    return [*cmd, sys.executable, "-m", "amnet"]
+
+
+def check_mpi_options(spawner: str, spawn_cmd: str | None, bootstrap_addr: str | None,
+                      insecure: bool) -> None:
+    """Options of the native launcher that a job on the mpi conduit cannot take.
+
+    Raises:
+        ConfigError: one was given (the message says what to use instead).
+    """
+    given = [what for what, on in (
+        (f"--spawner {spawner}", spawner != "local"), ("--spawn-cmd", spawn_cmd),
+        ("--bootstrap-addr", bootstrap_addr), ("--insecure", insecure)) if on]
+    if given:
+        raise ConfigError(f"{', '.join(given)}: the mpi conduit's processes are started by the "
+                          "MPI's launcher (--mpiexec CMD, with --hosts/--hostfile) and have "
+                          "no bootstrap service or sockets of amnet's")
+
+
+def _pump(src: Any, write: Callable[[str], Any]) -> None:
+    for line in iter(src.readline, ""):
+        try:
+            write(line)
+        except Exception:
+            pass
+    src.close()
+
+
+def run_mpi_job(spec: dict[str, Any], *, launcher: str | None = None,
+                timeout: float | None = None, hosts: str | None = None,
+                hostfile: str | None = None, stdout: Any = None,
+                stderr: Any = None) -> Outcome:
+    """Run the job of ``spec`` under the MPI's launcher and say how it ended.
+
+    ``stdout`` / ``stderr``: text streams for the job's output (default: this process's).
+
+    Raises:
+        ConfigError: no MPI launcher (see :func:`mpiexec_command`).
+    """
+    topo = Topology.from_wire(spec["topology"])
+    cmd = mpiexec_command(launcher, topo, hosts, hostfile)
+    results = tempfile.mkdtemp(prefix="amnet-mpi-")
+    spec = dict(spec, mpi_results=results)
+    text = proto.spec_to_env(spec)
+    if len(text) > ENV_LIMIT:
+        path = os.path.join(results, "spec")
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+            f.write(text)
+        text = "@" + path
+    env = dict(os.environ, **{proto.SPEC_ENV: text})
+    out, err = stdout or sys.stdout, stderr or sys.stderr
+    code, head = 0, None
+    try:
+        p = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, errors="replace",
+                             start_new_session=True, bufsize=1, preexec_fn=_on_our_death)
+    except OSError as e:
+        shutil.rmtree(results, ignore_errors=True)
+        return Outcome(127, f"could not start the MPI launcher {shlex.join(cmd[:1])}: {e}")
+    pumps = [threading.Thread(target=_pump, args=(p.stdout, out.write), daemon=True),
+             threading.Thread(target=_pump, args=(p.stderr, err.write), daemon=True)]
+    for t in pumps:
+        t.start()
+    try:
+        try:
+            code = p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            code, head = 124, f"timed out after {timeout:g} s"
+            _stop(p, signal.SIGTERM)
+        except KeyboardInterrupt:
+            code, head = 130, "interrupted by SIGINT"
+            _stop(p, signal.SIGINT)
+        for t in pumps:
+            t.join(5.0)
+        return _outcome(results, topo, code, head, p.returncode, cmd)
+    finally:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)  # anything of the job still in its group
+        except (ProcessLookupError, PermissionError):
+            pass
+        _remove_shm(spec["token"])
+        shutil.rmtree(results, ignore_errors=True)
+
+
+def _on_our_death() -> None:
+    """In the MPI launcher's child, before exec: SIGTERM when we die (even by SIGKILL), on
+    which it ends the job's processes."""
+    from .agent import set_pdeathsig
+
+    set_pdeathsig(signal.SIGTERM)
+
+
+def _stop(p: subprocess.Popen, sig: int) -> None:
+    """Ask the MPI launcher to end the job (it ends its processes), then kill the group."""
+    try:
+        os.killpg(p.pid, sig)
+        p.wait(STOP_S)
+    except (ProcessLookupError, PermissionError, subprocess.TimeoutExpired):
+        pass
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    p.wait()
+
+
+def _outcome(results: str, topo: Topology, code: int, head: str | None, status: int | None,
+             cmd: list[str]) -> Outcome:
+    from ..core._mpiboot import FAILURE, result_name
+
+    got: dict[int, bytes] = {}
+    for r in range(topo.size):
+        try:
+            with open(os.path.join(results, result_name(r)), "rb") as f:
+                got[r] = f.read()
+        except OSError:
+            pass
+    try:
+        with open(os.path.join(results, FAILURE), "rb") as f:
+            fail = pickle.loads(f.read())
+    except (OSError, pickle.UnpicklingError, EOFError):
+        fail = None
+    if head is not None:  # a timeout or a signal: ours, whatever the ranks did meanwhile
+        return Outcome(code, f"{head}; the MPI launcher was told to end the job", got)
+    if fail is not None:
+        return Outcome(fail["code"], fail["diagnosis"], got, fail["rank"], fail["where"],
+                       fail["error"])
+    if status:
+        what = f"signal {-status}" if status < 0 else f"status {status}"
+        return Outcome(128 - status if status < 0 else status,
+                       f"the MPI launcher ({os.path.basename(cmd[0])}) ended with {what} "
+                       "and no rank reported a failure", got)
+    return Outcome(0, None, got)
+
+
+def _remove_shm(token: str) -> None:
+    """Remove what the job's processes left in /dev/shm on this host (PSHM objects of a job
+    killed before every process of a node mapped them)."""
+    from ..pshm._layout import pshm_prefix
+
+    prefix = pshm_prefix(token)
+    try:
+        names = os.listdir("/dev/shm")
+    except OSError:
+        return
+    for name in names:
+        if name.startswith(prefix):
+            try:
+                os.unlink(os.path.join("/dev/shm", name))
+            except OSError:
+                pass
