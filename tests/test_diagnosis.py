@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from amnet._topology import Topology
 from amnet._jobstate import JobState
+from amnet._topology import Topology
 
 NODES2 = ("-n", "4", "--nodes", "2")  # one process per rank, two nodes: AMs over the conduit
 THREADS = ("-n", "4", "--procs-per-node", "2", "--threads-per-proc", "2")  # in-line and PSHM

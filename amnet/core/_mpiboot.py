@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -38,6 +39,7 @@ from .._topology import Topology
 from ._bootclient import reply_value
 from ._mpiconduit import MPI_LOCK, NAP_MAX_S, NAP_MIN_S
 
+ABORT_GRACE_S = 0.3  # before MPI_Abort: time for the launcher to forward the last output
 FAILURE = "failure"  # the result directory's file for the job's first failure
 
 
@@ -201,6 +203,14 @@ class MPIBoot:
                          .encode("utf-8", "backslashreplace"))
             except OSError:
                 pass
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        # The MPI's launcher ends every process at once on MPI_Abort, dropping output its
+        # proxies have not forwarded yet (seen with MPICH's Hydra): give them a moment.
+        time.sleep(ABORT_GRACE_S)
         try:
             self.MPI.COMM_WORLD.Abort(code)
         finally:

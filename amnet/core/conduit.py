@@ -211,7 +211,6 @@ def load_plugins() -> None:
 
 # The conduits register themselves on import; all of them are listed here, in one place.
 from . import _mpiconduit as _mpiconduit  # noqa: E402
-from . import _mpiconduit as _mpiconduit  # noqa: E402
 from . import _tcpconduit as _tcpconduit  # noqa: E402
 from . import _zmqconduit as _zmqconduit  # noqa: E402
 

@@ -69,6 +69,8 @@ def _spec_from_mpi(args: argparse.Namespace, MPI: Any, world: Any,
     from ._spec import build_spec
 
     size, t = world.Get_size(), args.threads_per_proc
+    if t < 1:
+        raise _Usage(f"--threads-per-proc must be at least 1, got {t}")
     if not os.path.isfile(args.script):
         raise _Usage(f"app script {args.script!r} does not exist")
     try:

@@ -1,0 +1,229 @@
+"""Jobs on the mpi conduit as users start them: ``mpiexec ... python -m amnet app.py`` (the
+topology from MPI or simulated, the bootstrap's collectives over MPI), ``amnet-run --conduit
+mpi`` (which runs the MPI's launcher), and what they do on failure, timeout and ``kill -9``:
+the one-line diagnosis, ``MPI_Abort``, nothing left behind. Bad options are refused before
+anything starts. The core, VIS and upc_rt suites run over mpi in their own modules (their
+``*-mpi`` topologies); MPICH's network path is forced for all of them (tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import leftovers
+
+import amnet
+from amnet.launch.mpilaunch import find_mpiexec, mpiexec_command
+
+MPIEXEC = find_mpiexec()
+pytestmark = pytest.mark.skipif(MPIEXEC is None, reason="the test extra's mpich wheel has "
+                                "mpiexec; it is missing")
+
+APP = """\
+import sys, threading
+import amnet
+from mpi4py import MPI
+ep = amnet.init()
+n = ep.size
+ep.put((ep.rank + 1) % n, 0, bytes([ep.rank + 1]) * 100000)
+ep.barrier()
+got = ep.segment[:100000]
+assert (got == (ep.rank - 1) % n + 1).all()
+print(f"rank {ep.rank} of {n} node {ep.node} level {MPI.Query_thread()} "
+      f"{threading.current_thread().name}", flush=True)
+if len(sys.argv) > 1 and ep.rank == int(sys.argv[1]):
+    raise ValueError(f"boom on {ep.rank}")
+ep.barrier()
+"""
+
+
+def all_shm() -> set[str]:
+    """Every name in /dev/shm (amnet's and the MPI's)."""
+    return set(os.listdir("/dev/shm"))
+
+
+@pytest.fixture
+def app(runner):
+    before = all_shm()
+    yield runner.script("app.py", APP)
+    deadline = time.monotonic() + 2
+    while all_shm() - before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all_shm() - before == set()
+
+
+def mpiexec(runner, n: int, *args: str, timeout: float = 60,
+            drop: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in runner.env().items() if k not in drop}
+    return subprocess.run([MPIEXEC, "-n", str(n), sys.executable, "-m", "amnet", *args],
+                          capture_output=True, text=True, timeout=timeout, env=env,
+                          cwd=runner.tmp)
+
+
+def ranks_said(out: str) -> dict[int, str]:
+    return {int(ln.split()[1]): ln for ln in out.splitlines() if ln.startswith("rank ")}
+
+
+def test_own_mpiexec_topology_from_mpi(runner, app):
+    """No amnet launcher: every MPI process is an amnet process, MPI_Comm_split_type says
+    this host is one node, and MPI runs at MPI_THREAD_SERIALIZED (2). With MPICH told that
+    no two processes share a host (MPIR_CVAR_NOLOCAL=1), each is a node of its own."""
+    out = mpiexec(runner, 2, app, drop=("MPIR_CVAR_NOLOCAL",))
+    assert out.returncode == 0, out.stderr
+    said = ranks_said(out.stdout)
+    assert sorted(said) == [0, 1]
+    assert all(" of 2 node 0 level 2 MainThread" in s for s in said.values()), said
+    out = mpiexec(runner, 2, app)
+    assert out.returncode == 0, out.stderr
+    said = ranks_said(out.stdout)
+    assert [said[r].split(" level")[0] for r in (0, 1)] == ["rank 0 of 2 node 0",
+                                                            "rank 1 of 2 node 1"]
+
+
+def test_own_mpiexec_simulated_nodes_and_threads(runner, app):
+    out = mpiexec(runner, 4, "--nodes", "2", "--threads-per-proc", "2", app)
+    assert out.returncode == 0, out.stderr
+    said = ranks_said(out.stdout)
+    assert sorted(said) == list(range(8))
+    for r, s in said.items():
+        assert f" of 8 node {r // 4} level 2 " in s, s
+
+
+def test_own_mpiexec_failure_aborts_with_the_diagnosis(runner, app):
+    out = mpiexec(runner, 4, "--nodes", "2", app, "3")
+    assert out.returncode != 0
+    assert "ValueError: boom on 3" in out.stderr  # the traceback
+    assert ("amnet: rank 3 (node 1, proc 3, host " in out.stderr and
+            "raised ValueError: boom on 3; ending the job with MPI_Abort(1)" in out.stderr)
+    gone_soon(runner.mark)
+
+
+def gone_soon(mark: str, within: float = 5.0) -> None:
+    """Every process of the job is gone within a few seconds (the MPI's launcher may return
+    while the last ones are being killed)."""
+    deadline = time.monotonic() + within
+    while leftovers(mark) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert leftovers(mark) == []
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--nodes", "3"], "--nodes 3 does not fit 4 processes"),
+    (["--threads-per-proc", "0"], "--threads-per-proc must be at least 1, got 0"),
+    (["--segment-size", "12"], "segment"),
+])
+def test_own_mpiexec_bad_shapes_are_one_line_and_status_2(runner, app, args, says):
+    out = mpiexec(runner, 4, *args, app)
+    assert out.returncode == 2, out.stderr
+    lines = [ln for ln in out.stderr.splitlines() if ln.startswith("python -m amnet: error: ")]
+    assert len(lines) == 1 and says in lines[0], out.stderr  # from world rank 0 only
+    assert out.stdout == ""
+
+
+def test_amnet_run_conduit_mpi(runner, app):
+    out = runner("-n", "4", "--nodes", "2", "--threads-per-proc", "2", "--conduit", "mpi",
+                 "--label", app)
+    assert out.returncode == 0, out.stderr
+    lines = sorted(out.stdout.splitlines())
+    assert len(lines) == 4 and all(f"[{r}] rank {r} of 4 node {r // 2} level 2" in lines[r]
+                                   for r in range(4)), lines
+
+
+def test_amnet_run_conduit_mpi_diagnosis(runner, app):
+    out = runner("-n", "4", "--nodes", "2", "--conduit", "mpi", app, "2")
+    assert out.returncode == 1, out.stderr
+    diagnosis = [ln for ln in out.stderr.splitlines() if ln.startswith("amnet-run: ")]
+    assert diagnosis == [f"amnet-run: rank 2 (node 1, proc 2, host {os.uname().nodename}) "
+                         "raised ValueError: boom on 2"], out.stderr
+
+
+def test_amnet_run_conduit_mpi_timeout_leaves_nothing(runner):
+    script = runner.script("sleepy.py", "import time, amnet\namnet.init()\ntime.sleep(60)\n")
+    t0 = time.monotonic()
+    out = runner("-n", "2", "--nodes", "2", "--conduit", "mpi", "--timeout", "2", script)
+    assert out.returncode == 124, out.stderr
+    assert time.monotonic() - t0 < 20
+    assert "amnet-run: timed out after 2 s" in out.stderr
+
+
+def test_kill_9_of_a_rank_ends_the_job(runner):
+    """A rank killed with SIGKILL: the MPI's launcher ends the others; amnet-run reports a
+    failure, and nothing of the job (process, /dev/shm object) is left."""
+    before = all_shm()
+    script = runner.script("victim.py", (
+        "import os, time, amnet\n"
+        "ep = amnet.init()\n"
+        "open(f'pid{ep.rank}', 'w').write(str(os.getpid()))\n"
+        "ep.barrier()\n"
+        "time.sleep(60)\n"))
+    p = runner.popen("-n", "4", "--nodes", "2", "--conduit", "mpi", script)
+    try:
+        pidfile = runner.tmp / "pid3"
+        deadline = time.monotonic() + 30
+        while not pidfile.exists() or not pidfile.read_text():
+            assert time.monotonic() < deadline and p.poll() is None, p.communicate()
+            time.sleep(0.05)
+        os.kill(int(pidfile.read_text()), signal.SIGKILL)
+        _, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert p.returncode != 0, err
+    assert "amnet-run: " in err
+    deadline = time.monotonic() + 5
+    while (leftovers(runner.mark) or all_shm() - before) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert leftovers(runner.mark) == [] and all_shm() - before == set()
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--conduit", "mpi", "--spawner", "ssh", "--hosts", "a"],
+     "--spawner ssh: the mpi conduit's processes are started by the MPI's launcher"),
+    (["--conduit", "mpi", "--insecure"], "--insecure: the mpi conduit's processes"),
+    (["--mpiexec", "mpiexec"], "--mpiexec starts the processes of a job on the mpi conduit; "
+                               "this job's conduit is zmq"),
+    (["--conduit", "mpi", "--mpiexec", "no-such-launcher-here"],
+     "the MPI launcher 'no-such-launcher-here' (--mpiexec) was not found on PATH"),
+])
+def test_amnet_run_refuses_what_mpi_cannot_take(runner, args, says):
+    script = runner.script("never.py", "open('ran', 'w')\n")
+    out = runner("-n", "2", *args, script)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip() == f"amnet-run: error: {says}" or says in out.stderr, out.stderr
+    assert not (runner.tmp / "ran").exists()
+
+
+def test_mpiexec_command_per_launcher(tmp_path, monkeypatch):
+    """P processes per host go to each launcher in its own words, only when hosts are
+    given (without: this host's simulated nodes); srun always gets them."""
+    from amnet._topology import Topology
+
+    topo = Topology.make(8, 2, 2)  # 4 processes, 2 per node
+    tail = [sys.executable, "-m", "amnet"]
+    fake = tmp_path / "srun"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    assert mpiexec_command("srun --mpi=pmix", topo) == [
+        "srun", "--mpi=pmix", "-n", "4", "--ntasks-per-node=2", "--kill-on-bad-exit=1",
+        *tail]
+    assert mpiexec_command(MPIEXEC, topo) == [MPIEXEC, "-n", "4", *tail]
+    assert mpiexec_command(MPIEXEC, topo, hosts="a,b") == [
+        MPIEXEC, "-n", "4", "-ppn", "2", "-hosts", "a,b", *tail]
+
+
+def _thread_level(ep):
+    from mpi4py import MPI
+
+    return MPI.Query_thread(), amnet.config.conduit
+
+
+def test_amnet_run_function_on_mpi(mark):
+    got = amnet.run(_thread_level, n=4, nodes=2, threads_per_proc=2, conduit="mpi",
+                    timeout=60)
+    assert got == [(2, "mpi")] * 4  # MPI_THREAD_SERIALIZED in every process
