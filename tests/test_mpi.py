@@ -227,3 +227,31 @@ def test_amnet_run_function_on_mpi(mark):
     got = amnet.run(_thread_level, n=4, nodes=2, threads_per_proc=2, conduit="mpi",
                     timeout=60)
     assert got == [(2, "mpi")] * 4  # MPI_THREAD_SERIALIZED in every process
+
+
+def _overlapping_puts(ep):
+    """Rank 0 streams puts larger than a Medium AM (bulk MPI messages, received ahead of
+    their turn while earlier ones are handled) to overlapping and disjoint places, with
+    small puts between; rank 1's segment must read as if they ran one by one, in order."""
+    import numpy as np
+
+    big, seg = 300_000, ep.segment
+    want = np.zeros(4 * big, dtype=np.uint8)
+    if ep.rank == 0:
+        for rnd in range(5):
+            for k in range(12):
+                off = (k % 3) * (big // 2)  # each overlaps its neighbours
+                val = (rnd * 12 + k) % 250 + 1
+                ep.put_nbi(1, off, np.full(big, val, dtype=np.uint8))
+                want[off:off + big] = val
+                if k % 4 == 0:
+                    ep.put_nbi(1, off + 10, np.full(100, 255, dtype=np.uint8))
+                    want[off + 10:off + 110] = 255
+            ep.wait_nbi()
+    ep.barrier()
+    return want.tobytes() if ep.rank == 0 else seg[:4 * big].tobytes()
+
+
+def test_bulk_payloads_received_ahead_keep_put_order(mark):
+    want, got = amnet.run(_overlapping_puts, n=2, nodes=2, conduit="mpi", timeout=60)
+    assert got == want

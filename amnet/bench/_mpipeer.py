@@ -15,6 +15,8 @@ transport), mpi4py's uppercase (buffer) API on preallocated numpy arrays:
   (``MPI.Win.Allocate``, 16 MiB by default), rank 0 does ``win.Lock(1); win.Put(buf, 1, 0);
   win.Unlock(1)`` (or ``Get``) per operation: passive-target lock/put/unlock latency, rank 1
   idle in a ``Barrier``;
+- :func:`send_bw`: ``Isend``/``Irecv`` streaming bandwidth in windows with an ack per
+  window (OSU's ``osu_bw``);
 - :func:`rma_bw`: Put and Get bandwidth: ``Lock(1)``, a batch of ``batch`` Puts (Gets) of the
   whole size to displacement 0, ``Unlock(1)`` (which completes them); MB/s = bytes moved /
   time (10^6 bytes per MB), one sample per batch.
@@ -39,7 +41,8 @@ The plan (JSON, every section optional, missing keys taken from :data:`DEFAULT_P
      "pingpong": {"warmup", "iters", "batch"},
      "am": {"warmup", "iters", "batch"},
      "rma_lat": {"sizes", "warmup", "iters", "batch"},
-     "rma_bw": {"sizes", "warmup", "batches", "batch"}}
+     "rma_bw": {"sizes", "warmup", "batches", "batch"},
+     "send_bw": {"sizes", "window", "warmup", "windows"}}
 
 ``thread_level`` null keeps mpi4py's default (``MPI_THREAD_MULTIPLE``), what a user gets.
 """
@@ -75,8 +78,9 @@ DEFAULT_PLAN: dict[str, Any] = {
     "am": {"warmup": 1000, "iters": 20000, "batch": 1000},
     "rma_lat": {"sizes": [8, 1 << 10, 64 << 10], "warmup": 200, "iters": 5000, "batch": 250},
     "rma_bw": {"sizes": [1 << 20, 4 << 20, 16 << 20], "warmup": 2, "batches": 10, "batch": 8},
+    "send_bw": {"sizes": [1 << 20], "window": 8, "warmup": 2, "windows": 16},
 }
-SECTIONS = ("pingpong", "am", "rma_lat", "rma_bw")
+SECTIONS = ("pingpong", "am", "rma_lat", "rma_bw", "send_bw")
 
 
 def _batches(iters: int, batch: int) -> tuple[int, int]:
@@ -267,6 +271,44 @@ def rma_bw(comm: Any, win: Any, sizes: list[int], warmup: int, batches: int,
     return out
 
 
+def send_bw(comm: Any, sizes: list[int], window: int, warmup: int,
+            windows: int) -> dict[str, Any] | None:
+    """Send/Recv streaming bandwidth by size (the OSU ``osu_bw`` pattern): rank 0 posts
+    ``window`` ``Isend``\\ s of S bytes and waits for them, rank 1 posts as many ``Irecv``\\ s
+    into consecutive S-byte slots of one preallocated buffer and waits for them, then sends
+    an 8-byte ack that rank 0 receives before its next window. One sample (MB/s) per window
+    after ``warmup`` untimed ones. Rank 0 returns ``{str(size): figures}``, rank 1 None."""
+    import numpy as np
+    from mpi4py import MPI
+
+    rank = comm.Get_rank()
+    ack = np.zeros(1, dtype=np.int64)
+    out: dict[str, Any] = {}
+    pc = time.perf_counter
+    for size in sizes:
+        buf = _origin(size) if rank == 0 else np.empty(size * window, dtype=np.uint8)
+        comm.Barrier()
+        samples = []
+        for w in range(-warmup, windows):
+            t0 = pc()
+            if rank == 0:
+                reqs = [comm.Isend([buf, MPI.BYTE], 1, 7) for _ in range(window)]
+                MPI.Request.Waitall(reqs)
+                comm.Recv([ack, MPI.INT64_T], 1, 8)
+            else:
+                reqs = [comm.Irecv([buf[k * size:(k + 1) * size], MPI.BYTE], 0, 7)
+                        for k in range(window)]
+                MPI.Request.Waitall(reqs)
+                comm.Send([ack, MPI.INT64_T], 0, 8)
+            if w >= 0:
+                samples.append(size * window / (pc() - t0) / 1e6)
+        if rank == 0:
+            out[str(size)] = {"bytes": size, "unit": "MB/s", "window": window,
+                              "warmup": warmup, "windows": windows, **stats(samples)}
+    comm.Barrier()
+    return out if rank == 0 else None
+
+
 def job(plan: dict[str, Any]) -> dict[str, Any] | None:
     """Run ``plan`` (missing keys from :data:`DEFAULT_PLAN`: see :func:`full_plan`) in this
     MPI job; rank 0 returns the result, the other rank None."""
@@ -296,6 +338,9 @@ def job(plan: dict[str, Any]) -> dict[str, Any] | None:
     if "am" in plan:
         p = plan["am"]
         out["am"] = am_emulation(comm, p["warmup"], p["iters"], p["batch"])
+    if "send_bw" in plan:
+        p = plan["send_bw"]
+        out["send_bw"] = send_bw(comm, p["sizes"], p["window"], p["warmup"], p["windows"])
     if "rma_lat" in plan or "rma_bw" in plan:
         win = MPI.Win.Allocate(plan["window_bytes"], 1, MPI.INFO_NULL, comm)
         try:

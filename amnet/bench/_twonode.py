@@ -83,20 +83,25 @@ def pin_note(pin: str) -> str | None:
     return note
 
 
-def merge_sections(suite: str, net: dict[str, Any] | None,
-                   node: dict[str, Any] | None) -> dict[str, Any]:
-    """A suite's result from its network and node sections (each a dict of ``config``,
-    ``results`` and ``table``, or None when not run): both tables, the first as ``table``."""
+def merge_sections(suite: str, *sections: dict[str, Any] | None) -> dict[str, Any]:
+    """A suite's result from its sections (each a dict of ``config``, ``results`` and
+    ``table``, or None when not run): every table, the first as ``table``. The first
+    section's config is the suite's; each later one's goes under its section's name (the
+    network section of a second conduit under ``network:CONDUIT``)."""
     tables: list[dict[str, Any]] = []
     out: dict[str, Any] = {"suite": suite, "config": {}, "results": []}
-    if net is not None:
-        out["config"].update(net["config"])
-        out["results"] += net["results"]
-        tables.append(net["table"])
-    if node is not None:
-        out["config"]["node"] = node["config"]
-        out["results"] += node["results"]
-        tables.append(node["table"])
+    for sec in sections:
+        if sec is None:
+            continue
+        name = sec["table"]["section"]
+        if not tables:
+            out["config"].update(sec["config"])
+        else:
+            key = name if name not in out["config"] else \
+                f"{name}:{sec['config'].get('amnet_options', {}).get('conduit')}"
+            out["config"][key] = sec["config"]
+        out["results"] += sec["results"]
+        tables.append(sec["table"])
     out["config"]["sections"] = [t["section"] for t in tables]
     out["tables"] = tables
     out["table"] = {"columns": tables[0]["columns"], "rows": tables[0]["rows"]}

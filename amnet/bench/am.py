@@ -46,7 +46,7 @@ import argparse
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from . import _node, suite
+from . import _mpinet, _node, suite
 from ._jobs import am_job, node_am_job
 from ._mpipeer import run_mpi
 from ._report import Progress, nodes_topologies, quick_parse
@@ -79,16 +79,9 @@ TARGET_PROCS_VS_RAW_SHM = 3.0  # "2 procs" <= 3x raw-shm
 TARGET_THREADS_VS_PROCS = 0.25  # "2 threads" <= 0.25x "2 procs"
 
 
-def _one_conduit(text: str) -> str:
-    names = parse_conduits(text)
-    if len(names) != 1:
-        raise argparse.ArgumentTypeError(f"expected one conduit, got {text!r}")
-    return names[0]
-
-
 def _parser(iters: int, warmup: int, reps: int, sizes: Any, latency_us: float,
             wait_modes: Any, pin: str, node: bool, network: bool, node_iters: int,
-            node_warmup: int, node_batch: int, conduit: str) -> argparse.ArgumentParser:
+            node_warmup: int, node_batch: int, conduit: Any) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="amnet-bench am",
         description="Network section: Short and Medium AM round trip across 2 simulated nodes "
@@ -112,9 +105,10 @@ def _parser(iters: int, warmup: int, reps: int, sizes: Any, latency_us: float,
                    help="AMNET_NET_LATENCY_US for amnet; the raw peer holds each received "
                         "message as long (default: %(default)s)")
     p.add_argument("--pin", choices=PINS, default=pin, help=PIN_HELP)
-    p.add_argument("--conduit", type=_one_conduit, default=conduit, metavar="C",
-                   help="network section: the conduit between the nodes (default: "
-                        "%(default)s)")
+    p.add_argument("--conduit", type=parse_conduits, default=parse_conduits(conduit),
+                   metavar="C,C",
+                   help="the conduits between the nodes, each its own table: zmq and tcp "
+                        "beside raw pyzmq, mpi beside mpi4py on the same MPI (default: zmq)")
     p.add_argument("--wait-mode", type=parse_modes, default=parse_modes(wait_modes),
                    metavar="M,M", dest="wait_modes",
                    help="amnet wait modes to run, each its own row (both sections): auto, "
@@ -170,8 +164,15 @@ def am(args: Sequence[str] | None = None, *, iters: int = 2000, warmup: int = 20
     if not (opts.node or opts.network):
         parser.error("--no-node and --no-network leave nothing to run")
 
-    return merge_sections("am", _network(opts, progress) if opts.network else None,
-                          _node_section(opts, progress) if opts.node else None)
+    nets = []
+    if opts.network:
+        for c in opts.conduit:
+            if c == "mpi":
+                nets.append(_mpinet.am_section(opts, progress))
+            else:
+                nets.append(_network(argparse.Namespace(**{**vars(opts), "conduit": c}),
+                                     progress))
+    return merge_sections("am", *nets, _node_section(opts, progress) if opts.node else None)
 
 
 def _network(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:

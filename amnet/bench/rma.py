@@ -50,7 +50,7 @@ import argparse
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from . import _node, suite
+from . import _mpinet, _node, suite
 from ._jobs import node_rma_job, rma_job
 from ._mpipeer import run_mpi
 from ._report import Progress, nodes_topologies, quick_parse
@@ -65,6 +65,7 @@ from ._twonode import (
     dist,
     merge_sections,
     over_reps,
+    parse_conduits,
     parse_modes,
     parse_sizes,
     pin_note,
@@ -133,6 +134,11 @@ def _parser(reps: int, sizes: Any, window: int, nbytes: Any, max_windows: int,
                    help="untimed windows before each size's bandwidth, and 10x as many "
                         "untimed puts/gets before latencies (default: %(default)s)")
     p.add_argument("--pin", choices=PINS, default=pin, help=PIN_HELP)
+    p.add_argument("--conduit", type=parse_conduits, default=parse_conduits("zmq"),
+                   metavar="C,C",
+                   help="the conduits between the nodes, each its own table: zmq and tcp "
+                        "beside raw pyzmq, mpi beside mpi4py Send/Recv on the same MPI "
+                        "(default: zmq)")
     p.add_argument("--wait-mode", type=parse_modes, default=parse_modes(wait_modes),
                    metavar="M,M", dest="wait_modes",
                    help="amnet wait modes to run, each its own row (both sections): auto, "
@@ -218,8 +224,16 @@ def rma(args: Sequence[str] | None = None, *, reps: int = 7,
     if max(opts.node_lat_sizes + opts.node_bw_sizes) > 1 << 30:
         parser.error("node section sizes are at most 1 GiB")
 
-    return merge_sections("rma", _network(parser, opts, progress) if opts.network else None,
-                          _node_section(opts, progress) if opts.node else None)
+    nets = []
+    if opts.network:
+        for c in opts.conduit:
+            if c == "mpi":
+                seg = max(DEFAULT_SEGMENT, opts.window * max(opts.sizes), max(opts.lat_sizes))
+                nets.append(_mpinet.rma_section(opts, progress, seg))
+            else:
+                nets.append(_network(parser, argparse.Namespace(**{**vars(opts),
+                                                                  "conduit": c}), progress))
+    return merge_sections("rma", *nets, _node_section(opts, progress) if opts.node else None)
 
 
 def _network(parser: argparse.ArgumentParser, opts: argparse.Namespace,
@@ -239,7 +253,7 @@ def _network(parser: argparse.ArgumentParser, opts: argparse.Namespace,
             "bw": [[s, windows[s]] for s in opts.sizes],
             "lat_sizes": opts.lat_sizes, "lat_iters": opts.iters,
             "lat_warmup": 10 * opts.warmup}
-    amnet_opts: dict[str, Any] = {"segment_size": seg}
+    amnet_opts: dict[str, Any] = {"segment_size": seg, "conduit": opts.conduit}
     raw_modes = raw_modes_for(opts.pin)
     variants = [("amnet", m) for m in opts.wait_modes] + [("raw", m) for m in raw_modes]
 
@@ -336,8 +350,8 @@ def _network(parser: argparse.ArgumentParser, opts: argparse.Namespace,
         + f", after {opts.warmup} untimed windows. Latency: µs "
         f"per blocking operation, median (p10..p90), medians over the repetitions of "
         f"{opts.iters} timed operations each (after {10 * opts.warmup} untimed).",
-        "amnet: `amnet.run(fn, n=2, nodes=2)`, one rank per simulated node, zmq conduit over "
-        "TCP loopback. Rank 0: `ep.put_nbi(1, k*S, src)` for k < W, then `ep.wait_nbi()` "
+        f"amnet: `amnet.run(fn, n=2, nodes=2)`, one rank per simulated node, {opts.conduit} "
+        "conduit over TCP loopback. Rank 0: `ep.put_nbi(1, k*S, src)` for k < W, then `ep.wait_nbi()` "
         "(each put is acked by rank 1's system handler after it wrote the segment); "
         "`ep.put(1, 0, data)` / `ep.get(1, 0, n, out)` for latency. Rank 1 serves in "
         "`ep.wait_until`.",
@@ -377,8 +391,9 @@ def _network(parser: argparse.ArgumentParser, opts: argparse.Namespace,
                          "raw-zmq spin", "ratio amnet/raw", "target",
                          "sender thread CPU µs/put: amnet / block / spin"], "rows": rows}
     return {"config": config, "results": results,
-            "table": {"section": "network", "title": "Across nodes: put/get over the zmq "
-                      "conduit (TCP loopback) vs raw-zmq", **table, "notes": notes}}
+            "table": {"section": "network", "title": "Across nodes: put/get over the "
+                      f"{opts.conduit} conduit (TCP loopback) vs raw-zmq", **table,
+                      "notes": notes}}
 
 
 def _node_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:

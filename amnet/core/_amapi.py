@@ -79,7 +79,8 @@ class AMMixin:
     @property
     def wait_mode(self) -> str:
         """How this rank waits, as ``auto`` resolved it: ``"spin"``, ``"block"``, or
-        ``"spin-then-block"`` (spin up to 100 µs after the last message, then block)."""
+        ``"spin-then-block"`` (spin up to 100 µs after the last message, then block; on the
+        mpi conduit, which has no descriptor to block on, up to 10 ms, then nap)."""
         spin_s = self._eng.spin_s
         return "block" if spin_s == 0.0 else "spin" if spin_s == float("inf") else \
             "spin-then-block"

@@ -53,6 +53,7 @@ from ._barrier import Barrier
 from ._handlers import HandlerTable
 from ._hot import Token, current_token
 from ._ops import Bucket
+from ._sys import landed
 from .conduit import get_conduit
 
 _hot.set_errors(InitError, AMContextError)
@@ -61,6 +62,7 @@ BLOCK_SLICE_S = 0.05  # a sleeping rank re-checks aborts this often
 DRAIN_BUDGET = 256  # messages run per drain before the caller re-checks its condition
 _yield = getattr(os, "sched_yield", lambda: time.sleep(0))
 SPIN_THEN_BLOCK_S = 100e-6  # auto on an uncrowded host: spin this long, then block
+SPIN_THEN_NAP_S = 10e-3  # the same where the conduit cannot block (mpi): then nap
 INLINE, PSHM, NET = 0, 1, 2  # how a destination process is reached (Engine.route)
 _FUNCTION = type(lambda: None)
 _ARGS = W.ARGS
@@ -164,6 +166,7 @@ class Engine:
                             self.T == 1 and not self.thread_safe and not config.progress_thread,
                             CONDUIT_POLL_S if self.throttle else 0.0)
         self.hot.set_spin(self.spin_s)
+        self.conduit.set_lander(self.land)
         signal = self.conduit.idle_signal()
         if signal is not None:
             self.hot.set_conduit_signal(*signal)
@@ -216,8 +219,11 @@ class Engine:
                 cores = len(os.sched_getaffinity(0))
             except (AttributeError, OSError):
                 cores = os.cpu_count() or 1
+            # A conduit with no descriptor to block on (mpi) naps instead, and a nap costs at
+            # least the kernel's timer slack (50 us): spin longer before the first one.
             self.spin_s = 0.0 if on_host > cores else (
-                float("inf") if self.config.bind_to == "core" else SPIN_THEN_BLOCK_S)
+                float("inf") if self.config.bind_to == "core" else
+                SPIN_THEN_BLOCK_S if self.conduit.pollable else SPIN_THEN_NAP_S)
             self.hot.set_spin(self.spin_s)
         if self.config.bind_to == "core":  # after auto's choice: it counts the host's cores
             self._bind([p for p in range(self.topo.procs)
@@ -566,6 +572,22 @@ class Engine:
             self.conduit_at = 0.0  # it brought something: look again next time
         return n
 
+    def land(self, header: bytes, n: int) -> np.ndarray | None:
+        """Where a conduit may receive the ``n``-byte payload of message ``header`` (see
+        :meth:`Conduit.set_lander`): the destination in the segment of a put or a user Long
+        request to a rank of this process, when the header is in range; else None (and
+        always with AMNET_NET_LATENCY_US: a delayed put must not land before earlier ones)."""
+        if self.latency or len(header) < W.FIXED_SIZE:
+            return None
+        flags, nargs, hidx, src, dst, offset = W.FIXED.unpack_from(header)
+        if flags & (W.CATEGORY_MASK | W.REPLY) != W.LONG or (flags & W.SYSTEM and hidx != 0):
+            return None
+        li = dst - self.first
+        if not 0 <= li < self.T or offset + n > self.seg_size:
+            return None
+        rs = self.ranks[li]
+        return None if rs is None else rs.segment[offset:offset + n]
+
     def _remote(self, header: bytes) -> bool:
         if len(header) < W.FIXED_SIZE:
             return False
@@ -629,7 +651,7 @@ class Engine:
             if offset + n > self.seg_size:
                 return self._refuse()
             view = rs.segment[offset:offset + n]
-            if n and deposited < 0:
+            if n and deposited < 0 and not landed(payload, view):
                 view[:] = np.frombuffer(payload, dtype=np.uint8)
             call_args = (memoryview(view), *args)
         self.run_handler(rs, table.fns[hidx], table.names[hidx], src,

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import os
 import select
 import struct
 import threading
@@ -50,7 +51,7 @@ from .conduit import MAX_HEADER, Conduit, ConduitStatistics, register_conduit
 MPICH_NETWORK_PATH = {"MPIR_CVAR_NOLOCAL": "1", "MPIR_CVAR_CH4_NETMOD": "ofi",
                       "FI_PROVIDER": "tcp"}
 #: Every MPI call of a process's amnet goes through this lock (MPI used serialized).
-MPI_LOCK = threading.RLock()
+MPI_LOCK = threading.Lock()
 ENV = struct.Struct("<BxHIQ")  # kind, header length, (reserved), payload length
 ENVELOPE = ENV.size  # 16
 KIND_HEADER, KIND_INLINE, KIND_BULK = 0, 1, 2
@@ -59,6 +60,11 @@ COPY_OUT = 4096  # in-line payloads up to this size are copied out; larger keep 
 NAP_MIN_S = 20e-6
 NAP_MAX_S = 1e-3
 TAG_BASE = 16
+#: Completed sends are forgotten once more than this many are in flight (each look at one is
+#: a round of MPI progress: the receive side skips them while there are few).
+REAP_AT = 16
+POOL_BYTES = 64 << 20  # the bounce buffers kept for payloads sent with copy=True, at most
+POOL_PER_SIZE = 16  # buffers kept per payload size
 _channels = itertools.count()
 _job: dict[str, Any] = {"comm": None}
 #: Send requests of closed conduits that were still in flight: kept until the process ends,
@@ -148,9 +154,18 @@ class MPIConduit(Conduit):
         self._np = np
         self._bufs = [np.empty(self._bufsize, dtype=np.uint8) for _ in range(self._depth)]
         with MPI_LOCK:
-            self._reqs = [self._comm.Irecv([b, MPI.BYTE], MPI.ANY_SOURCE, self._tag)
+            self._reqs = [self._comm.Irecv(b, MPI.ANY_SOURCE, self._tag)
                           for b in self._bufs]
         self._head = 0
+        self._land: Any = None
+        # bulk receives posted ahead of their turn, by envelope: (request, buffer, place)
+        self._pre: dict[int, tuple[Any, Any, tuple[int, int] | None]] = {}
+        self._peek = MPI.Status()
+        self._pool: dict[int, list[Any]] = {}  # bounce buffers by size (see _bounce)
+        self._pooled = 0  # bytes the pool may come to hold, for the sizes it keeps
+
+    def set_lander(self, land: Any) -> None:
+        self._land = land
 
     # -- identity ---------------------------------------------------------------------------
     @property
@@ -189,22 +204,48 @@ class MPIConduit(Conduit):
                 env = b"".join((ENV.pack(KIND_INLINE, hl, 0, n), header, mv))
             else:
                 env = ENV.pack(KIND_BULK, hl, 0, n) + header
-                bulk = bytes(mv) if copy else mv
-        MPI = self._MPI
+                bulk = self._bounce(mv, n) if copy else mv
         with MPI_LOCK:
             sends = self._sends
-            sends.append(self._comm.Isend([env, MPI.BYTE], rank, tag))
+            sends.append(self._comm.Isend(env, rank, tag))
             if bulk is not None:
-                sends.append(self._comm.Isend([bulk, MPI.BYTE], rank, tag + 1))
+                req = self._comm.Isend(bulk, rank, tag + 1)
+                sends.append((req, bulk) if copy else req)
             self._sent[proc] += 1
             self._bytes_sent[proc] += n
-            if len(sends) > 64:
+            if len(sends) > 4 * REAP_AT:
                 self._reap()
 
+    def _bounce(self, mv: memoryview, n: int) -> Any:
+        """A copy of ``mv`` (``copy=True``) in a buffer of the pool: buffers whose pages are
+        mapped already, so the copy is a plain memcpy (a fresh 1 MiB ``bytes`` page-faults
+        on every send: half the copy's time on the development VM)."""
+        free = self._pool.get(n)
+        with MPI_LOCK:
+            buf = free.pop() if free else None
+        if buf is None:
+            buf = self._np.empty(n, dtype=self._np.uint8)
+        self._np.copyto(buf, self._np.frombuffer(mv, dtype=self._np.uint8))
+        return buf
+
     def _reap(self) -> None:
-        """Forget the sends that completed, oldest first (the caller holds MPI_LOCK)."""
-        sends = self._sends
-        while sends and sends[0].Test():
+        """Forget the sends that completed, oldest first, and give their bounce buffers back
+        to the pool (the caller holds MPI_LOCK)."""
+        sends, pool = self._sends, self._pool
+        while sends:
+            head = sends[0]
+            if type(head) is tuple:
+                if not head[0].Test():
+                    return
+                buf = head[1]
+                free = pool.get(buf.nbytes)
+                if free is None and self._pooled + buf.nbytes * POOL_PER_SIZE <= POOL_BYTES:
+                    free = pool[buf.nbytes] = []  # a size the pool keeps from now on
+                    self._pooled += buf.nbytes * POOL_PER_SIZE
+                if free is not None and len(free) < POOL_PER_SIZE:
+                    free.append(buf)
+            elif not head.Test():
+                return
             sends.popleft()
 
     # -- receiving --------------------------------------------------------------------------
@@ -212,7 +253,7 @@ class MPIConduit(Conduit):
         with MPI_LOCK:
             if self._closed:
                 return None
-            if self._sends:
+            if len(self._sends) > REAP_AT:
                 self._reap()
             while True:
                 i = self._head
@@ -229,7 +270,7 @@ class MPIConduit(Conduit):
         the message (None: it was malformed, dropped and counted). Holds MPI_LOCK."""
         MPI, st = self._MPI, self._status
         buf = self._bufs[i]
-        count, src = st.Get_count(MPI.BYTE), st.Get_source()
+        count = st.Get_count(MPI.BYTE)
         msg = None
         if count >= ENVELOPE:
             kind, hl, _, n = ENV.unpack_from(buf)
@@ -245,10 +286,16 @@ class MPIConduit(Conduit):
                         msg = (header, memoryview(buf)[body:count])
                         buf = self._bufs[i] = self._np.empty(self._bufsize, dtype=self._np.uint8)
                 elif kind == KIND_BULK and count == body and n > self._inline:
-                    data = self._np.empty(n, dtype=self._np.uint8)
-                    self._comm.Recv([data, MPI.BYTE], src, self._tag + 1)
-                    msg = (header, memoryview(data))
-        self._reqs[i] = self._comm.Irecv([buf, MPI.BYTE], MPI.ANY_SOURCE, self._tag)
+                    pre = self._pre.pop(i, None)
+                    if pre is None:
+                        into, place = self._bulk_into(header, n, [])
+                        req = self._comm.Irecv(into, st.Get_source(), self._tag + 1)
+                        self._lookahead(i, place)
+                    else:
+                        req, into, _ = pre
+                    req.Wait()
+                    msg = (header, memoryview(into))
+        self._reqs[i] = self._comm.Irecv(buf, MPI.ANY_SOURCE, self._tag)
         self._head = (i + 1) % self._depth
         if msg is None:
             self.dropped += 1
@@ -258,6 +305,50 @@ class MPIConduit(Conduit):
                 self.bytes_received += msg[1].nbytes
         return msg
 
+    def _bulk_into(self, header: bytes, n: int,
+                   taken: list[tuple[int, int]]) -> tuple[Any, tuple[int, int] | None]:
+        """Where to receive a bulk payload, and the place in a segment it is for (None: no
+        such place). Its place itself (the engine's lander), unless that overlaps a place in
+        ``taken`` (those of payloads received ahead of their turn, which must be stored
+        first), else a fresh buffer the core copies from in turn."""
+        into = None if self._land is None else self._land(header, n)
+        if into is None:
+            return self._np.empty(n, dtype=self._np.uint8), None
+        a = into.ctypes.data
+        if any(a < b + m and b < a + n for b, m in taken):
+            return self._np.empty(n, dtype=self._np.uint8), (a, n)
+        return into, (a, n)
+
+    def _lookahead(self, i: int, first: tuple[int, int] | None) -> None:
+        """Post the bulk receives of the envelopes that arrived after envelope ``i`` (also a
+        bulk one, for place ``first``), up to the first that is not, so MPI moves their
+        payloads while earlier ones are handled (a pipeline like a window of preposted
+        receives). A payload goes straight to its place in a segment only where no earlier
+        one of these goes: the messages stay delivered, and stored, in order. Holds
+        MPI_LOCK."""
+        MPI, st = self._MPI, self._peek
+        taken = [] if first is None else [first]
+        k = (i + 1) % self._depth
+        while k != i:
+            pre = self._pre.get(k)
+            if pre is None:
+                if not self._reqs[k].Get_status(st):
+                    return
+                buf = self._bufs[k]
+                count = st.Get_count(MPI.BYTE)
+                if count < ENVELOPE:
+                    return
+                kind, hl, _, n = ENV.unpack_from(buf)
+                if kind != KIND_BULK or hl > MAX_HEADER or count != ENVELOPE + hl or \
+                        n <= self._inline:
+                    return
+                into, place = self._bulk_into(buf[ENVELOPE:ENVELOPE + hl].tobytes(), n, taken)
+                pre = self._pre[k] = (self._comm.Irecv(into, st.Get_source(), self._tag + 1),
+                                      into, place)
+            if pre[2] is not None:
+                taken.append(pre[2])
+            k = (k + 1) % self._depth
+
     def _ready(self) -> bool:
         """Whether the next envelope has come (``MPI_Request_get_status``: the request stays
         for :meth:`recv` to complete)."""
@@ -266,6 +357,13 @@ class MPIConduit(Conduit):
 
     # -- waiting: spin, then nap (MPI has no descriptor) ----------------------------------
     def _nap_for(self, timeout: float | None) -> float:
+        """How long to nap now: 0 while sends are in flight (MPI moves their data only while
+        it is called: a napping sender stalls its own large sends), else the next nap."""
+        with MPI_LOCK:
+            if self._sends:
+                self._reap()
+                if self._sends:
+                    return 0.0
         nap = self._nap
         self._nap = min(nap * 2, NAP_MAX_S)
         return nap if timeout is None else max(0.0, min(nap, timeout))
@@ -285,6 +383,9 @@ class MPIConduit(Conduit):
             if left is not None and left <= 0:
                 return False
             t = self._nap_for(left)
+            if not t:
+                os.sched_yield()
+                continue
             if fds:
                 r, _, _ = select.select(list(fds), [], [], t)
                 if r:
@@ -302,7 +403,11 @@ class MPIConduit(Conduit):
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 return None
-            time.sleep(self._nap_for(left))
+            t = self._nap_for(left)
+            if t:
+                time.sleep(t)
+            else:
+                os.sched_yield()
 
     # -- the rest ---------------------------------------------------------------------------
     def statistics(self) -> ConduitStatistics:
@@ -328,4 +433,7 @@ class MPIConduit(Conduit):
             for req in self._reqs:
                 req.Cancel()
                 req.Wait()
-            self._reqs = []
+            for req, _, _ in self._pre.values():
+                req.Cancel()
+                req.Wait()
+            self._reqs, self._pre = [], {}

@@ -133,6 +133,13 @@ class Conduit(abc.ABC):
         r, _, _ = select.select([self.fileno(), *fds], [], [], timeout)
         return bool(r)
 
+    def set_lander(self, land: Callable[[bytes, int], Any] | None) -> None:
+        """Optional: ``land(header, n)`` says where the ``n``-byte payload of the message
+        ``header`` is to be stored (a writable buffer of ``n`` bytes, in a rank's segment) or
+        None. A conduit that can receive a payload straight into that buffer does (the
+        ``mpi`` conduit, for payloads of its bulk messages) and returns the buffer itself as
+        the payload, which the core then does not copy again. The default ignores it."""
+
     def idle_signal(self) -> tuple[int, bytearray] | None:
         """A cheap "still nothing" test for the engine's hot path, or None (the default: the
         engine calls :meth:`recv`). ``(fd, flag)``: while ``flag[0]`` is nonzero the conduit

@@ -1,0 +1,242 @@
+"""The ``mpi`` sections of ``amnet-bench am`` and ``rma`` (``--conduit ...,mpi``): amnet over
+the mpi conduit beside mpi4py on the same MPI with the same transport settings.
+
+**amnet**: the suites' 2-rank jobs (:func:`amnet.bench._jobs.am_job`,
+:func:`~amnet.bench._jobs.rma_job`) with one rank per simulated node, ``conduit="mpi"``: its
+processes are started by ``mpiexec`` and every AM crosses MPI.
+
+**peer**: ``mpiexec -n 2`` of :mod:`amnet.bench._mpipeer` with mpi4py: the AM emulation a
+Python user would write (``Send``, ``Iprobe`` + ``Recv`` + dict dispatch, reply ``Send``) and
+the ``Send``/``Recv`` ping-pong for the round trip; ``Isend``/``Irecv`` windows with an ack per
+window (OSU's ``osu_bw``) for bandwidth, as amnet's ``put_nbi`` window + ``wait_nbi``.
+
+**Transport**: both run with :data:`amnet.core._mpiconduit.MPICH_NETWORK_PATH` in their
+environment (MPICH's network module over TCP, no shared-memory shortcut between the two
+processes of this host): the path that crosses hosts on a cluster. Every repetition runs
+amnet (each wait mode) and mpi4py one after the other, fresh processes each; figures are
+medians over repetitions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from ._jobs import am_job, rma_job
+from ._mpipeer import run_mpi
+from ._report import Progress
+from ._twonode import dist, over_reps, rate_over_reps, run_amnet, size_label, us
+
+TARGET_SHORT = 1.5  # the MPI conduit issue: Short-AM round trip <= 1.5x mpi4py AM emulation
+TARGET_BW = 0.8  # put bandwidth at 1 MiB >= 0.8x mpi4py Send/Recv bandwidth
+TARGET_SIZE = 1 << 20
+
+
+@contextlib.contextmanager
+def network_path() -> Iterator[dict[str, str]]:
+    """MPICH's network path for every ``mpiexec`` started meanwhile (amnet's and mpi4py's)."""
+    from ..core._mpiconduit import MPICH_NETWORK_PATH
+
+    saved = {k: os.environ.get(k) for k in MPICH_NETWORK_PATH}
+    os.environ.update(MPICH_NETWORK_PATH)
+    try:
+        yield dict(MPICH_NETWORK_PATH)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _wm(mode: str, resolved: set[str]) -> str:
+    modes = sorted(resolved)
+    return mode if modes == [mode] else f"{mode} ({'/'.join(modes)})"
+
+
+def _env_note(env: dict[str, str]) -> str:
+    return ("transport: " + " ".join(f"{k}={v}" for k, v in env.items()) + " for amnet's "
+            "mpiexec and mpi4py's alike (MPICH's network module over TCP loopback, no "
+            "shared-memory shortcut: what crosses hosts on a cluster).")
+
+
+def am_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
+    """``am``'s mpi section: Short-AM round trip (and Medium sizes) over the mpi conduit
+    beside mpi4py's AM emulation and Send/Recv ping-pong."""
+    plan = {"warmup": opts.warmup, "iters": opts.iters, "sizes": opts.sizes, "pin": opts.pin}
+    step = {"warmup": opts.warmup, "iters": opts.iters, "batch": min(100, opts.iters)}
+    mpi_plan = {"pin": "split" if opts.pin == "split" else "none", "pingpong": dict(step),
+                "am": dict(step)}
+    amnet_opts = {"max_medium": max(65536, max(opts.sizes)), "conduit": "mpi"}
+    shapes = ["short", *(str(s) for s in opts.sizes)]
+    got: dict[str, dict[str, list]] = {m: {s: [] for s in shapes} for m in opts.wait_modes}
+    resolved: dict[str, set[str]] = {m: set() for m in opts.wait_modes}
+    peer: dict[str, list] = {"am": [], "pingpong": []}
+    info: dict[str, Any] = {}
+    bar = Progress("am mpi", (len(opts.wait_modes) + 1) * opts.reps, enabled=progress)
+    with network_path() as env:
+        try:
+            for rep in range(opts.reps):
+                for mode in opts.wait_modes:
+                    r = run_amnet(am_job, plan, wait_mode=mode, **amnet_opts)
+                    resolved[mode].add(r["wait_mode"])
+                    got[mode]["short"].append(dist(r["short"]))
+                    for s in opts.sizes:
+                        got[mode][str(s)].append(dist(r["medium"][str(s)]))
+                    bar.step(f"amnet mpi {mode} rep {rep + 1}/{opts.reps}")
+                m = run_mpi(mpi_plan)
+                peer["am"].append(m["am"])
+                peer["pingpong"].append(m["pingpong"])
+                info = {k: m.get(k) for k in ("mpi_library", "mpi4py", "thread_level")}
+                bar.step(f"mpi4py rep {rep + 1}/{opts.reps}")
+        finally:
+            bar.close()
+    emu, pp = over_reps(peer["am"]), over_reps(peer["pingpong"])
+    results, rows = [], []
+    for shape in shapes:
+        for mode in opts.wait_modes:
+            a = over_reps(got[mode][shape])
+            short = shape == "short"
+            ratio = a["median"] / emu["median"] if short else None
+            target = ({"max_ratio": TARGET_SHORT, "met": ratio <= TARGET_SHORT}
+                      if short else None)
+            results.append({"section": "mpi", "am": "short" if short else "medium",
+                            "payload_bytes": 0 if short else int(shape), "wait_mode": mode,
+                            "wait_mode_resolved": sorted(resolved[mode]), "amnet": a,
+                            "mpi4py_am": emu if short else None,
+                            "mpi4py_pingpong": pp if short else None,
+                            "ratio_mpi4py_am": ratio, "target": target})
+            what = "Short (1 arg)" if short else f"Medium {size_label(int(shape))}"
+            verdict = ""
+            if target:
+                verdict = f"<= {TARGET_SHORT:g}: " + ("met" if target["met"] else "missed")
+            rows.append([what, _wm(mode, resolved[mode]), us(a), us(emu) if short else "-",
+                         us(pp) if short else "-",
+                         f"{ratio:.2f}" if ratio is not None else "-", verdict])
+    notes = [
+        f"µs per round trip: median (p10..p90), medians over {opts.reps} repetitions of "
+        f"{opts.iters} timed round trips (after {opts.warmup} untimed); amnet and mpi4py "
+        "interleaved in the same run, fresh processes every repetition.",
+        "amnet: `amnet.run(fn, n=2, nodes=2, conduit=\"mpi\")`, one rank per simulated node "
+        "(processes started by mpiexec); rank 0 `request_short(1, ping, i)` / "
+        "`request_medium(1, mping, payload, i)`, then `ep.wait_until(reply handler ran)`.",
+        "mpi4py AM emulation: `Send` of 4 x int64 (tag = handler), `Iprobe(ANY_SOURCE, "
+        "ANY_TAG)` + `Recv` + dict dispatch, reply `Send`; Send/Recv: 8-byte ping-pong. Timed "
+        f"in batches of {step['batch']}. The Medium rows have no mpi4py shape to compare with.",
+        f"ratio = amnet Short median / mpi4py AM emulation median (lower is better; target "
+        f"<= {TARGET_SHORT:g}).",
+        _env_note(env),
+    ]
+    if info:
+        notes.append(f"peer: {info.get('mpi_library')}, mpi4py {info.get('mpi4py')} "
+                     f"(thread level {info.get('thread_level')}); amnet's processes run MPI "
+                     "at MPI_THREAD_SERIALIZED.")
+    config = {"iters": opts.iters, "warmup": opts.warmup, "reps": opts.reps,
+              "sizes": opts.sizes, "wait_modes": opts.wait_modes, "amnet_options": amnet_opts,
+              "mpi_plan": mpi_plan, "env": env, "peer": info}
+    return {"config": config, "results": results, "table": {
+        "section": "mpi", "title": "Across nodes over MPI: AM round trip on the mpi conduit "
+        "vs mpi4py (same MPI, network path)",
+        "columns": ["AM", "amnet wait mode", "amnet µs", "mpi4py AM emulation µs",
+                    "mpi4py Send/Recv µs", "ratio amnet/AM emulation", "target"],
+        "rows": rows, "notes": notes}}
+
+
+def rma_section(opts: argparse.Namespace, progress: bool, seg: int) -> dict[str, Any]:
+    """``rma``'s mpi section: put_nbi streaming bandwidth over the mpi conduit beside mpi4py
+    Isend/Irecv streaming, and blocking put/get latency."""
+    windows = {s: max(2, min(opts.max_windows, -(-opts.bytes // (s * opts.window))))
+               for s in opts.sizes}
+    plan = {"window": opts.window, "warmup": opts.warmup, "pin": opts.pin,
+            "bw": [[s, windows[s]] for s in opts.sizes], "lat_sizes": opts.lat_sizes,
+            "lat_iters": opts.iters, "lat_warmup": 10 * opts.warmup}
+    mpi_plan = {"window_bytes": max(16 << 20, max(opts.sizes)), "send_bw": {
+        "sizes": opts.sizes, "window": opts.window, "warmup": opts.warmup,
+        "windows": max(windows.values())}}
+    bw: dict[str, dict[int, list[float]]] = {m: {s: [] for s in opts.sizes}
+                                             for m in opts.wait_modes}
+    lat: dict[str, dict[tuple[str, int], list]] = {
+        m: {(op, s): [] for op in ("put", "get") for s in opts.lat_sizes}
+        for m in opts.wait_modes}
+    resolved: dict[str, set[str]] = {m: set() for m in opts.wait_modes}
+    peer: dict[int, list[float]] = {s: [] for s in opts.sizes}
+    bar = Progress("rma mpi", (len(opts.wait_modes) + 1) * opts.reps, enabled=progress)
+    with network_path() as env:
+        try:
+            for rep in range(opts.reps):
+                for mode in opts.wait_modes:
+                    r = run_amnet(rma_job, plan, wait_mode=mode, conduit="mpi",
+                                  segment_size=seg)
+                    resolved[mode].add(r["wait_mode"])
+                    for s in opts.sizes:
+                        moved = s * opts.window * windows[s]
+                        bw[mode][s].append(moved / r["bw"][str(s)] / 1e6)
+                    for op in ("put", "get"):
+                        for s in opts.lat_sizes:
+                            lat[mode][(op, s)].append(dist(r[op][str(s)]))
+                    bar.step(f"amnet mpi {mode} rep {rep + 1}/{opts.reps}")
+                m = run_mpi(mpi_plan)
+                for s in opts.sizes:
+                    peer[s].append(m["send_bw"][str(s)]["median"])
+                bar.step(f"mpi4py rep {rep + 1}/{opts.reps}")
+        finally:
+            bar.close()
+    results, rows = [], []
+    for s in opts.sizes:
+        p = rate_over_reps(peer[s])
+        for mode in opts.wait_modes:
+            a = rate_over_reps(bw[mode][s])
+            ratio = a["median"] / p["median"]
+            target = ({"min_ratio": TARGET_BW, "met": ratio >= TARGET_BW}
+                      if s == TARGET_SIZE else None)
+            results.append({"section": "mpi", "op": "put_nbi bandwidth", "unit": "MB/s",
+                            "bytes": s, "wait_mode": mode,
+                            "wait_mode_resolved": sorted(resolved[mode]), "amnet": a,
+                            "mpi4py_send_bw": p, "ratio": ratio, "better": "higher",
+                            "target": target})
+            verdict = ""
+            if target:
+                verdict = f">= {TARGET_BW:g}: " + ("met" if target["met"] else "missed")
+            rows.append([f"put_nbi stream MB/s, W={opts.window}", size_label(s),
+                         _wm(mode, resolved[mode]), _mbs(a), _mbs(p),
+                         f"{ratio:.2f} (higher is better)", verdict])
+    for op in ("put", "get"):
+        for s in opts.lat_sizes:
+            for mode in opts.wait_modes:
+                a = over_reps(lat[mode][(op, s)])
+                results.append({"section": "mpi", "op": f"blocking {op} latency",
+                                "unit": "s", "bytes": s, "wait_mode": mode,
+                                "wait_mode_resolved": sorted(resolved[mode]), "amnet": a,
+                                "better": "lower", "target": None})
+                rows.append([f"blocking {op} µs", size_label(s), _wm(mode, resolved[mode]),
+                             us(a), "-", "-", ""])
+    notes = [
+        f"Bandwidth: MB/s (10^6 bytes/s), median (min..max) over {opts.reps} repetitions. "
+        f"amnet: `ep.put_nbi(1, k*S, src)` for k < {opts.window}, then `ep.wait_nbi()`, "
+        + ", ".join(f"{windows[s]} windows of {size_label(s)}" for s in opts.sizes)
+        + f" after {opts.warmup} untimed; over the mpi conduit, a put larger than max_medium "
+        "travels as an envelope and a bulk MPI message sent from the put's buffer.",
+        f"mpi4py: `Isend` x {opts.window} of S bytes + `Waitall`, the receiver `Irecv`s into "
+        "consecutive slots of one buffer + `Waitall`, then an 8-byte ack (OSU osu_bw); one "
+        "sample per window, the median of the repetition's windows.",
+        f"ratio = amnet / mpi4py Send/Recv (higher is better; target at 1 MiB: >= "
+        f"{TARGET_BW:g}). Latency rows: amnet's blocking put/get round trips, µs median "
+        "(p10..p90); mpi4py has no shape of theirs here.",
+        _env_note(env),
+    ]
+    config = {"reps": opts.reps, "sizes": opts.sizes, "window": opts.window,
+              "windows": windows, "lat_sizes": opts.lat_sizes, "iters": opts.iters,
+              "wait_modes": opts.wait_modes, "mpi_plan": mpi_plan, "env": env,
+              "amnet_options": {"conduit": "mpi", "segment_size": seg}}
+    return {"config": config, "results": results, "table": {
+        "section": "mpi", "title": "Across nodes over MPI: put/get on the mpi conduit vs "
+        "mpi4py Send/Recv (same MPI, network path)",
+        "columns": ["operation", "size", "amnet wait mode", "amnet", "mpi4py Send/Recv",
+                    "ratio amnet/mpi4py", "target"], "rows": rows, "notes": notes}}
+
+
+def _mbs(s: dict[str, Any]) -> str:
+    return f"{s['median']:.0f} ({s['min']:.0f}..{s['max']:.0f})"
