@@ -168,7 +168,7 @@ def test_am_pinned_to_one_core_skips_the_spinning_peer(marked):
     ("am", ["--wait-mode", "fast"]),
     ("am", ["--latency-us", "-1"]),
     ("am", ["--conduit", "carrier-pigeon"]),
-    ("am", ["--conduit", "zmq,tcp"]),  # one conduit per run
+    ("rma", ["--conduit", "zmq,carrier-pigeon"]),
     ("rma", ["--window", "0"]),
     ("rma", ["--bytes", "lots"]),
     ("rma", ["--sizes", "0"]),
@@ -378,3 +378,25 @@ def test_rma_node_figures(marked, threads):
                 want = [">= 0.8x memcpy"]
         assert [t["what"] for t in row["targets"]] == want
     _check_table(res)
+
+
+def test_am_and_rma_over_mpi_beside_mpi4py(marked):
+    """--conduit tcp,mpi: the raw-zmq table for tcp, then the mpi table beside mpi4py on the
+    same MPI (MPICH's network path), each Short / 1 MiB row with its target."""
+    res = am_mod.am(["--quick", "--no-node", "--conduit", "tcp,mpi", "--sizes", "8"],
+                    progress=False)
+    assert [t["section"] for t in res["tables"]] == ["network", "mpi"]
+    assert "over the tcp conduit" in res["tables"][0]["title"]
+    mpi = [r for r in res["results"] if r["section"] == "mpi"]
+    short = next(r for r in mpi if r["am"] == "short")
+    assert short["amnet"]["median"] > 0 and short["mpi4py_am"]["median"] > 0
+    assert short["ratio_mpi4py_am"] == short["amnet"]["median"] / short["mpi4py_am"]["median"]
+    assert short["target"]["max_ratio"] == 1.5
+    assert res["config"]["mpi"]["env"]["MPIR_CVAR_NOLOCAL"] == "1"
+    assert any("MPIR_CVAR_NOLOCAL=1" in n for n in res["notes"])
+    res = rma_mod.rma(["--quick", "--no-node", "--conduit", "mpi", "--sizes", "1M"],
+                      progress=False)
+    assert [t["section"] for t in res["tables"]] == ["mpi"]
+    bw = next(r for r in res["results"] if r["op"] == "put_nbi bandwidth")
+    assert bw["bytes"] == 1 << 20 and bw["amnet"]["median"] > 0
+    assert bw["mpi4py_send_bw"]["median"] > 0 and bw["target"]["min_ratio"] == 0.8

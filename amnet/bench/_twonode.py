@@ -85,17 +85,22 @@ def pin_note(pin: str) -> str | None:
 
 def merge_sections(suite: str, *sections: dict[str, Any] | None) -> dict[str, Any]:
     """A suite's result from its sections (each a dict of ``config``, ``results`` and
-    ``table``, or None when not run): every table, the first as ``table``. The first
-    section's config is the suite's; each later one's goes under its section's name (the
-    network section of a second conduit under ``network:CONDUIT``)."""
+    ``table``, or None when not run): every table, the first as ``table``. The config of
+    the first section across nodes is the suite's; the node section's goes under ``node``,
+    each later one's under its section's name (a second conduit's network section under
+    ``network:CONDUIT``)."""
     tables: list[dict[str, Any]] = []
     out: dict[str, Any] = {"suite": suite, "config": {}, "results": []}
+    placed = False  # the config of the first section across nodes is the suite's
     for sec in sections:
         if sec is None:
             continue
         name = sec["table"]["section"]
-        if not tables:
+        if name == "node":
+            out["config"]["node"] = sec["config"]
+        elif not placed:
             out["config"].update(sec["config"])
+            placed = True
         else:
             key = name if name not in out["config"] else \
                 f"{name}:{sec['config'].get('amnet_options', {}).get('conduit')}"

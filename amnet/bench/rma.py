@@ -350,8 +350,9 @@ def _network(parser: argparse.ArgumentParser, opts: argparse.Namespace,
         + f", after {opts.warmup} untimed windows. Latency: µs "
         f"per blocking operation, median (p10..p90), medians over the repetitions of "
         f"{opts.iters} timed operations each (after {10 * opts.warmup} untimed).",
-        f"amnet: `amnet.run(fn, n=2, nodes=2)`, one rank per simulated node, {opts.conduit} "
-        "conduit over TCP loopback. Rank 0: `ep.put_nbi(1, k*S, src)` for k < W, then `ep.wait_nbi()` "
+        f"amnet: `amnet.run(fn, n=2, nodes=2)`, one rank per simulated node, "
+        f"{opts.conduit} conduit over TCP loopback. Rank 0: `ep.put_nbi(1, k*S, src)` for "
+        "k < W, then `ep.wait_nbi()` "
         "(each put is acked by rank 1's system handler after it wrote the segment); "
         "`ep.put(1, 0, data)` / `ep.get(1, 0, n, out)` for latency. Rank 1 serves in "
         "`ep.wait_until`.",

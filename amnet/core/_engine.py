@@ -579,7 +579,7 @@ class Engine:
         always with AMNET_NET_LATENCY_US: a delayed put must not land before earlier ones)."""
         if self.latency or len(header) < W.FIXED_SIZE:
             return None
-        flags, nargs, hidx, src, dst, offset = W.FIXED.unpack_from(header)
+        flags, _, hidx, _, dst, offset = W.FIXED.unpack_from(header)
         if flags & (W.CATEGORY_MASK | W.REPLY) != W.LONG or (flags & W.SYSTEM and hidx != 0):
             return None
         li = dst - self.first

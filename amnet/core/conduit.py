@@ -139,6 +139,7 @@ class Conduit(abc.ABC):
         None. A conduit that can receive a payload straight into that buffer does (the
         ``mpi`` conduit, for payloads of its bulk messages) and returns the buffer itself as
         the payload, which the core then does not copy again. The default ignores it."""
+        return None
 
     def idle_signal(self) -> tuple[int, bytearray] | None:
         """A cheap "still nothing" test for the engine's hot path, or None (the default: the
