@@ -256,7 +256,8 @@ OPTIONS: dict[str, Option] = {
             "conduit",
             str,
             "zmq",
-            "the name of a registered conduit: zmq, tcp, or one an installed package registers",
+            "the name of a registered conduit: zmq, tcp, mpi, or one an installed package "
+            "registers",
             "The conduit that carries AMs between processes.",
             _known_conduit,
         ),

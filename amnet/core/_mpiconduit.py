@@ -6,11 +6,14 @@ Every message is one *envelope* (an MPI message of at most ``ENVELOPE + MAX_HEAD
 inline`` bytes, ``inline`` = ``max_medium`` capped at 1 MiB), matched by one of ``depth``
 receives the conduit keeps posted (``MPI_ANY_SOURCE``, its own tag): the AM header, and the
 payload in line when it fits. A larger payload follows as a second message with the bulk tag,
-sent from the caller's buffer itself when ``copy=False`` (no copy on either side: it is
-received into a fresh buffer of its size). Both messages to one destination are posted under
-one lock, so every peer sees envelopes and bulk messages in the same order (MPI's
-non-overtaking rule per source, tag and communicator) and FIFO per pair holds: posted receives
-are matched in the order they were posted, and the conduit completes them in that order.
+sent from the caller's buffer itself when ``copy=False`` (else from a copy in a pooled bounce
+buffer), and received straight into its place in the destination segment when the core says
+where (:meth:`Conduit.set_lander`: puts and Long AMs), else into a fresh buffer; the bulk
+receives of envelopes that arrived behind it are posted at once (:meth:`MPIConduit._lookahead`).
+Both messages to one destination are posted under one lock, so every peer sees envelopes and
+bulk messages in the same order (MPI's non-overtaking rule per source, tag and communicator)
+and FIFO per pair holds: posted receives are matched in the order they were posted, and the
+conduit completes them in that order.
 
 Threads: every MPI call of the conduit (and of the MPI bootstrap, :mod:`._mpiboot`) holds
 :data:`MPI_LOCK`, a lock of the process: MPI is used *serialized*, so a process needs no more
@@ -18,7 +21,8 @@ than ``MPI_THREAD_SERIALIZED`` (docs/conduits.md says why this beats ``MPI_THREA
 measured). Waiting: MPI has no file descriptor to sleep on, so a waiting rank spins for a
 while and then sleeps in naps that grow from :data:`NAP_MIN_S` to :data:`NAP_MAX_S` and shrink
 back whenever a message arrives (:meth:`MPIConduit.recv_wait`, ``wait_readable``,
-``wait_readable_fds``, which also watches the shared-memory doorbells it is given).
+``wait_readable_fds``, which also watches the shared-memory doorbells it is given); never
+while its own sends are in flight, which MPI moves only while it is called.
 
 Addresses are ``mpi:RANK:CHANNEL``: the process's rank in the job's communicator and the
 conduit's channel in that process (its envelope tag is ``2 * CHANNEL + 16``, its bulk tag one
@@ -133,6 +137,7 @@ class MPIConduit(Conduit):
         super().__init__(proc, procs, bind_host, curve, options, secret)
         MPI = mpi()
         self._MPI = MPI
+        self._any = MPI.ANY_SOURCE
         self._comm = _job["comm"] or MPI.COMM_WORLD
         self._channel = next(_channels)
         self._tag = TAG_BASE + 2 * self._channel
@@ -152,7 +157,11 @@ class MPIConduit(Conduit):
         import numpy as np
 
         self._np = np
-        self._bufs = [np.empty(self._bufsize, dtype=np.uint8) for _ in range(self._depth)]
+        # envelope buffers: bytearrays (struct and memoryview slices read them faster than
+        # numpy arrays, a few µs a message) and a memoryview of each
+        self._bufs = [bytearray(self._bufsize) for _ in range(self._depth)]
+        self._views = [memoryview(b) for b in self._bufs]
+        self._BYTE = MPI.BYTE
         with MPI_LOCK:
             self._reqs = [self._comm.Irecv(b, MPI.ANY_SOURCE, self._tag)
                           for b in self._bufs]
@@ -268,23 +277,24 @@ class MPIConduit(Conduit):
     def _take(self, i: int) -> tuple[bytes, Any] | None:
         """Read the completed envelope in buffer ``i``, post its receive again and return
         the message (None: it was malformed, dropped and counted). Holds MPI_LOCK."""
-        MPI, st = self._MPI, self._status
-        buf = self._bufs[i]
-        count = st.Get_count(MPI.BYTE)
+        st = self._status
+        buf, view = self._bufs[i], self._views[i]
+        count = st.Get_count(self._BYTE)
         msg = None
         if count >= ENVELOPE:
             kind, hl, _, n = ENV.unpack_from(buf)
             body = ENVELOPE + hl
             if hl <= MAX_HEADER and kind <= KIND_BULK:
-                header = buf[ENVELOPE:body].tobytes()
+                header = view[ENVELOPE:body].tobytes()
                 if kind == KIND_HEADER and count == body:
                     msg = (header, None)
                 elif kind == KIND_INLINE and count == body + n:
                     if n <= COPY_OUT:
-                        msg = (header, memoryview(buf[body:count].tobytes()))
+                        msg = (header, memoryview(view[body:count].tobytes()))
                     else:  # hand the buffer over; a fresh one takes its place
-                        msg = (header, memoryview(buf)[body:count])
-                        buf = self._bufs[i] = self._np.empty(self._bufsize, dtype=self._np.uint8)
+                        msg = (header, view[body:count])
+                        buf = self._bufs[i] = bytearray(self._bufsize)
+                        self._views[i] = memoryview(buf)
                 elif kind == KIND_BULK and count == body and n > self._inline:
                     pre = self._pre.pop(i, None)
                     if pre is None:
@@ -295,7 +305,7 @@ class MPIConduit(Conduit):
                         req, into, _ = pre
                     req.Wait()
                     msg = (header, memoryview(into))
-        self._reqs[i] = self._comm.Irecv(buf, MPI.ANY_SOURCE, self._tag)
+        self._reqs[i] = self._comm.Irecv(buf, self._any, self._tag)
         self._head = (i + 1) % self._depth
         if msg is None:
             self.dropped += 1
@@ -326,7 +336,7 @@ class MPIConduit(Conduit):
         receives). A payload goes straight to its place in a segment only where no earlier
         one of these goes: the messages stay delivered, and stored, in order. Holds
         MPI_LOCK."""
-        MPI, st = self._MPI, self._peek
+        st = self._peek
         taken = [] if first is None else [first]
         k = (i + 1) % self._depth
         while k != i:
@@ -335,14 +345,15 @@ class MPIConduit(Conduit):
                 if not self._reqs[k].Get_status(st):
                     return
                 buf = self._bufs[k]
-                count = st.Get_count(MPI.BYTE)
+                count = st.Get_count(self._BYTE)
                 if count < ENVELOPE:
                     return
                 kind, hl, _, n = ENV.unpack_from(buf)
                 if kind != KIND_BULK or hl > MAX_HEADER or count != ENVELOPE + hl or \
                         n <= self._inline:
                     return
-                into, place = self._bulk_into(buf[ENVELOPE:ENVELOPE + hl].tobytes(), n, taken)
+                into, place = self._bulk_into(self._views[k][ENVELOPE:ENVELOPE + hl].tobytes(),
+                                              n, taken)
                 pre = self._pre[k] = (self._comm.Irecv(into, st.Get_source(), self._tag + 1),
                                       into, place)
             if pre[2] is not None:
