@@ -28,7 +28,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -128,10 +127,13 @@ def check_mpi_options(spawner: str, spawn_cmd: str | None, bootstrap_addr: str |
                           "no bootstrap service or sockets of amnet's")
 
 
-def _pump(src: Any, write: Callable[[str], Any]) -> None:
+def _pump(src: Any, stream: Any) -> None:
+    """Forward the job's output line by line to ``stream``, flushed at once (the ranks'
+    lines come whole: every rank writes whole lines, and so does the MPI's launcher)."""
     for line in iter(src.readline, ""):
         try:
-            write(line)
+            stream.write(line)
+            stream.flush()
         except Exception:
             pass
     src.close()
@@ -168,8 +170,8 @@ def run_mpi_job(spec: dict[str, Any], *, launcher: str | None = None,
     except OSError as e:
         shutil.rmtree(results, ignore_errors=True)
         return Outcome(127, f"could not start the MPI launcher {shlex.join(cmd[:1])}: {e}")
-    pumps = [threading.Thread(target=_pump, args=(p.stdout, out.write), daemon=True),
-             threading.Thread(target=_pump, args=(p.stderr, err.write), daemon=True)]
+    pumps = [threading.Thread(target=_pump, args=(p.stdout, out), daemon=True),
+             threading.Thread(target=_pump, args=(p.stderr, err), daemon=True)]
     for t in pumps:
         t.start()
     try:
