@@ -19,15 +19,19 @@ rank that ends without joining a collective the others wait in leaves them waiti
 
 from __future__ import annotations
 
+import collections
 import os
 import pickle
+import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +42,8 @@ from .job import Outcome
 
 STOP_S = 3.0  # after SIGTERM to the MPI launcher: how long before SIGKILL to the group
 ENV_LIMIT = 64 << 10  # a spec larger than this goes in a file of the result directory
+TAIL_LINES = 40  # the job's last output lines kept for the launcher's report of a death
+WATCH_S = 0.002  # how often the processes of this host are looked at (see _Watch)
 
 
 def find_mpiexec() -> str | None:
@@ -127,10 +133,12 @@ def check_mpi_options(spawner: str, spawn_cmd: str | None, bootstrap_addr: str |
                           "no bootstrap service or sockets of amnet's")
 
 
-def _pump(src: Any, stream: Any) -> None:
+def _pump(src: Any, stream: Any, tail: collections.deque) -> None:
     """Forward the job's output line by line to ``stream``, flushed at once (the ranks'
-    lines come whole: every rank writes whole lines, and so does the MPI's launcher)."""
+    lines come whole: every rank writes whole lines, and so does the MPI's launcher), and
+    keep the last lines in ``tail`` (the launcher's report of a process that died)."""
     for line in iter(src.readline, ""):
+        tail.append(line)
         try:
             stream.write(line)
             stream.flush()
@@ -170,10 +178,14 @@ def run_mpi_job(spec: dict[str, Any], *, launcher: str | None = None,
     except OSError as e:
         shutil.rmtree(results, ignore_errors=True)
         return Outcome(127, f"could not start the MPI launcher {shlex.join(cmd[:1])}: {e}")
-    pumps = [threading.Thread(target=_pump, args=(p.stdout, out), daemon=True),
-             threading.Thread(target=_pump, args=(p.stderr, err), daemon=True)]
+    tail: collections.deque = collections.deque(maxlen=TAIL_LINES)
+    pumps = [threading.Thread(target=_pump, args=(p.stdout, out, tail), daemon=True),
+             threading.Thread(target=_pump, args=(p.stderr, err, tail), daemon=True)]
     for t in pumps:
         t.start()
+    watch = _Watch(results, topo.procs)
+    watcher = threading.Thread(target=watch.run, args=(p,), daemon=True)
+    watcher.start()
     try:
         try:
             code = p.wait(timeout)
@@ -185,7 +197,9 @@ def run_mpi_job(spec: dict[str, Any], *, launcher: str | None = None,
             _stop(p, signal.SIGINT)
         for t in pumps:
             t.join(5.0)
-        return _outcome(results, topo, code, head, p.returncode, cmd)
+        watcher.join(1.0)
+        return _outcome(results, topo, code, head, p.returncode, cmd, list(tail),
+                        watch.first)
     finally:
         try:
             os.killpg(p.pid, signal.SIGKILL)  # anything of the job still in its group
@@ -217,8 +231,97 @@ def _stop(p: subprocess.Popen, sig: int) -> None:
     p.wait()
 
 
+class _Watch:
+    """Which process of the job ended first, while the MPI's launcher still ran: the one a
+    ``kill -9`` took, before the launcher ended the others (MPICH's Hydra reports how a
+    process died, not which one). Watches the processes of this host, by the pid each wrote
+    at start."""
+
+    def __init__(self, results: str, procs: int) -> None:
+        self.results, self.procs = results, procs
+        self.seen: set[int] = set()  # processes whose pid file was read
+        self.pids: dict[int, int] = {}  # proc -> pid, for the processes on this host
+        self.first: int | None = None
+        self.host = socket.gethostname()
+
+    def run(self, p: subprocess.Popen) -> None:
+        while p.poll() is None and self.first is None:
+            if len(self.seen) < self.procs:
+                self._read()
+            gone = []
+            for proc, pid in list(self.pids.items()):
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    if os.path.exists(os.path.join(self.results, pid_name(proc))):
+                        gone.append(proc)  # it did not get to say it ended normally
+                    else:
+                        del self.pids[proc]
+                except PermissionError:
+                    pass
+            if gone:  # one: that is the one; several at once: the launcher's clean-up
+                self.first = gone[0] if len(gone) == 1 else None
+                return
+            time.sleep(WATCH_S)
+
+    def _read(self) -> None:
+        for proc in range(self.procs):
+            if proc in self.seen:
+                continue
+            try:
+                with open(os.path.join(self.results, pid_name(proc))) as f:
+                    pid, host = f.read().split()
+            except (OSError, ValueError):
+                continue
+            self.seen.add(proc)
+            if host == self.host:
+                self.pids[proc] = int(pid)
+
+
+def _died(topo: Topology, proc: int | None, tail: list[str]) -> Outcome | None:
+    """The failure of a process that died without a word (``kill -9``), in the native
+    launcher's words (``rank 2 (node 1, proc 2, host h) killed by signal 9 (SIGKILL)``): how
+    it died from the MPI launcher's report (MPICH's Hydra: ``... (signal S)``, ``EXIT CODE:
+    C``), which process from :class:`_Watch` (when it saw it: else the signal alone). None
+    when the report says nothing of how."""
+    from .._jobstate import JobState
+
+    text = "".join(tail)
+    sig = re.search(r"\(signal (\d+)\)|KILLED BY SIGNAL: (\d+)", text)
+    exit_code = re.search(r"EXIT CODE: (\d+)", text)
+    if proc is None:  # the launcher ended the others before the watch saw which one died
+        if sig is None:
+            return None
+        n = int(sig.group(1) or sig.group(2))
+        try:
+            name = signal.Signals(n).name
+        except ValueError:
+            name = f"signal {n}"
+        return Outcome(128 + n, f"a process of the job was killed by signal {n} ({name}); "
+                                "the MPI's launcher ended the others before amnet-run saw "
+                                "which")
+    if sig is not None:
+        how = -int(sig.group(1) or sig.group(2))
+    elif exit_code is not None and int(exit_code.group(1)):
+        how = int(exit_code.group(1))
+    else:
+        return None
+    st = JobState(topo)
+    st.proc_host[proc] = socket.gethostname()
+    st.proc_exited(proc, how)
+    f = st.failure
+    if f is None:
+        return None
+    return Outcome(f.code, f.diagnosis, {}, f.rank, st.where([f.rank]))
+
+
+def pid_name(proc: int) -> str:
+    """The result directory's file where process ``proc`` writes ``PID HOST`` at start."""
+    return f"proc-{proc}.pid"
+
+
 def _outcome(results: str, topo: Topology, code: int, head: str | None, status: int | None,
-             cmd: list[str]) -> Outcome:
+             cmd: list[str], tail: list[str], first: int | None) -> Outcome:
     from ..core._mpiboot import FAILURE, result_name
 
     got: dict[int, bytes] = {}
@@ -238,6 +341,10 @@ def _outcome(results: str, topo: Topology, code: int, head: str | None, status: 
     if fail is not None:
         return Outcome(fail["code"], fail["diagnosis"], got, fail["rank"], fail["where"],
                        fail["error"])
+    died = _died(topo, first, tail) if status else None
+    if died is not None:
+        died.results = got
+        return died
     if status:
         what = f"signal {-status}" if status < 0 else f"status {status}"
         return Outcome(128 - status if status < 0 else status,

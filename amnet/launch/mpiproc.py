@@ -173,11 +173,26 @@ def main(argv: list[str] | None = None) -> int:
     from ..core._mpiboot import MPIBoot
     from ..core._procmain import run_process
 
+    results = spec.get("mpi_results")
+    from .mpilaunch import pid_name
+
+    if results:  # for amnet-run's diagnosis should this process die without a word
+        try:
+            with open(os.path.join(results, pid_name(me)), "w") as f:
+                f.write(f"{os.getpid()} {host}")
+        except OSError:  # a result directory on another host: no diagnosis by pid
+            pass
     with _mpiconduit.MPI_LOCK:
         boot_comm, conduit_comm = world.Dup(), world.Dup()
     _mpiconduit.set_job_comm(conduit_comm)
-    boot = MPIBoot(MPI, boot_comm, topo, me, hosts, spec.get("mpi_results"))
-    return run_process(spec, me, host, boot)
+    boot = MPIBoot(MPI, boot_comm, topo, me, hosts, results)
+    code = run_process(spec, me, host, boot)
+    if results:  # ended with a word: not the process a kill took
+        try:
+            os.unlink(os.path.join(results, pid_name(me)))
+        except OSError:
+            pass
+    return code
 
 
 if __name__ == "__main__":
