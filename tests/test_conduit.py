@@ -647,13 +647,16 @@ def test_zmq_count_dropped_by_the_core(zmq_pair):
 TOPOLOGIES = [
     pytest.param(dict(n=4, nodes=2), id="N4-2nodes"),
     pytest.param(dict(n=4, nodes=2, threads_per_proc=2), id="N4-2nodes-T2"),
+    # forged envelopes sent by MPI to the mpi conduit, Long payloads as bulk messages
+    pytest.param(dict(n=4, nodes=2, conduit="mpi"), id="N4-2nodes-mpi"),
 ]
 
 
 @pytest.mark.parametrize("topo", TOPOLOGIES)
 def test_forged_headers_are_refused(marked, topo):
-    """Rank 0 sends garbage to the last rank's conduit socket from a raw zmq PUSH; the
-    target refuses each (counted once), runs nothing, writes nothing, and goes on."""
+    """Rank 0 sends garbage to the last rank's conduit socket from a raw zmq PUSH (over the
+    mpi conduit: as MPI messages to its tag); the target refuses each (counted once), runs
+    nothing, writes nothing, and goes on."""
     res = amnet.run(functools.partial(conduitjobs.forged, cases=conduitjobs.REFUSED),
                     **topo, segment_size="1M", timeout=60)
     target = res[-1]

@@ -53,6 +53,7 @@ from ._barrier import Barrier
 from ._handlers import HandlerTable
 from ._hot import Token, current_token
 from ._ops import Bucket
+from ._sys import PUT as _SYS_PUT
 from ._sys import landed
 from .conduit import get_conduit
 
@@ -579,14 +580,26 @@ class Engine:
         always with AMNET_NET_LATENCY_US: a delayed put must not land before earlier ones)."""
         if self.latency or len(header) < W.FIXED_SIZE:
             return None
-        flags, _, hidx, _, dst, offset = W.FIXED.unpack_from(header)
-        if flags & (W.CATEGORY_MASK | W.REPLY) != W.LONG or (flags & W.SYSTEM and hidx != 0):
+        flags, nargs, hidx, src, dst, offset = W.FIXED.unpack_from(header)
+        if (flags & (W.CATEGORY_MASK | W.REPLY) != W.LONG or flags & ~W.KNOWN_FLAGS
+                or len(header) != W.FIXED_SIZE + 8 * nargs or src >= self.size):
             return None
         li = dst - self.first
         if not 0 <= li < self.T or offset + n > self.seg_size:
             return None
         rs = self.ranks[li]
-        return None if rs is None else rs.segment[offset:offset + n]
+        if rs is None:
+            return None
+        # only what dispatch will accept: a refused message must not have written a byte
+        if flags & W.SYSTEM:
+            if hidx != _SYS_PUT or nargs != 1:
+                return None
+        else:
+            table = rs.table
+            if (hidx >= len(table.fns) or table.cats[hidx] not in (None, W.LONG)
+                    or table.nargs[hidx] not in (None, nargs)):
+                return None
+        return rs.segment[offset:offset + n]
 
     def _remote(self, header: bytes) -> bool:
         if len(header) < W.FIXED_SIZE:

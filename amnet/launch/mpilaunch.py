@@ -250,15 +250,12 @@ class _Watch:
                 self._read()
             gone = []
             for proc, pid in list(self.pids.items()):
-                try:
-                    os.kill(pid, 0)
-                except ProcessLookupError:
-                    if os.path.exists(os.path.join(self.results, pid_name(proc))):
-                        gone.append(proc)  # it did not get to say it ended normally
-                    else:
-                        del self.pids[proc]
-                except PermissionError:
-                    pass
+                if _alive(pid):
+                    continue
+                if os.path.exists(os.path.join(self.results, pid_name(proc))):
+                    gone.append(proc)  # it did not get to say it ended normally
+                else:
+                    del self.pids[proc]
             if gone:  # one: that is the one; several at once: the launcher's clean-up
                 self.first = gone[0] if len(gone) == 1 else None
                 return
@@ -276,6 +273,26 @@ class _Watch:
             self.seen.add(proc)
             if host == self.host:
                 self.pids[proc] = int(pid)
+
+
+PF_EXITING = 0x4  # Linux's flag of a process that is ending (/proc/PID/stat, field 9)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs. Not a process that is ending (a killed process
+    with a large address space takes milliseconds to, and the MPI launcher may have killed
+    and reaped others meanwhile) or has ended and is not collected yet (a zombie:
+    ``kill(pid, 0)`` would still find both)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    fields = stat[stat.rfind(b")") + 2:].split()
+    try:
+        return fields[0] not in (b"Z", b"X") and not int(fields[6]) & PF_EXITING
+    except (IndexError, ValueError):
+        return True
 
 
 def _died(topo: Topology, proc: int | None, tail: list[str]) -> Outcome | None:
