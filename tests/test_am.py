@@ -58,7 +58,6 @@ CORE_JOBS = {  # the default max_medium once, small ones elsewhere to keep it fa
     "n4-nodes2-tcp": dict(N4, segment_size="2M", conduit="tcp"),
     "n4-nodes2-T2-tcp-nopshm": dict(N4T2, segment_size="2M", max_medium=4096, conduit="tcp",
                                     pshm=False),
-    "n4-nodes2-mpi": dict(N4, segment_size="2M", conduit="mpi"),
     "n4-nodes2-T2-mpi": dict(N4T2MPI, segment_size="2M", max_medium=4096),
 }
 
