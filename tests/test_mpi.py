@@ -151,6 +151,37 @@ def test_amnet_run_conduit_mpi_timeout_leaves_nothing(runner):
     assert "amnet-run: timed out after 2 s" in out.stderr
 
 
+def test_sigterm_to_amnet_run_ends_the_job_and_cleans_up(runner):
+    """SIGTERM to amnet-run: the MPI's launcher ends the job, amnet-run exits with 143 and
+    leaves nothing: no process, no /dev/shm object, no result directory of its own."""
+    import glob
+    import tempfile
+
+    before = all_shm()
+    dirs = set(glob.glob(os.path.join(tempfile.gettempdir(), "amnet-mpi-*")))
+    script = runner.script("sleepy.py", (
+        "import time, amnet\n"
+        "ep = amnet.init()\n"
+        "open(f'up{ep.rank}', 'w')\n"
+        "time.sleep(60)\n"))
+    p = runner.popen("-n", "2", "--nodes", "2", "--conduit", "mpi", script)
+    try:
+        deadline = time.monotonic() + 30
+        while not all((runner.tmp / f"up{r}").exists() for r in range(2)):
+            assert time.monotonic() < deadline and p.poll() is None, p.communicate()
+            time.sleep(0.05)
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert p.returncode == 143, err
+    assert "amnet-run: interrupted by SIGTERM" in err, err
+    gone_soon(runner.mark)
+    assert all_shm() - before == set()
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "amnet-mpi-*"))) - dirs == set()
+
+
 def test_kill_9_of_a_rank_ends_the_job(runner):
     """A rank killed with SIGKILL: the MPI's launcher ends the others; amnet-run says which
     rank died and how, exits with 128 + 9, and nothing of the job (process, /dev/shm object)

@@ -229,7 +229,7 @@ def _run_on_mpi(topo, config, script: str, args: list[str], label: bool,
         check_mpi_options(spawner, spawn_cmd, bootstrap_addr, insecure)
         spec = build_spec(topo, config, label=label, script=script, argv=args)
         out = run_mpi_job(spec, launcher=mpiexec, timeout=timeout, hosts=hosts,
-                          hostfile=hostfile)
+                          hostfile=hostfile, handle_signals=True)
     except ConfigError as e:
         _fail(str(e))
     if out.diagnosis:

@@ -147,13 +147,23 @@ def _pump(src: Any, stream: Any, tail: collections.deque) -> None:
     src.close()
 
 
+class _Signalled(Exception):
+    """SIGTERM or SIGHUP reached amnet-run (``handle_signals``): end the job, clean up."""
+
+
+def _raise_signalled(sig: int, frame: Any) -> None:
+    raise _Signalled(sig)
+
+
 def run_mpi_job(spec: dict[str, Any], *, launcher: str | None = None,
                 timeout: float | None = None, hosts: str | None = None,
                 hostfile: str | None = None, stdout: Any = None,
-                stderr: Any = None) -> Outcome:
+                stderr: Any = None, handle_signals: bool = False) -> Outcome:
     """Run the job of ``spec`` under the MPI's launcher and say how it ended.
 
     ``stdout`` / ``stderr``: text streams for the job's output (default: this process's).
+    ``handle_signals`` (amnet-run, in its main thread): SIGTERM and SIGHUP end the job as
+    Ctrl-C does (status 128 + the signal), and what it left is removed.
 
     Raises:
         ConfigError: no MPI launcher (see :func:`mpiexec_command`).
@@ -186,6 +196,10 @@ def run_mpi_job(spec: dict[str, Any], *, launcher: str | None = None,
     watch = _Watch(results, topo.procs)
     watcher = threading.Thread(target=watch.run, args=(p,), daemon=True)
     watcher.start()
+    saved = {}
+    if handle_signals:
+        saved = {sig: signal.signal(sig, _raise_signalled)
+                 for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         try:
             code = p.wait(timeout)
@@ -195,6 +209,12 @@ def run_mpi_job(spec: dict[str, Any], *, launcher: str | None = None,
         except KeyboardInterrupt:
             code, head = 130, "interrupted by SIGINT"
             _stop(p, signal.SIGINT)
+        except _Signalled as e:
+            sig = e.args[0]
+            code, head = 128 + sig, f"interrupted by {signal.Signals(sig).name}"
+            _stop(p, signal.SIGTERM)
+        for sig, old in saved.items():
+            signal.signal(sig, old)
         for t in pumps:
             t.join(5.0)
         watcher.join(1.0)
