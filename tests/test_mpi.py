@@ -151,6 +151,14 @@ def test_amnet_run_conduit_mpi_timeout_leaves_nothing(runner):
     assert "amnet-run: timed out after 2 s" in out.stderr
 
 
+def wait_for(p: subprocess.Popen, ready, within: float = 30.0) -> None:
+    """Until ``ready()`` holds (the job's ranks got somewhere), while job ``p`` runs."""
+    deadline = time.monotonic() + within
+    while not ready():
+        assert time.monotonic() < deadline and p.poll() is None, p.communicate()
+        time.sleep(0.05)
+
+
 def test_sigterm_to_amnet_run_ends_the_job_and_cleans_up(runner):
     """SIGTERM to amnet-run: the MPI's launcher ends the job, amnet-run exits with 143 and
     leaves nothing: no process, no /dev/shm object, no result directory of its own."""
@@ -166,10 +174,7 @@ def test_sigterm_to_amnet_run_ends_the_job_and_cleans_up(runner):
         "time.sleep(60)\n"))
     p = runner.popen("-n", "2", "--nodes", "2", "--conduit", "mpi", script)
     try:
-        deadline = time.monotonic() + 30
-        while not all((runner.tmp / f"up{r}").exists() for r in range(2)):
-            assert time.monotonic() < deadline and p.poll() is None, p.communicate()
-            time.sleep(0.05)
+        wait_for(p, lambda: all((runner.tmp / f"up{r}").exists() for r in range(2)))
         p.send_signal(signal.SIGTERM)
         _, err = p.communicate(timeout=30)
     finally:
@@ -196,10 +201,7 @@ def test_kill_9_of_a_rank_ends_the_job(runner):
     p = runner.popen("-n", "4", "--nodes", "2", "--conduit", "mpi", script)
     try:
         pidfile = runner.tmp / "pid3"
-        deadline = time.monotonic() + 30
-        while not pidfile.exists() or not pidfile.read_text():
-            assert time.monotonic() < deadline and p.poll() is None, p.communicate()
-            time.sleep(0.05)
+        wait_for(p, lambda: pidfile.exists() and pidfile.read_text())
         os.kill(int(pidfile.read_text()), signal.SIGKILL)
         _, err = p.communicate(timeout=30)
     finally:
