@@ -167,6 +167,10 @@ class Engine:
                             self.T == 1 and not self.thread_safe and not config.progress_thread,
                             CONDUIT_POLL_S if self.throttle else 0.0)
         self.hot.set_spin(self.spin_s)
+        # user Short/Medium AMs to other nodes go from C straight to the conduit's send, and
+        # those it brings are checked and run in C (the rest comes back to dispatch)
+        self.hot.set_net_send(self.conduit.send)
+        self.net_dispatch = self.hot.net_dispatch
         self.conduit.set_lander(self.land)
         signal = self.conduit.idle_signal()
         if signal is not None:
@@ -546,7 +550,7 @@ class Engine:
             now = time.monotonic()
             while delayed and delayed[0][0] <= now and n < DRAIN_BUDGET:
                 _, header, payload = delayed.popleft()
-                self.dispatch(header, payload)
+                self.net_dispatch(header, payload)
                 n += 1
             if n:
                 wait = None
@@ -565,7 +569,7 @@ class Engine:
             if latency and self._remote(m[0]):
                 delayed.append((time.monotonic() + latency, m[0], m[1]))
                 continue
-            self.dispatch(m[0], m[1])
+            self.net_dispatch(m[0], m[1])
             n += 1
             if pred is not None and pred():
                 break

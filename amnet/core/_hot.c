@@ -357,6 +357,7 @@ typedef struct {
     PyObject *eng;
     PyObject *py_send, *py_dispatch, *py_queue_full, *py_failed, *py_net, *py_wait;
     PyObject *py_deferred, *py_wake, *deferred, *delayed, *py_refuse;
+    PyObject *net_send;              /* the conduit's send(proc, header, payload); NULL: none */
     Py_buffer idle_buf;              /* the conduit's "nothing until net_fd" flag */
     int net_fd;
     LockObject *drain_lock;
@@ -681,6 +682,43 @@ queue_send(HotObject *h, int reply, int proc, int flags, Py_ssize_t nargs, Py_ss
     return rc;
 }
 
+/* Pack a header and hand it, with ``payload`` (NULL: none; else bytes of at most
+ * max_medium, the Medium payload), to the conduit's send for process ``proc``, as the engine's
+ * send_user would: 0 sent, -1 error, 1 not handled here (a payload that is not bytes or is too
+ * large: the caller's slow path takes it and says what is wrong). */
+static int
+net_send(HotObject *h, int proc, int flags, Py_ssize_t nargs, Py_ssize_t hidx, long src,
+         long dest, const int64_t *a, PyObject *payload)
+{
+    if (payload != NULL) {
+        if (!PyBytes_CheckExact(payload) || PyBytes_GET_SIZE(payload) > h->max_medium) {
+            return 1;
+        }
+        if (PyBytes_GET_SIZE(payload) == 0) {
+            payload = NULL;  /* as send_user: an empty Medium payload travels as none */
+        }
+    }
+    PyObject *hdr = PyBytes_FromStringAndSize(NULL, FIXED + 8 * nargs);
+    if (hdr == NULL) {
+        return -1;
+    }
+    pack_header((unsigned char *)PyBytes_AS_STRING(hdr), flags, nargs, hidx, src, dest, 0, a);
+    PyObject *po = PyLong_FromLong(proc);
+    if (po == NULL) {
+        Py_DECREF(hdr);
+        return -1;
+    }
+    PyObject *stack[] = {po, hdr, payload != NULL ? payload : Py_None};
+    PyObject *r = PyObject_Vectorcall(h->net_send, stack, 3, NULL);
+    Py_DECREF(po);
+    Py_DECREF(hdr);
+    if (r == NULL) {
+        return -1;
+    }
+    Py_DECREF(r);
+    return 0;
+}
+
 /* Send one user AM from rank-thread t: 0 sent, -1 error, 1 not handled here (the caller
  * hands it to the Python engine, which checks everything and raises what is wrong). */
 static int
@@ -699,7 +737,7 @@ fast_send(HotObject *h, int t, int flags, PyObject *dest_o, PyObject *handler,
     }
     int proc = (int)(dest / h->T);
     int route = h->route[proc];
-    if (route == R_NET) {
+    if (route == R_NET && h->net_send == NULL) {
         return 1;
     }
     Slot *s = &h->slots[t];
@@ -757,6 +795,10 @@ fast_send(HotObject *h, int t, int flags, PyObject *dest_o, PyObject *handler,
         }
         Py_DECREF(r);
         return 0;
+    }
+    if (route == R_NET) {
+        return net_send(h, proc, flags, nargs, idx, s->rank, dest, a,
+                        cat == C_MEDIUM ? payload : NULL);
     }
     /* PSHM */
     return queue_send(h, flags & F_REPLY, proc, flags, nargs, idx, s->rank, dest, a,
@@ -879,7 +921,8 @@ sys_dispatch(HotObject *h, const unsigned char *hdr, int64_t hl, char *payload, 
 /* Run a user Short/Medium AM straight from its entry: 1 not handled here (the Python
  * dispatcher checks it, refuses it or runs it), 0 ran, -1 error. */
 static int
-fast_dispatch(HotObject *h, const unsigned char *hdr, int64_t hl, char *payload, int64_t plen)
+fast_dispatch(HotObject *h, const unsigned char *hdr, int64_t hl, char *payload, int64_t plen,
+              PyObject *pobj)
 {
     if (hl < FIXED) {
         return 1;
@@ -914,7 +957,9 @@ fast_dispatch(HotObject *h, const unsigned char *hdr, int64_t hl, char *payload,
     Py_ssize_t k = 0;
     int rc = -1;
     if (cat == C_MEDIUM) {
-        cargs[k] = PyMemoryView_FromMemory(payload, plen, PyBUF_WRITE);
+        /* the conduit's payload object itself, else a view of the queue's slot */
+        cargs[k] = pobj != NULL ? Py_NewRef(pobj)
+                                : PyMemoryView_FromMemory(payload, plen, PyBUF_WRITE);
         if (cargs[k] == NULL) {
             return -1;
         }
@@ -1033,7 +1078,7 @@ drain_queues(HotObject *h, int from, int to, int budget)
                 rc = mv == NULL ? -1 : slow_dispatch(h, e + HDR_AT, hl, mv, -1);
                 Py_XDECREF(mv);
             } else {
-                rc = bad ? 1 : fast_dispatch(h, (unsigned char *)e + HDR_AT, hl, p, p ? plen : -1);
+                rc = bad ? 1 : fast_dispatch(h, (unsigned char *)e + HDR_AT, hl, p, p ? plen : -1, NULL);
                 if (rc == 1) {
                     PyObject *pv = Py_None;
                     int64_t dep = -1;
@@ -1534,6 +1579,7 @@ Hot_clear_refs(HotObject *h)
     Py_CLEAR(h->py_deferred);
     Py_CLEAR(h->py_wake);
     Py_CLEAR(h->py_refuse);
+    Py_CLEAR(h->net_send);
     Py_CLEAR(h->deferred);
     Py_CLEAR(h->delayed);
     if (h->slots != NULL) {
@@ -1567,6 +1613,7 @@ Hot_traverse(HotObject *h, visitproc visit, void *arg)
     Py_VISIT(h->py_deferred);
     Py_VISIT(h->py_wake);
     Py_VISIT(h->py_refuse);
+    Py_VISIT(h->net_send);
     Py_VISIT(h->deferred);
     Py_VISIT(h->delayed);
     if (h->slots != NULL) {
@@ -2014,6 +2061,52 @@ Hot_set_conduit_signal(HotObject *h, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* set_net_send(send): the conduit's send(proc, header, payload), which user AMs to other
+ * nodes go through from here (None: through the engine's send_user) */
+static PyObject *
+Hot_set_net_send(HotObject *h, PyObject *arg)
+{
+    if (arg != Py_None && !PyCallable_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "set_net_send needs a callable or None");
+        return NULL;
+    }
+    Py_XSETREF(h->net_send, arg == Py_None ? NULL : Py_NewRef(arg));
+    Py_RETURN_NONE;
+}
+
+/* net_dispatch(header, payload): run one message the conduit brought, as the engine's
+ * dispatch(header, payload) would: user Short and Medium AMs (and system Short AMs with a
+ * fast handler) here, everything else (Long, puts, what is malformed: refused there) there. */
+static PyObject *
+Hot_net_dispatch(HotObject *h, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "net_dispatch(header, payload)");
+        return NULL;
+    }
+    PyObject *hdr = args[0], *pl = args[1];
+    int rc = 1;
+    if (PyBytes_CheckExact(hdr) && h->slots != NULL && PyBytes_GET_SIZE(hdr) >= FIXED) {
+        const unsigned char *hb = (const unsigned char *)PyBytes_AS_STRING(hdr);
+        Py_ssize_t hl = PyBytes_GET_SIZE(hdr);
+        if (pl == Py_None) {
+            rc = fast_dispatch(h, hb, hl, NULL, -1, NULL);
+        } else if (PyMemoryView_Check(pl) && !(hb[0] & F_SYSTEM)) {
+            Py_buffer *b = PyMemoryView_GET_BUFFER(pl);
+            if (PyBuffer_IsContiguous(b, 'C')) {
+                rc = fast_dispatch(h, hb, hl, b->buf, b->len, pl);
+            }
+        }
+    }
+    if (rc < 0) {
+        return NULL;
+    }
+    if (rc == 1) {
+        return PyObject_Vectorcall(h->py_dispatch, args, 2, NULL);
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 Hot_set_spin(HotObject *h, PyObject *arg)
 {
@@ -2067,6 +2160,8 @@ static PyMethodDef Hot_methods[] = {
     {"run_handler", (PyCFunction)Hot_run_handler, METH_VARARGS, NULL},
     {"send", (PyCFunction)Hot_send, METH_VARARGS, NULL},
     {"set_spin", (PyCFunction)Hot_set_spin, METH_O, NULL},
+    {"set_net_send", (PyCFunction)Hot_set_net_send, METH_O, NULL},
+    {"net_dispatch", (PyCFunction)(void (*)(void))Hot_net_dispatch, METH_FASTCALL, NULL},
     {"set_conduit_signal", (PyCFunction)Hot_set_conduit_signal, METH_VARARGS, NULL},
     {"sys_sender", (PyCFunction)Hot_sys_sender, METH_VARARGS, NULL},
     {"set_sys_handler", (PyCFunction)Hot_set_sys_handler, METH_VARARGS, NULL},
