@@ -304,3 +304,36 @@ def _overlapping_puts(ep):
 def test_bulk_payloads_received_ahead_keep_put_order(mark):
     want, got = amnet.run(_overlapping_puts, n=2, nodes=2, conduit="mpi", timeout=60)
     assert got == want
+
+
+def _direct_and_bulk_puts(ep):
+    """Puts that go from the caller's buffer itself: blocking ones (they return once MPI has
+    the data, so the buffer may be changed and even resized at once), both ranks putting to
+    each other at the same time (each serves the other's bulk messages while it waits), and
+    put_nbi(bulk=True), whose sources stay untouched until wait_nbi."""
+    import numpy as np
+
+    other, big = 1 - ep.rank, 1 << 20
+    base = 2 * big * ep.rank  # where this rank writes in the other's segment
+    checks = []
+    for rnd in range(6):
+        buf = bytearray(np.full(big, rnd + 1 + 10 * ep.rank, dtype=np.uint8).tobytes())
+        ep.put(other, base, buf)
+        buf.extend(b"resized")  # no export left behind: a BufferError otherwise
+        buf[:big] = bytes(big)
+        checks.append(ep.get(other, base, big) == bytes([rnd + 1 + 10 * ep.rank]) * big)
+    ep.barrier()
+    srcs = [np.full(40_000 + 7 * k, k + 50, dtype=np.uint8) for k in range(8)]
+    offs = [base + 100_000 * k for k in range(8)]
+    for off, src in zip(offs, srcs, strict=True):
+        ep.put_nbi(other, off, src, bulk=True)
+    ep.wait_nbi()
+    checks.append(all(ep.get(other, off, src.nbytes) == src.tobytes()
+                      for off, src in zip(offs, srcs, strict=True)))
+    ep.barrier()
+    return checks
+
+
+def test_direct_and_bulk_puts(mark):
+    got = amnet.run(_direct_and_bulk_puts, n=2, nodes=2, conduit="mpi", timeout=60)
+    assert got == [[True] * 7] * 2

@@ -11,6 +11,7 @@ but the state is keyed by rank all the same).
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -125,11 +126,12 @@ def am_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _bandwidth(ep: Any, size: int, window: int, batches: int,
-               warmup: int) -> tuple[float, float]:
+               warmup: int, bulk: bool = False) -> tuple[float, float]:
     """Seconds for ``batches`` windows of ``window`` put_nbi of ``size`` bytes, each window
-    ended by wait_nbi (after ``warmup`` untimed windows), and this thread's CPU seconds."""
+    ended by wait_nbi (after ``warmup`` untimed windows), and this thread's CPU seconds.
+    ``bulk``: ``put_nbi(..., bulk=True)`` (the source is left alone until wait_nbi)."""
     src = np.full(size, 3, dtype=np.uint8)
-    put_nbi = ep.put_nbi
+    put_nbi = functools.partial(ep.put_nbi, bulk=True) if bulk else ep.put_nbi
     offsets = [k * size for k in range(window)]
     for _ in range(warmup):
         for off in offsets:
@@ -172,6 +174,9 @@ def rma_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
     for size, batches in plan["bw"]:
         out["bw"][str(size)], out["bw_cpu"][str(size)] = _bandwidth(ep, size, window, batches,
                                                                     warmup)
+    if plan.get("bulk"):  # the same streams with put_nbi(..., bulk=True)
+        out["bw_bulk"] = {str(size): _bandwidth(ep, size, window, batches, warmup, True)[0]
+                          for size, batches in plan["bw"]}
     it = plan["lat_iters"]
     for size in plan["lat_sizes"]:
         data = np.full(size, 5, dtype=np.uint8)

@@ -60,6 +60,7 @@ from .conduit import get_conduit
 _hot.set_errors(InitError, AMContextError)
 
 BLOCK_SLICE_S = 0.05  # a sleeping rank re-checks aborts this often
+DIRECT_WAIT_S = 1e-4  # a rank waiting for a direct send while another drains re-checks so often
 DRAIN_BUDGET = 256  # messages run per drain before the caller re-checks its condition
 _yield = getattr(os, "sched_yield", lambda: time.sleep(0))
 SPIN_THEN_BLOCK_S = 100e-6  # auto on an uncrowded host: spin this long, then block
@@ -380,8 +381,15 @@ class Engine:
         self.conduit.send(dproc, header, payload if length else None)
 
     def send_sys(self, src: int, dest: int, hidx: int, args: tuple, payload: Any = None,
-                 reply: bool = False, offset: int = 0, copy: bool = True) -> None:
-        """Send a system AM (already checked by the caller)."""
+                 reply: bool = False, offset: int = 0, copy: bool = True,
+                 direct: bool = False) -> None:
+        """Send a system AM (already checked by the caller).
+
+        ``direct``: the caller (a rank's own thread, outside handlers) may wait until the
+        conduit no longer needs ``payload``; where the conduit gains by it (its
+        ``direct_min``), the payload goes out from the caller's buffer and this returns once
+        the conduit has taken it, serving AMs meanwhile, instead of copying it.
+        """
         flags = W.SYSTEM | (W.REPLY if reply else 0) | (W.LONG if payload is not None else 0)
         dproc = dest // self.T
         route = self.route[dproc]
@@ -403,7 +411,15 @@ class Engine:
                 mv, n = as_bytes(payload, "payload")
                 self.hot.pshm_send(dproc, reply, header, mv, n, 0)
             return
-        self.conduit.send(dproc, header, payload, copy)
+        conduit = self.conduit
+        if direct and conduit.direct_min is not None and payload is not None:
+            mv, n = as_bytes(payload, "payload")
+            if n >= conduit.direct_min:
+                done = conduit.send_direct(dproc, header, mv)
+                if not done():
+                    self.wait_until(done, max_block=DIRECT_WAIT_S)
+                return
+        conduit.send(dproc, header, payload, copy)
 
     # -- in-line (same process) -----------------------------------------------------------
     def _inline_user(self, rs: RankState, flags: int, dest: int, idx: int, payload: Any,

@@ -31,13 +31,15 @@ class ExtendedMixin:
         op = X.start_get(eng, self._live(), src, offset, nbytes, out, False, "ep.get()")
         return Handle(eng, op, "get").wait()
 
-    def put_nb(self, dest: int, offset: int, data: Any) -> Handle:
-        """Start a put and return its handle; ``data`` may be reused at once.
+    def put_nb(self, dest: int, offset: int, data: Any, *, bulk: bool = False) -> Handle:
+        """Start a put and return its handle; ``data`` may be reused at once (amnet copies
+        what the transport still needs), or, with ``bulk=True``, only once the handle
+        completed (nothing is copied: GASNet's ``put_nb_bulk``, MPI_Isend's contract).
 
-        Raises: as :meth:`put` (before anything is sent).
+        Raises: as :meth:`put` (before anything is sent); TypeError: ``bulk`` is no bool.
         """
         op = X.start_put(self._eng, self._live(), dest, offset, data, False, False,
-                         "ep.put_nb()")
+                         "ep.put_nb()", X.check_bulk(bulk, "ep.put_nb()"))
         self._eng.poll()
         return Handle(self._eng, op, "put")
 
@@ -51,9 +53,18 @@ class ExtendedMixin:
         self._eng.poll()
         return Handle(self._eng, op, "get")
 
-    def put_nbi(self, dest: int, offset: int, data: Any) -> None:
-        """Start a put completed by :meth:`wait_nbi` (or the enclosing access region)."""
-        X.start_put(self._eng, self._live(), dest, offset, data, True, False, "ep.put_nbi()")
+    def put_nbi(self, dest: int, offset: int, data: Any, *, bulk: bool = False) -> None:
+        """Start a put completed by :meth:`wait_nbi` (or the enclosing access region).
+
+        ``data`` may be reused at once (amnet copies what the transport still needs), or,
+        with ``bulk=True``, only once the put completed (nothing is copied: GASNet's
+        ``put_nbi_bulk``; on the ``mpi`` conduit a put of 16 KiB or more then goes from
+        ``data`` to ``MPI_Isend`` and into the target's segment, with no copy on either side).
+
+        Raises: as :meth:`put` (before anything is sent); TypeError: ``bulk`` is no bool.
+        """
+        X.start_put(self._eng, self._live(), dest, offset, data, True, False, "ep.put_nbi()",
+                    X.check_bulk(bulk, "ep.put_nbi()"))
         self._eng.poll()
 
     def get_nbi(self, src: int, offset: int, nbytes: int, out: Any) -> None:

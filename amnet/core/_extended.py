@@ -25,11 +25,24 @@ def bucket_of(rs: Any, nbi: bool) -> Bucket | None:
     return rs.regions[-1] if rs.regions else rs.nbi
 
 
+def check_bulk(bulk: Any, what: str) -> bool:
+    if type(bulk) is not bool:
+        raise TypeError(f"{what}: bulk must be True or False, got {type(bulk).__name__}")
+    return bulk
+
+
 def start_put(eng: Any, rs: Any, dest: int, offset: Any, data: Any, nbi: bool,
-              blocking: bool, what: str) -> Op | Done:
+              blocking: bool, what: str, bulk: bool = False) -> Op | Done:
     """Send a put. A blocking put of ``bytes`` (immutable) goes out without a copy; anything
     else is copied, so the caller may reuse or resize its buffer as soon as the call returns
-    (zero-copy sends keep the buffer exported until zmq releases it, which may be later)."""
+    (zero-copy sends keep the buffer exported until zmq releases it, which may be later).
+    Two exceptions:
+
+    - a blocking put on a conduit that gains by it (``mpi``: its ``direct_min``) goes from the
+      buffer itself, and waits until the conduit has taken it (it waits for more anyway);
+    - ``bulk``: the caller keeps ``data`` unchanged until the put completes (GASNet's
+      ``put_nbi_bulk``), so nothing waits and nothing is copied: the conduit sends from it.
+    """
     eng.forbid_send_in_handler(what)
     dest = eng.check_dest(dest)
     payload, n = as_bytes(data, "put data")
@@ -42,7 +55,7 @@ def start_put(eng: Any, rs: Any, dest: int, offset: Any, data: Any, nbi: bool,
     op = Op(rs, dest, False, None, bucket_of(rs, nbi))
     opid = rs.new_op(op)
     _send(eng, rs, op, opid, dest, S.PUT, (opid,), payload=payload, offset=offset,
-          copy=not (blocking and isinstance(data, bytes)))
+          copy=not (bulk or (blocking and isinstance(data, bytes))), direct=blocking)
     return op
 
 

@@ -69,6 +69,10 @@ TAG_BASE = 16
 REAP_AT = 16
 POOL_BYTES = 64 << 20  # the bounce buffers kept for payloads sent with copy=True, at most
 POOL_PER_SIZE = 16  # buffers kept per payload size
+#: Puts of this many bytes or more travel as bulk messages from the caller's buffer
+#: (:meth:`MPIConduit.send_direct`), received into their place in the segment: no copy on
+#: either side. Smaller ones are copied into their envelope (one message).
+DIRECT_MIN = 16 << 10
 _channels = itertools.count()
 _job: dict[str, Any] = {"comm": None}
 #: Send requests of closed conduits that were still in flight: kept until the process ends,
@@ -77,6 +81,10 @@ _orphans: list[Any] = []
 MISSING = ("the mpi conduit needs mpi4py over an MPI library: pip install 'amnet[mpi]' "
            "(mpi4py, with the mpich wheel where the machine has no MPI of its own)")
 LEVELS = ("single", "funneled", "serialized", "multiple")
+
+
+def _done() -> bool:
+    return True
 
 
 def mpi(thread_level: str = "serialized") -> Any:
@@ -171,7 +179,10 @@ class MPIConduit(Conduit):
         self._pre: dict[int, tuple[Any, Any, tuple[int, int] | None]] = {}
         self._peek = MPI.Status()
         self._pool: dict[int, list[Any]] = {}  # bounce buffers by size (see _bounce)
+        self._keep: dict[int, int] = {}  # how many the pool keeps, by size
         self._pooled = 0  # bytes the pool may come to hold, for the sizes it keeps
+        # puts of this many bytes or more go from the caller's buffer, as bulk messages
+        self.direct_min = min(self._inline + 1, DIRECT_MIN)
 
     def set_lander(self, land: Any) -> None:
         self._land = land
@@ -196,6 +207,15 @@ class MPIConduit(Conduit):
 
     # -- sending ----------------------------------------------------------------------------
     def send(self, proc: int, header: bytes, payload: Any = None, copy: bool = True) -> None:
+        """With ``copy=False`` a payload of ``direct_min`` bytes or more travels as a bulk
+        message from ``payload`` itself (received into its place where it has one); with
+        ``copy=True`` only one over ``max_medium`` does, from a copy."""
+        self._post(proc, header, payload, copy, None if copy else self.direct_min - 1)
+
+    def _post(self, proc: int, header: bytes, payload: Any, copy: bool,
+              inline: int | None = None) -> Any:
+        """Send, and return the bulk message's request (None: the message had none).
+        ``inline``: the largest payload to carry in line (default: max_medium's)."""
         if self._closed:
             raise RuntimeError("send on a closed mpi conduit")
         rank, tag = self._dest[proc]
@@ -209,7 +229,7 @@ class MPIConduit(Conduit):
             if mv.format != "B" or mv.ndim != 1:
                 mv = mv.cast("B")
             n = mv.nbytes
-            if n <= self._inline:
+            if n <= (self._inline if inline is None else inline):
                 env = b"".join((ENV.pack(KIND_INLINE, hl, 0, n), header, mv))
             else:
                 env = ENV.pack(KIND_BULK, hl, 0, n) + header
@@ -217,6 +237,7 @@ class MPIConduit(Conduit):
         with MPI_LOCK:
             sends = self._sends
             sends.append(self._comm.Isend(env, rank, tag))
+            req = None
             if bulk is not None:
                 req = self._comm.Isend(bulk, rank, tag + 1)
                 sends.append((req, bulk) if copy else req)
@@ -224,6 +245,21 @@ class MPIConduit(Conduit):
             self._bytes_sent[proc] += n
             if len(sends) > 4 * REAP_AT:
                 self._reap()
+        return req
+
+    def send_direct(self, proc: int, header: bytes, payload: Any) -> Any:
+        """A bulk message sent from ``payload`` itself (no bounce copy: a put's data goes
+        from the caller's array to ``MPI_Isend``); ``done()`` tests its request. Smaller
+        payloads travel in line, copied into the envelope: ``done()`` is true at once."""
+        req = self._post(proc, header, payload, False, self.direct_min - 1)
+        if req is None:  # in line: copied into the envelope
+            return _done
+
+        def done() -> bool:
+            with MPI_LOCK:
+                return req.Test()
+
+        return done
 
     def _bounce(self, mv: memoryview, n: int) -> Any:
         """A copy of ``mv`` (``copy=True``) in a buffer of the pool: buffers whose pages are
@@ -247,11 +283,17 @@ class MPIConduit(Conduit):
                 if not head[0].Test():
                     return
                 buf = head[1]
-                free = pool.get(buf.nbytes)
-                if free is None and self._pooled + buf.nbytes * POOL_PER_SIZE <= POOL_BYTES:
-                    free = pool[buf.nbytes] = []  # a size the pool keeps from now on
-                    self._pooled += buf.nbytes * POOL_PER_SIZE
-                if free is not None and len(free) < POOL_PER_SIZE:
+                n = buf.nbytes
+                free = pool.get(n)
+                if free is None:
+                    # a size the pool keeps from now on, if it has room: at most a quarter
+                    # of it per size (4 MiB payloads get 4 buffers, 1 MiB ones 16)
+                    keep = min(POOL_PER_SIZE, POOL_BYTES // (4 * n))
+                    if keep and self._pooled + n * keep <= POOL_BYTES:
+                        free = pool[n] = []
+                        self._keep[n] = keep
+                        self._pooled += n * keep
+                if free is not None and len(free) < self._keep[n]:
                     free.append(buf)
             elif not head.Test():
                 return
@@ -295,7 +337,7 @@ class MPIConduit(Conduit):
                         msg = (header, view[body:count])
                         buf = self._bufs[i] = bytearray(self._bufsize)
                         self._views[i] = memoryview(buf)
-                elif kind == KIND_BULK and count == body and n > self._inline:
+                elif kind == KIND_BULK and count == body and n:
                     pre = self._pre.pop(i, None)
                     if pre is None:
                         into, place = self._bulk_into(header, n, [])
@@ -349,8 +391,7 @@ class MPIConduit(Conduit):
                 if count < ENVELOPE:
                     return
                 kind, hl, _, n = ENV.unpack_from(buf)
-                if kind != KIND_BULK or hl > MAX_HEADER or count != ENVELOPE + hl or \
-                        n <= self._inline:
+                if kind != KIND_BULK or hl > MAX_HEADER or count != ENVELOPE + hl or not n:
                     return
                 into, place = self._bulk_into(self._views[k][ENVELOPE:ENVELOPE + hl].tobytes(),
                                               n, taken)

@@ -101,6 +101,23 @@ class Conduit(abc.ABC):
         caller must not change it until the message is known to be delivered.
         """
 
+    #: Payloads of at least this many bytes may go out with :meth:`send_direct` (None: the
+    #: conduit gains nothing by it; the core then copies, through :meth:`send`).
+    direct_min: int | None = None
+
+    def send_direct(self, proc: int, header: bytes, payload: Any) -> Callable[[], bool]:
+        """Send like :meth:`send`, from ``payload`` itself, and return ``done()``: true once
+        the conduit no longer needs ``payload`` (local completion: the caller may reuse it).
+
+        The caller keeps ``payload`` unchanged until then and receives meanwhile (a peer may
+        need this process to take its messages before it can take ours). The default copies
+        (``send(copy=True)``), so its ``done()`` is true at once; a conduit that can hand the
+        caller's buffer to its transport (``mpi``: an ``MPI_Isend`` of a put's data, instead
+        of a bounce copy) overrides it and sets :attr:`direct_min`.
+        """
+        self.send(proc, header, payload, True)
+        return _always
+
     @abc.abstractmethod
     def recv(self, ready: bool = False) -> tuple[bytes, Any] | None:
         """The next message as ``(header, payload or None)``, or None if none is ready.
@@ -164,6 +181,10 @@ class Conduit(abc.ABC):
     @abc.abstractmethod
     def close(self, linger: float = 0.5) -> None:
         """Flush for at most ``linger`` seconds, then release everything. Idempotent."""
+
+
+def _always() -> bool:
+    return True
 
 
 #: Every registered conduit class by name.

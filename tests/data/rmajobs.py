@@ -310,6 +310,11 @@ def completion(ep, park_dir: str):
             ep.put_nbi(B, 400000, pbuf)
             pbuf[:] = bytes(len(pbuf))
             assert not ep.test_nbi(puts=True, gets=False)
+            # a bulk put returns at once too, though nothing is copied (its source stays
+            # untouched until the fence below)
+            bbuf = nbi_put[::-1].copy()
+            ep.put_nbi(B, 920000, bbuf, bulk=True)
+            expect(TypeError, ep.put_nbi, B, 920000, bbuf, bulk=1)
             checks.append("nbi put pending")
             # 4. handles: pending ones test False; wait_any picks the one that can complete
             hb = ep.get_nb(B, 500000, 32)
@@ -320,8 +325,8 @@ def completion(ep, park_dir: str):
             assert hself.done and not hb.done and not hp.done
             same(hself.wait(), pattern[0][700000:700016], "get_nb from self")
             checks.append("wait_any picked the only completable handle")
-            # 5. six operations are in flight (fence has work to do)
-            assert ep.statistics().inflight == 6, ep.statistics()
+            # 5. seven operations are in flight (fence has work to do)
+            assert ep.statistics().inflight == 7, ep.statistics()
         finally:
             release.touch()  # the parked ranks go on into the barrier below, serving AMs
         ep.fence()
@@ -338,6 +343,7 @@ def completion(ep, park_dir: str):
         # what the puts wrote is visible to a get now
         same(ep.get(B, 100000, 5000), region_put, "region put_nbi after fence")
         same(ep.get(B, 400000, 70000), nbi_put, "put_nbi after fence")
+        same(ep.get(B, 920000, 70000), bbuf, "put_nbi(bulk=True) after fence")
         same(ep.get(B, 600000, 300), nb_put, "put_nb after fence")
     ep.barrier()
 
