@@ -146,6 +146,22 @@ def _bandwidth(ep: Any, size: int, window: int, batches: int,
     return time.perf_counter() - t0, time.thread_time() - c0
 
 
+def _copies(size: int, window: int, batches: int, warmup: int) -> float:
+    """Seconds for the copies a copying put_nbi stream makes of its source: ``batches``
+    windows of ``window`` copies of ``size`` bytes into ``window`` buffers (as the conduit's
+    bounce buffers, mapped already)."""
+    src = np.full(size, 3, dtype=np.uint8)
+    bufs = [np.empty(size, dtype=np.uint8) for _ in range(window)]
+    for _ in range(warmup):
+        for b in bufs:
+            np.copyto(b, src)
+    t0 = time.perf_counter()
+    for _ in range(batches):
+        for b in bufs:
+            np.copyto(b, src)
+    return time.perf_counter() - t0
+
+
 def _latencies(op: Any, warmup: int, iters: int) -> list[float]:
     pc = time.perf_counter
     for _ in range(warmup):
@@ -174,8 +190,10 @@ def rma_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
     for size, batches in plan["bw"]:
         out["bw"][str(size)], out["bw_cpu"][str(size)] = _bandwidth(ep, size, window, batches,
                                                                     warmup)
-    if plan.get("bulk"):  # the same streams with put_nbi(..., bulk=True)
+    if plan.get("bulk"):  # the same streams with put_nbi(..., bulk=True), and the copies
         out["bw_bulk"] = {str(size): _bandwidth(ep, size, window, batches, warmup, True)[0]
+                          for size, batches in plan["bw"]}
+        out["bw_copy"] = {str(size): _copies(size, window, batches, warmup)
                           for size, batches in plan["bw"]}
     it = plan["lat_iters"]
     for size in plan["lat_sizes"]:
