@@ -188,7 +188,7 @@ def rma_section(opts: argparse.Namespace, progress: bool, seg: int) -> dict[str,
                     bar.step(f"amnet mpi {mode} rep {rep + 1}/{opts.reps}")
                 m = run_mpi(mpi_plan)
                 for s in opts.sizes:
-                    peer[s].append(m["send_bw"][str(s)]["median"])
+                    peer[s].append(m["send_bw"][str(s)]["aggregate"])
                 bar.step(f"mpi4py rep {rep + 1}/{opts.reps}")
         finally:
             bar.close()
@@ -239,8 +239,10 @@ def rma_section(opts: argparse.Namespace, progress: bool, seg: int) -> dict[str,
         "copies run at C MB/s and the bulk stream at B, the copying one cannot pass "
         "1/(1/B + 1/C) on this path.",
         f"mpi4py: `Isend` x {opts.window} of S bytes + `Waitall`, the receiver `Irecv`s into "
-        "consecutive slots of one buffer + `Waitall`, then an 8-byte ack (OSU osu_bw); one "
-        "sample per window, the median of the repetition's windows.",
+        "consecutive slots of one buffer + `Waitall`, then an 8-byte ack (OSU osu_bw), "
+        f"{max(windows.values())} windows of each size after {opts.warmup} untimed; a "
+        "repetition's figure is their bytes over their time, as osu_bw reports and as "
+        "amnet's streams are timed.",
         f"ratio = amnet / mpi4py Send/Recv (higher is better; target at 1 MiB: >= "
         f"{TARGET_BW:g}). Latency rows: amnet's blocking put/get round trips, µs median "
         "(p10..p90); mpi4py has no shape of theirs here.",

@@ -342,10 +342,15 @@ class MPIConduit(Conduit):
                     if pre is None:
                         into, place = self._bulk_into(header, n, [])
                         req = self._comm.Irecv(into, st.Get_source(), self._tag + 1)
-                        self._lookahead(i, place)
                     else:
-                        req, into, _ = pre
-                    req.Wait()
+                        req, into, place = pre
+                    # while it comes, and once it is here, post the bulk receives of the
+                    # envelopes behind it: the next payload, right behind this one in MPI's
+                    # stream, then flows into its place while this one is handled
+                    self._lookahead(i, place)
+                    while not req.Test():
+                        self._lookahead(i, place)
+                    self._lookahead(i, place)
                     msg = (header, memoryview(into))
         self._reqs[i] = self._comm.Irecv(buf, self._any, self._tag)
         self._head = (i + 1) % self._depth
