@@ -337,3 +337,25 @@ def _direct_and_bulk_puts(ep):
 def test_direct_and_bulk_puts(mark):
     got = amnet.run(_direct_and_bulk_puts, n=2, nodes=2, conduit="mpi", timeout=60)
     assert got == [[True] * 7] * 2
+
+
+def test_launcher_reports_of_a_killed_process_name_it():
+    """A process killed without a word: amnet-run says which and how in the native launcher's
+    words, from what the MPI's launcher printed when its watch did not see it (Open MPI's
+    PRRTE names the rank; MPICH's Hydra only the signal, and then amnet-run says so)."""
+    from amnet._topology import Topology
+    from amnet.launch.mpilaunch import _died
+
+    topo = Topology.make(4, 2, 1)  # 4 processes, 2 per node
+    prrte = ["--------------------------------------------------------------------------\n",
+             "prterun noticed that process rank 3 with PID 23673 on node n07 exited on\n",
+             "signal 9 (Killed).\n"]
+    out = _died(topo, None, prrte)
+    assert (out.code, out.failed_rank) == (137, 3)
+    assert out.diagnosis == "rank 3 (node 1, proc 3, host n07) killed by signal 9 (SIGKILL)"
+    hydra = ["YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9)\n"]
+    out = _died(topo, None, hydra)
+    assert out.code == 137 and out.failed_rank is None
+    assert "killed by signal 9 (SIGKILL); the MPI's launcher ended the others" in out.diagnosis
+    assert _died(topo, 2, hydra).failed_rank == 2
+    assert _died(topo, None, ["mpiexec: something else went wrong\n"]) is None

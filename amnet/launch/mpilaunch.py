@@ -320,17 +320,24 @@ def _died(topo: Topology, proc: int | None, tail: list[str]) -> Outcome | None:
     """The failure of a process that died without a word (``kill -9``), in the native
     launcher's words (``rank 2 (node 1, proc 2, host h) killed by signal 9 (SIGKILL)``): how
     it died from the MPI launcher's report (MPICH's Hydra: ``... (signal S)``, ``EXIT CODE:
-    C``), which process from :class:`_Watch` (when it saw it: else the signal alone). None
-    when the report says nothing of how."""
+    C``; Open MPI's PRRTE: ``process rank R with PID P on node H exited on signal S``),
+    which process from :class:`_Watch` (when it saw it: else from Open MPI's report, which
+    names the rank, or the signal alone). None when the report says nothing of how."""
     from .._jobstate import JobState
 
     text = "".join(tail)
-    sig = re.search(r"\(signal (\d+)\)|KILLED BY SIGNAL: (\d+)", text)
+    sig = re.search(r"\(signal (\d+)\)|KILLED BY SIGNAL: (\d+)|exited on\s+signal (\d+)", text)
     exit_code = re.search(r"EXIT CODE: (\d+)", text)
+    named = re.search(r"process rank (\d+) with PID \d+ on node (\S+) exited on\s+signal",
+                      text)
+    host = socket.gethostname()
+    if proc is None and named is not None and int(named.group(1)) < topo.procs:
+        proc = int(named.group(1))  # the MPI rank is the process (amnet-run's rank order)
+        host = named.group(2)
     if proc is None:  # the launcher ended the others before the watch saw which one died
         if sig is None:
             return None
-        n = int(sig.group(1) or sig.group(2))
+        n = int(next(g for g in sig.groups() if g))
         try:
             name = signal.Signals(n).name
         except ValueError:
@@ -339,13 +346,13 @@ def _died(topo: Topology, proc: int | None, tail: list[str]) -> Outcome | None:
                                 "the MPI's launcher ended the others before amnet-run saw "
                                 "which")
     if sig is not None:
-        how = -int(sig.group(1) or sig.group(2))
+        how = -int(next(g for g in sig.groups() if g))
     elif exit_code is not None and int(exit_code.group(1)):
         how = int(exit_code.group(1))
     else:
         return None
     st = JobState(topo)
-    st.proc_host[proc] = socket.gethostname()
+    st.proc_host[proc] = host
     st.proc_exited(proc, how)
     f = st.failure
     if f is None:
