@@ -195,6 +195,24 @@ def test_bad_frees_have_distinct_messages() -> None:
     heap.check()
 
 
+def test_double_free_inside_a_later_block_says_both() -> None:
+    """A freed block's start that a later, larger block now covers (found by the churn
+    above): freeing it again is a double free, and the message names the block it is in."""
+    heap = Heap(0, 64 * 16, align=64, direction="down")
+    a = heap.alloc(64)  # [960, 1024)
+    b = heap.alloc(64)  # [896, 960)
+    heap.free(a)
+    heap.free(b)
+    c = heap.alloc(129)  # [832, 1024): covers b's start, not at its own
+    assert c < b < c + heap.size_of(c)
+    with pytest.raises(ValueError, match=rf"^free: offset {b} in the shared heap was already "
+                       rf"freed \(double free\); it is inside the live block at {c} "
+                       rf"\(192 bytes\) now$"):
+        heap.free(b)
+    assert heap.live_blocks() == 1
+    heap.check()
+
+
 @pytest.mark.parametrize("direction", ["up", "down"])
 def test_water_marks(direction: str) -> None:
     heap = Heap(1024, 2048, align=64, direction=direction)

@@ -166,11 +166,17 @@ class Heap:
 
     def _why(self, off: int) -> str:
         """Why ``off`` (not a live block's start) cannot be freed; call with the lock held."""
+        block = self._containing(off)
         if off in self._freed:
-            return "was already freed (double free)"
+            if block is None:
+                return "was already freed (double free)"
+            # its space went to a later block: say both
+            return (
+                f"was already freed (double free); it is inside the live block at {block[0]} "
+                f"({block[1]} bytes) now"
+            )
         if not self.lo <= off < self.hi:
             return f"was never allocated here: it lies outside the heap [{self.lo}, {self.hi})"
-        block = self._containing(off)
         if block is not None:
             return (
                 f"was never allocated here: it is inside the live block at {block[0]} "

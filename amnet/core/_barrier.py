@@ -61,6 +61,11 @@ class Barrier:
         # re-entrant: sending a round's message may find a shared-memory queue full, and
         # the sender then runs arriving messages, this barrier's among them
         self.lock = threading.RLock()
+        # what arrivals are recorded under: never held while sending. A handler that took
+        # ``lock`` could wait for a rank-thread that holds it while its queue is full, and
+        # that thread for the drain lock the handler's thread holds: both processes of a
+        # node doing so at once hung (a CI run of test_barriers_with_rank_threads_at_depth_2)
+        self.arrivals_lock = threading.Lock()
         self.epoch = 0  # barriers notified so far; the current one is self.epoch
         self.pending = False
         self.done = False
@@ -110,7 +115,8 @@ class Barrier:
                     self.eng.send_sys(self.rank, peer, SYS_BARRIER,
                                       (self.epoch, self.round, *st))
                 self.sent = True
-            got = self.arrivals.pop((self.epoch, self.round), None)
+            with self.arrivals_lock:
+                got = self.arrivals.pop((self.epoch, self.round), None)
             if got is None:
                 return
             self.state, self.texts = merge(self.state, self.texts, *got)
@@ -121,11 +127,17 @@ class Barrier:
     def arrived(self, epoch: int, rnd: int, state: tuple[int, ...],
                 texts: tuple[bytes, bytes]) -> None:
         """A round's message arrived (in a handler): record it; the next round is sent from
-        the next poll outside handler context (handlers never send requests)."""
-        with self.lock:
+        the next poll outside handler context (handlers never send requests).
+
+        Never takes ``lock`` (see ``arrivals_lock``). The fields it reads may be changing
+        under ``lock`` in another thread; that is safe: the arrival is recorded before they
+        are read, so the thread advancing either finds it itself or, when it waits for this
+        very round (what is read then), gets an advance deferred (one too many does
+        nothing)."""
+        with self.arrivals_lock:
             self.arrivals[(epoch, rnd)] = (state, texts)
-            if self.pending and not self.done and epoch == self.epoch and rnd == self.round:
-                self.eng.defer(self.advance)
+        if self.pending and not self.done and epoch == self.epoch and rnd == self.round:
+            self.eng.defer(self.advance)
 
     def advance(self) -> None:
         with self.lock:
