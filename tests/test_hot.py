@@ -7,7 +7,9 @@ Each check runs in the three routes an AM can take between two ranks:
 
 - ``pshm``: two processes of one node, through the shared-memory queues (C send and drain);
 - ``inline``: two rank-threads of one process, the handler run in-line by the sender;
-- ``conduit``: two processes with PSHM off, through the conduit (the Python engine's path).
+- ``conduit``: two processes with PSHM off, through the conduit (user Short and Medium AMs
+  from C straight to the conduit's ``send``, and run in C from what it brings; the rest
+  through the Python engine).
 
 The jobs live in ``tests/data/hotjobs.py`` (they are rank-count agnostic: every rank sends to
 its right neighbour). test_am.py and test_pshm.py cover the AM API at large; this file looks
@@ -601,3 +603,29 @@ def test_statistics_handlers_run_grows_by_the_handlers_run(results, route):
         want = (60 if g["proc"] == p1 else 0) + (40 if g["proc"] == p0 else 0)
         assert g["delta"] == want, (g["rank"], g["delta"], want)
 
+
+
+def test_a_handler_table_holds_at_most_65536_handlers():
+    """The wire's handler index is 16 bits: registering more is a clear error up front, and
+    the table is left as it was (never a handler index that wraps around on the wire)."""
+    import types
+
+    from amnet.core._handlers import MAX_HANDLERS, HandlerTable
+
+    def make(i):
+        def h(token):
+            return None
+
+        g = types.FunctionType(h.__code__, {}, f"h{i}")
+        g.__qualname__ = f"h{i}"
+        return g
+
+    fns = [make(i) for i in range(MAX_HANDLERS + 1)]
+    with pytest.raises(ValueError, match=r"65537 handlers in one rank's table \(0 registered, "
+                       r"65537 more given\); a rank can register at most 65536"):
+        HandlerTable.names_of(fns)
+    table = HandlerTable()
+    table.add(fns[:MAX_HANDLERS], HandlerTable.names_of(fns[:MAX_HANDLERS]))
+    with pytest.raises(ValueError, match=r"\(65536 registered, 1 more given\)"):
+        table.add(fns[MAX_HANDLERS:], HandlerTable.names_of(fns[MAX_HANDLERS:]))
+    assert len(table.fns) == len(table.by_name) == MAX_HANDLERS

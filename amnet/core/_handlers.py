@@ -53,6 +53,17 @@ def handler_name(fn: Any) -> str:
     return f"{mod}.{qual}"
 
 
+#: A rank's handler table holds at most this many handlers: the wire's handler index is 16
+#: bits (amnet/core/_wire.py).
+MAX_HANDLERS = 1 << 16
+
+
+def _too_many(have: int, more: int) -> ValueError:
+    return ValueError(f"{have + more} handlers in one rank's table ({have} registered, {more} "
+                      f"more given); a rank can register at most {MAX_HANDLERS} (the wire's "
+                      "handler index is 16 bits)")
+
+
 class HandlerTable:
     """One rank's handlers: index -> function, plus the lookups senders need."""
 
@@ -72,9 +83,12 @@ class HandlerTable:
 
         Raises:
             TypeError: an entry is not callable.
-            ValueError: two entries have the same name.
+            ValueError: two entries have the same name, or there are more than
+                :data:`MAX_HANDLERS`.
         """
         names = [handler_name(f) for f in fns]
+        if len(names) > MAX_HANDLERS:
+            raise _too_many(0, len(names))
         seen: set[str] = set()
         for n in names:
             if n in seen:
@@ -84,9 +98,18 @@ class HandlerTable:
         return names
 
     def add(self, fns: Sequence[Callable], names: Sequence[str]) -> None:
-        for fn, name in zip(fns, names, strict=True):
+        """Append ``fns`` (named ``names``); nothing is added if any cannot be.
+
+        Raises:
+            ValueError: a name is registered already, or the table would pass
+                :data:`MAX_HANDLERS`.
+        """
+        if len(self.fns) + len(fns) > MAX_HANDLERS:
+            raise _too_many(len(self.fns), len(fns))
+        for name in names:
             if name in self.by_name:
                 raise ValueError(f"handler {name!r} is already registered")
+        for fn, name in zip(fns, names, strict=True):
             cat, nargs = getattr(fn, "__amnet_handler__", (None, None))
             idx = len(self.fns)
             self.fns.append(fn)
