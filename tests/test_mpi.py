@@ -134,12 +134,21 @@ def test_amnet_run_conduit_mpi(runner, app):
                                    for r in range(4)), lines
 
 
+def hydra_files() -> set[str]:
+    return {n for n in os.listdir("/tmp") if n.startswith("hydra_hwloc_xmlfile_")}
+
+
 def test_amnet_run_conduit_mpi_diagnosis(runner, app):
+    """A rank raises: the one-line diagnosis, its status, and nothing left behind, not even
+    the topology file MPICH's Hydra leaves in /tmp when a job ends by MPI_Abort."""
+    before = hydra_files()
     out = runner("-n", "4", "--nodes", "2", "--conduit", "mpi", app, "2")
     assert out.returncode == 1, out.stderr
     diagnosis = [ln for ln in out.stderr.splitlines() if ln.startswith("amnet-run: ")]
     assert diagnosis == [f"amnet-run: rank 2 (node 1, proc 2, host {os.uname().nodename}) "
                          "raised ValueError: boom on 2"], out.stderr
+    assert "MPI_Abort" in out.stderr  # the job did end by it
+    assert hydra_files() <= before
 
 
 def test_amnet_run_conduit_mpi_timeout_leaves_nothing(runner):

@@ -227,6 +227,21 @@ def run_mpi_job(spec: dict[str, Any], *, launcher: str | None = None,
             pass
         _remove_shm(spec["token"])
         shutil.rmtree(results, ignore_errors=True)
+        for path in _snapshot(watch.leftovers):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+
+def _snapshot(items: set[str]) -> list[str]:
+    """A copy of a set the watch thread may still be adding to (it ends with the job)."""
+    for _ in range(10):
+        try:
+            return list(items)
+        except RuntimeError:  # changed size while copied
+            time.sleep(0.01)
+    return []
 
 
 def _on_our_death() -> None:
@@ -263,6 +278,10 @@ class _Watch:
         self.pids: dict[int, int] = {}  # proc -> pid, for the processes on this host
         self.first: int | None = None
         self.host = socket.gethostname()
+        self.parents: set[int] = set()  # the launcher's processes that started ours
+        #: what MPICH's Hydra proxies of this job keep open in /tmp (their topology file,
+        #: which an MPI_Abort leaves behind): removed when the job is over
+        self.leftovers: set[str] = set()
 
     def run(self, p: subprocess.Popen) -> None:
         while p.poll() is None and self.first is None:
@@ -294,8 +313,35 @@ class _Watch:
             self.seen.add(proc)
             if host == self.host:
                 self.pids[proc] = int(pid)
+                self._note_launcher_files(int(pid))
+
+    def _note_launcher_files(self, pid: int) -> None:
+        """Note the Hydra topology file (``/tmp/hydra_hwloc_xmlfile_*``) that the parent of
+        process ``pid`` (its launcher's proxy) holds open: its proxy removes it when the job
+        ends normally, nobody when it ends by ``MPI_Abort``."""
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+            parent = int(stat[stat.rfind(b")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            return
+        if parent in self.parents:
+            return
+        self.parents.add(parent)
+        try:
+            fds = os.listdir(f"/proc/{parent}/fd")
+        except OSError:
+            return
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{parent}/fd/{fd}")
+            except OSError:
+                continue
+            if os.path.basename(target).startswith(HYDRA_TOPOLOGY_FILE):
+                self.leftovers.add(target)
 
 
+HYDRA_TOPOLOGY_FILE = "hydra_hwloc_xmlfile_"  # MPICH's Hydra: /tmp/hydra_hwloc_xmlfile_XXXXXX
 PF_EXITING = 0x4  # Linux's flag of a process that is ending (/proc/PID/stat, field 9)
 
 
