@@ -347,7 +347,6 @@ class MPIConduit(Conduit):
                     # while it comes, and once it is here, post the bulk receives of the
                     # envelopes behind it: the next payload, right behind this one in MPI's
                     # stream, then flows into its place while this one is handled
-                    self._lookahead(i, place)
                     while not req.Test():
                         self._lookahead(i, place)
                     self._lookahead(i, place)
