@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import upcjobs
+import upcjobs2
 
 import amnet
 
@@ -242,3 +243,23 @@ def test_auto_nb_changes_no_result(cache):
     got = job(functools.partial(upcjobs.release_hazard, cache=cache), topo, auto_nb=True,
               net_latency_us=20000)
     assert got[2] == list(range(1, 9))
+
+
+# -- the shared heap gives space back -------------------------------------------------------
+@pytest.mark.parametrize("topo", [dict(n=2, threads_per_proc=2), dict(n=3, nodes=2)],
+                         ids=["threads", "2nodes"])
+def test_heap_gives_space_back_between_phases(topo):
+    # 5/8 of the segment, symmetric then local then symmetric: each phase fits only if the
+    # one before gave its space back (freeing the symmetric heap's top lowers every thread's
+    # floor; freeing a local block lets the symmetric heap grow again)
+    got = job(upcjobs2.heap_phases, topo)
+    for out in got:
+        assert out[:4] == ["all_alloc 0: no error", "alloc 0: no error",
+                           "all_alloc 1: no error", "alloc 1: no error"], out
+        assert out[4] == "alloc after array: no error", out
+        assert out[5].startswith("alloc beside global_alloc: MemoryError: upc_alloc: cannot "
+                                 "allocate"), out
+        assert out[6] == "alloc after global_alloc: no error", out
+        assert out[7].startswith("all_alloc beside alloc: MemoryError: upc_all_alloc: the "
+                                 "shared heap cannot grow"), out
+        assert f"thread {topo['n'] - 1}'s local heap" in out[7], out

@@ -293,3 +293,149 @@ def test_constructor_rejects_bad_arguments() -> None:
     assert empty.free_extents() == [] and empty.largest_free() == 0
     with pytest.raises(MemoryError):
         empty.alloc(0)
+
+
+# -- the symmetric heap's boundary protocol (upc_rt/_alloc.py) --------------------------------
+# Thread 0's symmetric heap grows by asking every thread to cede space ("cede") and gives it
+# back ("give") after a free of its top. The calls run here on fake runtimes, their messages
+# delivered in random order between concurrent operations, as on a real job.
+SEG, NT = 1 << 20, 3
+
+
+def _runtime(t: int):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        MYTHREAD=t, THREADS=NT, lock=threading.Lock(), floor=0, floor_epoch=0,
+        local_heap=Heap(0, SEG, direction="down", name=f"local heap of thread {t}"),
+        sym_heap=Heap(0, SEG, direction="up") if t == 0 else None, sym_limit=0, sym_epoch=0)
+
+
+def _sym_alloc(nbytes: int):
+    """upc_rt._alloc.sym_alloc as a generator of calls: yields ``(dest, name, *args)`` or a
+    list of them (started together) and gets their results back."""
+    off, end, claim, epoch = yield (0, "galloc", nbytes, "upc_all_alloc")
+    if end:
+        oks = yield [(t, "cede", end, claim, epoch) for t in range(NT)]
+        if any(ok is not True for ok in oks):
+            yield from _give_back((yield (0, "sfree", off)))
+            return None
+        yield (0, "grow", end)
+    return off
+
+
+def _sym_free(off: int):
+    yield from _give_back((yield (0, "free", off, True)))
+
+
+def _give_back(freed):
+    _, claim, epoch = freed
+    if epoch:
+        yield [(t, "give", claim, epoch) for t in range(NT)]
+
+
+def _boundary_run(seed: int, steps: int = 400) -> None:
+    from upc_rt._alloc import _round
+    from upc_rt._rt import CALLS
+
+    rng = random.Random(seed)
+    rts = [_runtime(t) for t in range(NT)]
+    ops: list[list] = []  # [generator, outstanding calls, their results, is a list]
+    done: list[int] = []  # symmetric blocks whose allocation returned
+    local: list[tuple[int, int]] = []
+
+    def start(gen) -> None:
+        op = [gen, [], [], False]
+        ops.append(op)
+        advance(op, None)
+
+    def advance(op, value, error: BaseException | None = None) -> None:
+        try:
+            req = op[0].send(value) if error is None else op[0].throw(error)
+        except StopIteration as stop:
+            ops.remove(op)
+            if stop.value is not None:
+                done.append(stop.value)
+            return
+        except MemoryError:  # the heap is full: the operation failed (nothing to undo)
+            ops.remove(op)
+            return
+        op[3] = isinstance(req, list)
+        op[1] = [(i, r) for i, r in enumerate(req if op[3] else [req])]
+        op[2] = [None] * len(op[1])
+
+    def deliver(op, rng: random.Random) -> None:
+        """Run one outstanding call of ``op`` at its destination; when it was the last one,
+        hand the results (or the call's MemoryError) back to the operation."""
+        i, (dest, name, *args) = op[1].pop(rng.randrange(len(op[1])))
+        try:
+            op[2][i] = CALLS[name](rts[dest], 0, 0, *args)
+        except MemoryError as e:
+            op[1].clear()
+            advance(op, None, e)
+            return
+        if not op[1]:
+            advance(op, op[2] if op[3] else op[2][0])
+
+    def check() -> None:
+        lim = rts[0].sym_limit
+        for rt in rts:
+            assert lim <= rt.floor <= rt.local_heap.low_water, (seed, lim, rt.floor)
+            for off in done:  # usable symmetric blocks lie below every floor
+                assert off + rts[0].sym_heap.size_of(off) <= rt.floor, (seed, off, rt.floor)
+
+    for _ in range(steps):
+        r = rng.random()
+        if r < 0.2:
+            start(_sym_alloc(rng.choice([1, 5000, 70000, 200000, 400000])))
+        elif r < 0.3 and done:
+            start(_sym_free(done.pop(rng.randrange(len(done)))))
+        elif r < 0.4:
+            t = rng.randrange(NT)
+            try:
+                local.append((t, rts[t].local_heap.alloc(rng.choice([64, 100000, 300000]),
+                                                         limit=rts[t].floor)))
+            except MemoryError:
+                pass
+        elif r < 0.5 and local:
+            t, off = local.pop(rng.randrange(len(local)))
+            rts[t].local_heap.free(off)
+        elif ops:  # deliver one outstanding call of one operation (any order)
+            deliver(rng.choice(ops), rng)
+        check()
+    while ops:  # let everything in flight finish, in random order
+        deliver(rng.choice(ops), rng)
+        check()
+    # at rest, every thread leaves the symmetric heap exactly what it uses: nothing is lost
+    top = _round(rts[0].sym_heap.high_water)
+    assert rts[0].sym_limit == top, (seed, rts[0].sym_limit, top)
+    assert [rt.floor for rt in rts] == [top] * NT, (seed, [rt.floor for rt in rts], top)
+    for off in list(done):
+        done.remove(off)
+        start(_sym_free(off))
+        while ops:
+            deliver(ops[0], rng)
+    assert rts[0].sym_limit == 0 and [rt.floor for rt in rts] == [0] * NT
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_boundary_protocol_keeps_heaps_apart_and_gives_everything_back(seed: int) -> None:
+    _boundary_run(seed)
+
+
+def test_give_back_overtaken_by_a_growth_does_not_lower_its_floor() -> None:
+    """A thread gets a growth's cede before an older give-back (they come from different
+    threads): the give-back is stale and must not lower the floor the growth set."""
+    from upc_rt._rt import CALLS
+
+    rt = _runtime(1)
+    rt.floor, rt.floor_epoch = 5 << 16, 3
+    assert CALLS["cede"](rt, 2, 0, 2 << 16, 2 << 16, 5) is True  # growth #5: claim 128 KiB
+    assert (rt.floor, rt.floor_epoch) == (2 << 16, 5)  # the claim then, not the old floor
+    CALLS["give"](rt, 0, 0, 0, 4)  # give-back #4, sent before growth #5, arrives after it
+    assert (rt.floor, rt.floor_epoch) == (2 << 16, 5)
+    CALLS["give"](rt, 0, 0, 1 << 16, 6)
+    assert (rt.floor, rt.floor_epoch) == (1 << 16, 6)
+    rt.local_heap.alloc(SEG - (3 << 16), limit=rt.floor)  # leaves [0, 192 KiB) free
+    assert CALLS["cede"](rt, 2, 0, 4 << 16, 4 << 16, 7) == 3 << 16  # refused: names its low
+    assert (rt.floor, rt.floor_epoch) == (1 << 16, 7)

@@ -12,6 +12,15 @@ above its ``floor``; ``sym_limit <= floor`` on every thread. When the symmetric 
 more, its caller asks every thread to *cede* up to the new limit (a thread agrees when its
 local heap lies above it, and raises its floor), then raises ``sym_limit``: the two never
 overlap, and neither side needs a fixed split.
+
+Space goes back the same way: a free that leaves the symmetric heap's top free lowers
+``sym_limit`` to the end of its highest live block (rounded up to ``GROW_QUANTUM``), and the
+freeing thread tells every thread to lower its floor to that *claim* before ``free`` returns.
+Every change of the claim (a growth, a give-back) is numbered on thread 0 (``sym_epoch``) and
+carries the claim as it stood then, an upper bound of what the symmetric heap uses until the
+next change; a thread lowers its floor only for a change newer than the newest it applied
+(``floor_epoch``), so a give-back overtaken by a later growth cannot lower a floor that the
+growth needs. Raising (ceding) never depends on the order.
 """
 
 from __future__ import annotations
@@ -76,14 +85,15 @@ def _sizes(what: str, nblocks: Any, nbytes: Any) -> tuple[int, int]:
     return nblocks, nbytes
 
 
-def _grow(rt: Runtime, end: int, what: str) -> None:
+def _grow(rt: Runtime, end: int, claim: int, epoch: int, what: str) -> None:
     """Ask every thread to cede its segment below ``end`` to the symmetric heap, then raise
-    thread 0's limit (a normal context: it waits).
+    thread 0's limit (a normal context: it waits). ``claim`` and ``epoch``: the change of the
+    claim this growth is (see the module docstring).
 
     Raises:
         MemoryError: a thread's local heap uses bytes below ``end``.
     """
-    handles = [rt.start_call(t, "cede", end) for t in range(rt.THREADS)]
+    handles = [rt.start_call(t, "cede", end, claim, epoch) for t in range(rt.THREADS)]
     refused = [(t, low) for t, h in enumerate(handles) if (low := h.wait()) is not True]
     if refused:
         t, low = refused[0]
@@ -92,17 +102,34 @@ def _grow(rt: Runtime, end: int, what: str) -> None:
     rt.call(0, "grow", end)
 
 
+def _give_back(rt: Runtime, freed: list[int]) -> None:
+    """After a free of the symmetric heap at thread 0 (``freed``: its ``[size, claim,
+    epoch]``): when the claim changed (epoch > 0), every thread lowers its floor to it, and
+    this returns once all have (a normal context: it waits)."""
+    _, claim, epoch = freed
+    if epoch:
+        for h in [rt.start_call(t, "give", claim, epoch) for t in range(rt.THREADS)]:
+            h.wait()
+
+
 def sym_alloc(rt: Runtime, nbytes: int, what: str) -> int:
     """A block of ``nbytes`` at the same offset on every thread (thread 0's normal
     context, or any thread through :func:`global_alloc`)."""
-    off, end = rt.call(0, "galloc", nbytes, what)
+    off, end, claim, epoch = rt.call(0, "galloc", nbytes, what)
     if end:
         try:
-            _grow(rt, end, what)
+            _grow(rt, end, claim, epoch, what)
         except BaseException:
-            rt.call(0, "sfree", off)
+            _give_back(rt, rt.call(0, "sfree", off))
             raise
     return off
+
+
+def _claim(rt: Runtime) -> int:
+    """Thread 0, lock held: what every thread leaves to the symmetric heap now: its limit or
+    the end of its highest live block (a block whose growth is under way included), rounded
+    up to ``GROW_QUANTUM``, whichever is higher."""
+    return max(rt.sym_limit, _round(rt.sym_heap.high_water))
 
 
 @remote_call("galloc")
@@ -110,26 +137,56 @@ def _galloc(rt: Runtime, src: int, opid: int, nbytes: int, what: str) -> list[in
     heap = rt.sym_heap
     with rt.lock:
         try:
-            return [heap.alloc(nbytes, limit=rt.sym_limit, op=what), 0]
+            return [heap.alloc(nbytes, limit=rt.sym_limit, op=what), 0, 0, 0]
         except MemoryError:
             off = heap.alloc(nbytes, op=what)  # anywhere: MemoryError if the heap is full
-            return [off, _round(off + heap.size_of(off))]
+            rt.sym_epoch += 1
+            return [off, _round(off + heap.size_of(off)), _claim(rt), rt.sym_epoch]
+
+
+def _sym_free(rt: Runtime, off: int, always: bool) -> list[int]:
+    """Thread 0, lock held: free the symmetric block at ``off``; when that frees the heap's
+    top, lower the limit. Returns ``[size, claim, epoch]``, epoch 0 when the claim did not
+    change (``always``: a new epoch anyway, for a block whose growth failed and may have
+    raised some floors). Raises ValueError when ``off`` is not a live block."""
+    size = rt.sym_heap.free(off, op="upc_free")
+    top = _round(rt.sym_heap.high_water)
+    if top >= rt.sym_limit and not always:
+        return [size, 0, 0]
+    rt.sym_limit = min(rt.sym_limit, top)
+    rt.sym_epoch += 1
+    return [size, _claim(rt), rt.sym_epoch]
 
 
 @remote_call("sfree")
-def _sfree(rt: Runtime, src: int, opid: int, off: int) -> None:
+def _sfree(rt: Runtime, src: int, opid: int, off: int) -> list[int]:
     with rt.lock:
-        rt.sym_heap.free(off)
+        return _sym_free(rt, off, True)
+
+
+def _lower(rt: Runtime, claim: int, epoch: int) -> None:
+    """Lock held: a change of the symmetric heap's claim newer than any applied here lowers
+    this thread's floor to that claim (an older one says nothing about now)."""
+    if epoch > rt.floor_epoch:
+        rt.floor_epoch = epoch
+        rt.floor = min(rt.floor, claim)
 
 
 @remote_call("cede")
-def _cede(rt: Runtime, src: int, opid: int, end: int) -> Any:
+def _cede(rt: Runtime, src: int, opid: int, end: int, claim: int, epoch: int) -> Any:
     with rt.lock:
+        _lower(rt, claim, epoch)
         low = rt.local_heap.low_water
         if low < end:
             return low
         rt.floor = max(rt.floor, end)
         return True
+
+
+@remote_call("give")
+def _give(rt: Runtime, src: int, opid: int, claim: int, epoch: int) -> None:
+    with rt.lock:
+        _lower(rt, claim, epoch)
 
 
 @remote_call("grow")
@@ -139,12 +196,16 @@ def _grow_limit(rt: Runtime, src: int, opid: int, end: int) -> None:
 
 
 @remote_call("free")
-def _free(rt: Runtime, src: int, opid: int, addr: int) -> int:
+def _free(rt: Runtime, src: int, opid: int, addr: int, sym: bool | None) -> list[int]:
+    """Free ``addr`` here: a symmetric block (``sym`` True, at thread 0), a local one
+    (False), or, for a pointer that does not say (None), whichever heap holds it."""
     with rt.lock:
-        if rt.local_heap.block_containing(addr) is not None or rt.sym_heap is None \
-                or addr >= rt.sym_limit:
-            return rt.local_heap.free(addr, op="upc_free")
-        return rt.sym_heap.free(addr, op="upc_free")
+        if sym is None:
+            sym = rt.sym_heap is not None and rt.local_heap.block_containing(addr) is None \
+                and addr < _claim(rt)
+        if not sym or rt.sym_heap is None:
+            return [rt.local_heap.free(addr, op="upc_free"), 0, 0]
+        return _sym_free(rt, addr, False)
 
 
 # -- the API ------------------------------------------------------------------------------
@@ -208,7 +269,9 @@ def alloc(nbytes: int) -> SharedPtr:
 
 def free(p: Any) -> None:
     """``upc_free``: release what ``all_alloc``, ``global_alloc``, ``alloc`` or
-    ``shared_array`` returned (any one thread may free it, once).
+    ``shared_array`` returned (any one thread may free it, once). When that frees the top of
+    the symmetric heap, its space goes back to every thread's local heap before this
+    returns (a round of calls to every thread), so ``alloc`` can use it after a barrier.
 
     Raises:
         ValueError: ``p`` is not the start of a live allocation (never allocated, or freed
@@ -229,7 +292,7 @@ def free(p: Any) -> None:
                                       or (a.owner >= 0 and p.threadof != a.owner)):
         raise ValueError(f"upc.free(): {p!r} points inside {a.name}, not at its start")
     if not isinstance(a, Allocation):
-        owner = p.threadof
+        owner, sym = p.threadof, None
     else:  # a local block at its owner; a symmetric one at thread 0, where its heap lives
-        owner = max(a.owner, 0)
-    rt.call(owner, "free", p.addrfield)
+        owner, sym = max(a.owner, 0), a.owner < 0
+    _give_back(rt, rt.call(owner, "free", p.addrfield, sym))

@@ -61,9 +61,11 @@ class Runtime:
         self.local_heap = Heap(0, size, direction="down", name=f"local heap of thread "
                                f"{self.MYTHREAD}")
         self.floor = 0
+        self.floor_epoch = 0  # the newest change of the symmetric heap's claim applied here
         self.sym_heap = Heap(0, size, direction="up", name="shared heap") \
             if self.MYTHREAD == 0 else None
         self.sym_limit = 0  # thread 0: every thread's floor is at least this
+        self.sym_epoch = 0  # thread 0: changes of the claim (growths, give-backs) so far
         self.locks: dict[int, Any] = {}  # lock id -> _locks.LockState (locks I host)
         self.freed_locks: set[int] = set()
         self.held: set[tuple[int, int]] = set()  # (host, id) of locks I hold
