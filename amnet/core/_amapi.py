@@ -25,6 +25,12 @@ class AMStatistics:
     #: seconds this process's rank-threads spent waiting while another of them drained
     #: (one thread receives at a time); 0.0 in a process of one rank-thread
     drain_wait_s: float = 0.0
+    #: blocking waits of this process that slept a whole slice (50 ms) with nothing waking
+    #: them: normal while a rank waits long for a peer, never for a wait already satisfied
+    slices_expired: int = 0
+    #: of those, the waits that were satisfied all along (their condition held, or work
+    #: deferred by a handler was waiting to be sent): missed wake-ups, 0 in a healthy job
+    wakeups_missed: int = 0
 
 
 class AMMixin:
@@ -112,4 +118,4 @@ class AMMixin:
         return AMStatistics(eng.handled + eng.hot.handled, eng.refused, len(eng.delayed),
                             self._rs.inflight, eng.conduit.statistics(),
                             None if eng.pshm is None else eng.pshm.statistics(),
-                            eng.drain_wait_s)
+                            eng.drain_wait_s, eng.slices_expired, eng.wakeups_missed)

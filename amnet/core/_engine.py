@@ -136,6 +136,10 @@ class Engine:
         self.conduit_at = 0.0  # when drain last looked at the conduit (with PSHM on)
         self.empty_polls = 0
         self.drain_wait_s = 0.0  # rank-threads' seconds waiting while another one drained
+        # blocking waits that slept a whole BLOCK_SLICE_S with nothing to wake them, and of
+        # those, the ones whose wait was satisfied all along (a missed wake-up)
+        self.slices_expired = 0
+        self.wakeups_missed = 0
         self.seg_views: dict[int, np.ndarray] = {}
         self.seg_words: dict[int, Any] = {}
         self._progress: threading.Thread | None = None
@@ -177,6 +181,13 @@ class Engine:
         if signal is not None:
             self.hot.set_conduit_signal(*signal)
         self.drain_lock = self.hot.drain_lock
+        # Where another thread of this process can end a wait without a message (an in-line
+        # AM to a rank-thread, work deferred by a rank-thread), the drainer's sleep also
+        # watches this eventfd, which hot.nudge() writes while it sleeps.
+        self.wake_fd: int | None = None
+        if self.T > 1 or config.progress_thread:
+            self.wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+            self.hot.set_wake_fd(self.wake_fd)
         self.pshm = None
         if use_pshm:
             from ..pshm._network import PshmNetwork
@@ -274,6 +285,10 @@ class Engine:
             self.conduit.close(0.0 if done else 0.5)
             if self.pshm is not None:
                 self.pshm.close()
+            if self.wake_fd is not None:
+                self.hot.set_wake_fd(-1)
+                os.close(self.wake_fd)
+                self.wake_fd = None
 
     # -- context checks -------------------------------------------------------------------
     def in_handler(self) -> Token | None:
@@ -402,6 +417,7 @@ class Engine:
                 return self._refuse()
             self.sys[hidx](self, drs, src, args, mv, offset, flags)
             self.handled += 1
+            self.hot.nudge()  # it may have completed a wait of dest's thread
             return
         header = W.HEADERS[len(args)].pack(flags, len(args), hidx, src, dest, offset, *args)
         if route == PSHM:
@@ -442,6 +458,7 @@ class Engine:
             call_args = (memoryview(view), *args)
         self.run_handler(drs, table.fns[idx], table.names[idx], rs.rank,
                          not flags & W.REPLY, call_args)
+        self.hot.nudge()  # it may have completed a wait of dest's thread
 
     # -- node-local memory ----------------------------------------------------------------
     def local_segment(self, rank: int) -> np.ndarray | None:
@@ -504,9 +521,12 @@ class Engine:
 
     def defer(self, fn: Callable[[], Any]) -> None:
         """Run ``fn`` at the next poll outside handler context (handlers must not send
-        requests: the barrier sends its next round from here)."""
+        requests: the barrier sends its next round from here). Whichever thread of this
+        process polls or waits next runs it, before it blocks; a drainer asleep in a receive
+        is woken for it."""
         with self.cond:
             self.deferred.append(fn)
+        self.hot.nudge()
 
     def run_deferred(self) -> None:
         if current_token() is not None:
@@ -528,8 +548,10 @@ class Engine:
         holds).
         """
         n = 0
-        if self.delayed:
-            wait = None  # drain_net runs those due; the caller's wait is up to the next one
+        if self.delayed or self.deferred:
+            # drain_net runs those due; the caller's wait is up to the next one. Deferred
+            # work (sends) must not wait behind a sleep: the caller runs it next.
+            wait = None
         net = self.pshm
         if net is not None:
             k = self.hot.drain()
@@ -541,7 +563,7 @@ class Engine:
             if wait is not None and wait < 0.001:
                 wait = None  # the conduit's poll counts whole ms: look again instead
             if wait is not None:  # sleep on the doorbell and the conduit together
-                net.sleep(self.conduit.wait_readable_fds, wait)
+                net.sleep(lambda fds, t: self._block(fds, t, pred), wait)
                 wait = None
                 k = self.hot.drain()
                 if k:
@@ -574,11 +596,16 @@ class Engine:
         latency = self.latency
         seen = 0
         while seen < DRAIN_BUDGET:
-            if wait is not None:
+            if wait is None:
+                m = conduit.recv()
+            elif self.wake_fd is None:  # one thread: nothing but a message ends the wait
                 m = conduit.recv_wait(wait)
+                if m is None:
+                    self._expired(wait, pred)
                 wait = None
             else:
-                m = conduit.recv()
+                m = conduit.recv() if self._block((), wait, pred) else None
+                wait = None
             if m is None:
                 break
             seen += 1
@@ -620,6 +647,43 @@ class Engine:
                     or table.nargs[hidx] not in (None, nargs)):
                 return None
         return rs.segment[offset:offset + n]
+
+    def _block(self, fds: Any, t: float, pred: Callable[[], Any] | None) -> bool:
+        """The drainer's one blocking point: sleep up to ``t`` seconds until the conduit
+        or one of ``fds`` (the shared-memory doorbell) is readable, or another thread of
+        this process nudges (``wake_fd``: an in-line AM ran a handler, work was deferred).
+        Returns whether anything may be ready.
+
+        The sleeping flag is set (seq_cst) before the last look at ``pred`` and the
+        deferred work, so whatever completes the wait after that look sees it and wakes us.
+        """
+        wake = self.wake_fd
+        if wake is None:
+            ready = self.conduit.wait_readable_fds(fds, t)
+        else:
+            hot = self.hot
+            hot.sleeping = True
+            try:
+                if self.deferred or (pred is not None and pred()):
+                    return True
+                ready = self.conduit.wait_readable_fds((*fds, wake), t)
+            finally:
+                hot.sleeping = False
+                try:
+                    os.eventfd_read(wake)
+                except (BlockingIOError, OSError):
+                    pass
+        if not ready:
+            self._expired(t, pred)
+        return ready
+
+    def _expired(self, t: float, pred: Callable[[], Any] | None) -> None:
+        """A blocking wait of ``t`` seconds ended with nothing ready: count a whole slice,
+        and a missed wake-up when the wait was satisfied all along (statistics())."""
+        if t >= BLOCK_SLICE_S:
+            self.slices_expired += 1
+            if self.deferred or (pred is not None and pred()):
+                self.wakeups_missed += 1
 
     def _remote(self, header: bytes) -> bool:
         if len(header) < W.FIXED_SIZE:
@@ -755,6 +819,8 @@ class Engine:
             JobAborted: the job is being torn down.
         """
         if pred():
+            if self.deferred:
+                self.run_deferred()
             return True
         boot = self.boot
         now = time.monotonic()
@@ -764,6 +830,10 @@ class Engine:
         # when polling last found nothing (None: it just did find something)
         idle = now - spin_s - 1.0 if spun and spin_s != float("inf") else None
         while True:
+            if self.deferred:  # what was deferred goes out before this thread blocks
+                self.run_deferred()
+                if pred():
+                    return True
             if lock.acquire(False):
                 try:
                     if spin_s == 0.0 or (idle is not None
@@ -804,8 +874,10 @@ class Engine:
                         gen = self.gen
                         if not pred() and lock.locked():
                             t0 = time.perf_counter()
-                            self.cond.wait_for(lambda g=gen: self.gen != g, max_block)
+                            woke = self.cond.wait_for(lambda g=gen: self.gen != g, max_block)
                             self.drain_wait_s += time.perf_counter() - t0  # under cond
+                            if not woke:
+                                self._expired(max_block, pred)
                     finally:
                         self.hot.waiters -= 1
             if self.deferred:
@@ -830,6 +902,8 @@ class Engine:
                 n = self.drain(None, t)
             if n and self.hot.waiters:
                 self._wake()
+            if self.deferred:  # what its handlers deferred goes out now, not at the
+                self.run_deferred()  # rank-thread's next call
 
 
 def as_bytes(data: Any, what: str) -> tuple[Any, int]:

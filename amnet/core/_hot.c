@@ -379,6 +379,8 @@ typedef struct {
     Clock clock;
     unsigned long empty;
     int waiters;                     /* threads of the Python wait loop sleeping on the drainer */
+    int sleeping;                    /* the drainer blocks in a receive (Engine._block) */
+    int wake_fd;                     /* eventfd that ends its sleep (-1: none) */
     uint64_t sent, received, rings, full_waits, handled;
     Slot *slots;
     TokenObject *spare[4];           /* tokens to reuse (in-line AMs nest two deep) */
@@ -396,6 +398,7 @@ struct TokenObject {
 };
 
 static PyTypeObject Hot_Type, Token_Type, EndpointBase_Type;
+static int nudge(HotObject *h);
 
 /* -- tokens ------------------------------------------------------------------------- */
 
@@ -794,7 +797,8 @@ fast_send(HotObject *h, int t, int flags, PyObject *dest_o, PyObject *handler,
             return -1;
         }
         Py_DECREF(r);
-        return 0;
+        /* the handler may have completed a wait of the destination's thread */
+        return nudge(h);
     }
     if (route == R_NET) {
         return net_send(h, proc, flags, nargs, idx, s->rank, dest, a,
@@ -1198,6 +1202,21 @@ wake_waiters(HotObject *h)
     return 0;
 }
 
+/* After this thread did something that may complete another thread's wait without a
+ * message (an in-line AM ran a handler of another rank-thread, work was deferred): wake the
+ * threads waiting on the drainer, and the drainer if it sleeps in a receive. Costs two
+ * atomic loads when nobody waits. */
+static int
+nudge(HotObject *h)
+{
+    if (__atomic_load_n(&h->sleeping, __ATOMIC_SEQ_CST) && h->wake_fd >= 0) {
+        uint64_t one = 1;
+        ssize_t w = write(h->wake_fd, &one, sizeof one);
+        (void)w;
+    }
+    return wake_waiters(h);
+}
+
 /* One look at everything: 1+ ran, 0 nothing, -1 error, -2 another thread drains. */
 static int
 poll_core(HotObject *h, PyObject *pred, double now)
@@ -1279,7 +1298,12 @@ wait_until(HotObject *h, PyObject *pred, PyObject *timeout)
 {
     int v = pred_true(pred);
     if (v != 0) {
-        return v < 0 ? NULL : Py_NewRef(Py_True);
+        /* what was deferred (a grant a handler of this rank queued) goes out now, not
+         * behind the next wait's sleep */
+        if (v < 0 || run_deferred(h) < 0) {
+            return NULL;
+        }
+        return Py_NewRef(Py_True);
     }
     double deadline = -1.0;
     if (timeout != Py_None) {
@@ -1693,6 +1717,7 @@ Hot_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     if ((h->deferred = PyObject_GetAttrString(eng, "deferred")) == NULL) goto fail;
     if ((h->delayed = PyObject_GetAttrString(eng, "delayed")) == NULL) goto fail;
     h->net_fd = -1;
+    h->wake_fd = -1;
     h->drain_lock = (LockObject *)PyObject_CallNoArgs((PyObject *)&Lock_Type);
     if (h->drain_lock == NULL) goto fail;
     h->lockfree = lockfree;
@@ -2117,6 +2142,43 @@ Hot_set_spin(HotObject *h, PyObject *arg)
 }
 
 
+/* set_wake_fd(fd): the eventfd that nudge() writes while the drainer sleeps (-1: none). */
+static PyObject *
+Hot_set_wake_fd(HotObject *h, PyObject *arg)
+{
+    long fd = PyLong_AsLong(arg);
+    if (fd == -1 && PyErr_Occurred()) return NULL;
+    h->wake_fd = (int)fd;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Hot_nudge(HotObject *h, PyObject *Py_UNUSED(ignored))
+{
+    if (nudge(h) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Hot_get_sleeping(HotObject *h, void *closure)
+{
+    return PyBool_FromLong(__atomic_load_n(&h->sleeping, __ATOMIC_SEQ_CST));
+}
+
+/* Set (seq_cst) before the drainer's last look at what could end its wait and its sleep:
+ * a thread that completes that wait afterwards sees it and writes wake_fd. */
+static int
+Hot_set_sleeping(HotObject *h, PyObject *v, void *closure)
+{
+    int b = v == NULL ? -1 : PyObject_IsTrue(v);
+    if (b < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "cannot delete sleeping");
+        return -1;
+    }
+    __atomic_store_n(&h->sleeping, b, __ATOMIC_SEQ_CST);
+    return 0;
+}
+
 static PyObject *
 Hot_get_drain_lock(HotObject *h, void *closure)
 {
@@ -2160,6 +2222,9 @@ static PyMethodDef Hot_methods[] = {
     {"run_handler", (PyCFunction)Hot_run_handler, METH_VARARGS, NULL},
     {"send", (PyCFunction)Hot_send, METH_VARARGS, NULL},
     {"set_spin", (PyCFunction)Hot_set_spin, METH_O, NULL},
+    {"set_wake_fd", (PyCFunction)Hot_set_wake_fd, METH_O, NULL},
+    {"nudge", (PyCFunction)Hot_nudge, METH_NOARGS,
+     "Wake the threads waiting on the drainer, and the drainer if it sleeps (wake_fd)."},
     {"set_net_send", (PyCFunction)Hot_set_net_send, METH_O, NULL},
     {"net_dispatch", (PyCFunction)(void (*)(void))Hot_net_dispatch, METH_FASTCALL, NULL},
     {"set_conduit_signal", (PyCFunction)Hot_set_conduit_signal, METH_VARARGS, NULL},
@@ -2172,6 +2237,8 @@ static PyMethodDef Hot_methods[] = {
 static PyGetSetDef Hot_getset[] = {
     {"drain_lock", (getter)Hot_get_drain_lock, NULL, NULL, NULL},
     {"handled", (getter)Hot_get_handled, NULL, NULL, NULL},
+    {"sleeping", (getter)Hot_get_sleeping, (setter)Hot_set_sleeping,
+     "The drainer sleeps in a receive: nudge() writes wake_fd.", NULL},
     {"waiters", (getter)Hot_get_waiters, (setter)Hot_set_waiters,
      "Threads of the Python wait loop sleeping until the drainer makes progress (changed "
      "under the engine's cond).", NULL},
