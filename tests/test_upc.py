@@ -263,3 +263,20 @@ def test_heap_gives_space_back_between_phases(topo):
         assert out[7].startswith("all_alloc beside alloc: MemoryError: upc_all_alloc: the "
                                  "shared heap cannot grow"), out
         assert f"thread {topo['n'] - 1}'s local heap" in out[7], out
+        assert out[8].startswith("free again: ValueError: upc_free: offset 0 in the shared "
+                                 "heap was already freed"), out
+
+
+# -- element reads are values ---------------------------------------------------------------
+@pytest.mark.parametrize(("topo", "cache"), [
+    pytest.param(dict(n=2), False, id="node"),
+    pytest.param(dict(n=2, threads_per_proc=2), False, id="threads"),
+    pytest.param(dict(n=2, nodes=2), False, id="2nodes-nocache"),
+    pytest.param(dict(n=2, nodes=2), True, id="2nodes-cache")])
+def test_structured_element_reads_are_snapshots(topo, cache):
+    # numpy gives a structured element as a view of its array's memory; a shared array's
+    # element read is a copy on every route (UPC's s = X[i]): it keeps what it read when the
+    # owner writes later, and a second read does not overwrite the first
+    for out in job(functools.partial(upcjobs2.struct_reads, cache=cache), topo):
+        want = out.pop("want")
+        assert out == want

@@ -70,6 +70,14 @@ def fit(value: Any, dt: np.dtype, what: str) -> np.ndarray:
         raise ValueError(f"{what}: {value!r} cannot be stored as {dt} ({e})") from None
 
 
+def _snapshot(v: np.ndarray, li: int) -> Any:
+    """Element ``li`` of ``v`` as a value of its own. numpy hands out an element of a
+    structured (or other void) dtype as a view of the array's memory; a shared array's read
+    is a copy, as ``s = X[i]`` copies the struct in UPC (plain dtypes give numpy scalars,
+    copies already)."""
+    return v[li:li + 1].copy()[0]
+
+
 def shared_array(shape: int | tuple[int, ...], dtype: Any = "f8",
                  blocksize: int | None = 1) -> SharedArray:
     """A shared array (collective): ``shape`` elements of ``dtype``, distributed in blocks
@@ -122,6 +130,9 @@ class SharedArray:
 
     ``X[i]`` / ``X[i] = v`` (relaxed), ``X[a:b:s]`` and index arrays (bulk), ``X.strict[i]``
     (the access between fences), ``X.local`` (my elements, a numpy view), ``X.ptr(i)``.
+    Every read gives values of its own, whatever the route: an element of a structured
+    dtype is a copy (a writable ``np.void``), never a view of shared memory or of a buffer
+    the next read reuses; only ``X.local`` is a view.
 
     Raises (every access): IndexError naming the array and its length; ValueError for a
     value that does not fit the dtype (nothing is written).
@@ -260,22 +271,27 @@ class SharedArray:
                 t, li = 0, key
             v = self._views[t]
             if v is not None:
-                return v[li]
+                return v[li] if self._plain else _snapshot(v, li)
             return self._get_remote(t, li)
         if self._element(key):
             t, li = self._where(self._index(key))
             v = self._views[t]
-            return v[li] if v is not None else self._get_remote(t, li)
+            if v is not None:
+                return v[li] if self._plain else _snapshot(v, li)
+            return self._get_remote(t, li)
         from ._bulk import bulk_get
 
         return bulk_get(self, key)
 
     def _get_remote(self, t: int, li: int, cached: bool = True) -> Any:
+        """Element ``li`` of thread ``t`` (another node), read now: a value of its own (a
+        structured element gets a buffer of its own, not the shared scratch one)."""
         addr = self.base + li * self._E
         cache = self._rt.cache
         if cache is not None and cached:
-            return np.frombuffer(cache.read(t, addr, self._E), self.dtype)[0]
-        s = self._scratch
+            got = np.frombuffer(cache.read(t, addr, self._E), self.dtype)
+            return got[0] if self._plain else got.copy()[0]  # writable, as every read
+        s = self._scratch if self._plain else np.empty(1, self.dtype)
         if self._rt.nb is not None:
             self._rt.nb.touch(t, addr, self._E, False)
         self._ep.get(t, addr, self._E, s)
@@ -362,7 +378,10 @@ class _Strict:
         else:  # a strict read is never served from the cache
             t, li = a._where(a._index(key))
             v = a._views[t]
-            out = v[li] if v is not None else a._get_remote(t, li, cached=False)
+            if v is None:
+                out = a._get_remote(t, li, cached=False)
+            else:
+                out = v[li] if a._plain else _snapshot(v, li)
         fence()
         return out
 
