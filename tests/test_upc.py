@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import upcjobs
 import upcjobs2
@@ -280,3 +281,29 @@ def test_structured_element_reads_are_snapshots(topo, cache):
     for out in job(functools.partial(upcjobs2.struct_reads, cache=cache), topo):
         want = out.pop("want")
         assert out == want
+
+
+# -- forall over an n-D array ---------------------------------------------------------------
+def _row_owner(shape, b, threads, i):
+    """Model: the thread of A[i][0...] in shared [b] T A[shape], from its flat index."""
+    flat = i * int(np.prod(shape[1:]))
+    if b is None:
+        b = -(-int(np.prod(shape)) // threads)
+    return 0 if b == 0 else flat // b % threads
+
+
+@pytest.mark.parametrize("topo", [dict(n=3), dict(n=4, nodes=2)], ids=["node", "2nodes"])
+def test_forall_on_an_nd_array_gives_row_i_to_the_owner_of_its_first_element(topo):
+    got = job(upcjobs2.forall_rows, topo)
+    T = topo["n"]
+    for me, out in enumerate(got):
+        for k, (shape, b) in enumerate(upcjobs2.FORALL_CASES):
+            want = [i for i in range(shape[0]) if _row_owner(shape, b, T, i) == me]
+            assert out[2 * k] == want, (me, shape, b)
+            assert out[2 * k + 1] == [i for i in range(shape[0] - 1, -1, -2) if i in want]
+        assert out[-1] == ("IndexError: upc.forall(): affinity shared array (5, 7) of int32 "
+                           "(block size 3) at offset " + out[-1].split("at offset ")[1])
+        assert out[-1].endswith(": row 5 out of range for 5 rows"), out[-1]
+    # every row is run by exactly one thread
+    for k, (shape, _) in enumerate(upcjobs2.FORALL_CASES):
+        assert sorted(i for out in got for i in out[2 * k]) == list(range(shape[0]))

@@ -515,3 +515,42 @@ def test_unaligned_rows_take_the_general_path():
     pieces, shape, grid = _plan(_Arr((9, 8), 3, 2), (slice(None), slice(0, 4)))
     assert grid == (1, 0, 0) and shape == (9, 4)
     assert sum(pc.count for pc in pieces) == 36
+
+
+# ---------------------------------------------------------------- rows and a thread's elements
+
+@FAST
+@given(st.lists(st.integers(0, 6), min_size=1, max_size=3), block_sizes, st.integers(1, 9))
+def test_row_owners_are_the_owners_of_each_rows_first_element(dims: list[int], b: int,
+                                                               t: int) -> None:
+    # shared [b] T A[R][C...]: row i (&A[i]) has the affinity of &A[i][0...0]
+    shape = (dims[0] + 1, *dims[1:])  # at least one row
+    row = int(np.prod(shape[1:]))
+    lay = Layout(int(np.prod(shape)), 8, b, t)
+    place = deal(lay.n, b, t)
+    if row == 0:  # rows without elements have no affinity
+        with pytest.raises(ValueError, match="row must be >= 1"):
+            lay.row_owners(np.arange(shape[0]), row)
+        return
+    want = [place[i * row][0] for i in range(shape[0])]
+    assert lay.row_owners(np.arange(shape[0]), row).tolist() == want
+    assert lay.row_owners(np.arange(shape[0])[::-1], row).tolist() == want[::-1]
+    assert lay.row_owners(np.arange(lay.n), 1).tolist() == [p[0] for p in place]
+    for bad in (shape[0], -1):
+        with pytest.raises(IndexError, match=rf"row {bad} out of range for {shape[0]} rows"):
+            lay.row_owners(np.array([0, bad]), row)
+    with pytest.raises(TypeError, match="integers"):
+        lay.row_owners(np.array([0.5]), row)
+
+
+@FAST
+@given(layouts())
+def test_thread_indices_list_each_threads_elements_in_local_order(lay: Layout) -> None:
+    place = deal(lay.n, lay.blocksize, lay.threads)
+    for t in range(lay.threads):
+        mine = sorted((j, i) for i, (tt, _, j) in enumerate(place) if tt == t)
+        got = lay.thread_indices(t)
+        assert got.dtype == np.int64 and got.tolist() == [i for _, i in mine]
+        assert [j for j, _ in mine] == list(range(len(mine)))  # local order has no gaps
+    with pytest.raises(IndexError, match="out of range"):
+        lay.thread_indices(lay.threads)

@@ -10,6 +10,7 @@ fetching method returns the old value: ``D.fetch_add(p, 1)``; ``D.add(p, 1)`` re
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -161,8 +162,14 @@ def atomic_domain(ops: Iterable[str], dtype: Any = "i8") -> AtomicDomain:
 def forall(start: int, stop: int, step: int = 1, affinity: Any = None) -> Iterator[int]:
     """``upc_forall``: the indices of ``range(start, stop, step)`` whose affinity is
     MYTHREAD. ``affinity``: None for ``i`` itself (``i % THREADS``), an int for "all of them
-    on thread affinity % THREADS", a shared array for "where its element i lives", or a
-    function of ``i`` returning an int or a pointer-to-shared.
+    on thread affinity % THREADS", a shared array ``A`` for ``&A[i]`` (where its element i
+    lives; for an n-D array, row i, which UPC gives the affinity of its first element
+    ``&A[i][0]``), or a function of ``i`` returning an int or a pointer-to-shared.
+
+    Raises:
+        IndexError: with a shared array, an ``i`` that is not an index (a row index for an
+            n-D array) of it, naming the array and the bound.
+        TypeError: an affinity of another kind.
     """
     from ._array import SharedArray
 
@@ -174,7 +181,17 @@ def forall(start: int, stop: int, step: int = 1, affinity: Any = None) -> Iterat
         return iter(idx[idx % T == me].tolist())
     if isinstance(affinity, SharedArray):
         idx = np.arange(start, stop, step, dtype=np.int64)
-        return iter(idx[affinity.layout.owners(idx) == me].tolist())
+        if not idx.size:
+            return iter(())
+        row = math.prod(affinity.shape[1:])  # an n-D array: row i goes where &A[i][0] is
+        try:
+            if row == 0:
+                raise IndexError(f"its rows hold no elements (shape {affinity.shape})")
+            own = affinity.layout.row_owners(idx, row) if len(affinity.shape) > 1 \
+                else affinity.layout.owners(idx)
+        except IndexError as e:
+            raise IndexError(f"upc.forall(): affinity {affinity.name}: {e}") from None
+        return iter(idx[own == me].tolist())
     if isinstance(affinity, int | np.integer) and not isinstance(affinity, bool):
         return iter(r if int(affinity) % T == me else ())
     if callable(affinity):

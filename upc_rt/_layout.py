@@ -371,6 +371,30 @@ class Layout:
         """``local_index`` of each index, int64. Raises IndexError or TypeError."""
         return self._loc(self._indices(idx))
 
+    def row_owners(self, rows: np.ndarray, row: int) -> np.ndarray:
+        """The thread of the first element of each row in ``rows``, the array seen as rows of
+        ``row`` elements (the product of an n-D array's trailing dimensions): the affinity
+        UPC gives ``&A[i]``, a row of ``shared [B] T A[R][C]``, is that of ``&A[i][0]``.
+        int64. Raises IndexError naming the row count unless 0 <= rows < n // row, ValueError
+        for row < 1, TypeError for non-integers."""
+        row = _nonneg("row", row, 1)
+        a = np.asarray(rows)
+        if a.size and a.dtype.kind not in "iu":
+            raise TypeError(f"row indices must be integers, not {a.dtype}")
+        a = a.astype(np.int64, copy=False)
+        nrows = self.n // row
+        if a.size and (a.min() < 0 or a.max() >= nrows):
+            bad = int(a.min()) if a.min() < 0 else int(a.max())
+            raise IndexError(f"row {bad} out of range for {nrows} rows")
+        return self._own(a * row)
+
+    def thread_indices(self, t: int) -> np.ndarray:
+        """The indices of thread t's elements in its local order (local element j is
+        ``global_index(t, j)``): its blocks in rising order, each block's elements in order.
+        int64, ascending. Raises IndexError unless 0 <= t < threads."""
+        return self._glob(operator.index(t),
+                          np.arange(self.local_count(t), dtype=np.int64))
+
     def local_count(self, t: int) -> int:
         """How many elements thread t holds. Raises IndexError unless 0 <= t < threads."""
         t = operator.index(t)

@@ -123,3 +123,28 @@ def struct_reads(ep, cache: bool = False) -> dict:
                           _sval(me, 2 * r + 1)]
                    for r, name in enumerate(routes)}
     return out
+
+
+FORALL_CASES = [((5, 7), 1), ((5, 7), 3), ((5, 7), 7), ((5, 7), 10), ((5, 7), 0),
+                ((5, 7), None), ((3, 8), 4), ((4, 2, 3), 4), ((4, 2, 3), 1), ((9,), 2)]
+
+
+def forall_rows(ep) -> list:
+    """``upc.forall(0, R, affinity=A)`` for arrays of several shapes and block sizes: the
+    rows each thread runs (checked here against the pointer to each row's first element);
+    then a row index past the end."""
+    upc.init()
+    me = upc.MYTHREAD
+    out: list = []
+    for shape, b in FORALL_CASES:
+        A = upc.shared_array(shape, "i4", b)
+        rows = list(upc.forall(0, shape[0], affinity=A))
+        first = (0,) * (len(shape) - 1)
+        for i in range(shape[0]):  # &A[i] has the affinity of &A[i][0]
+            assert (i in rows) == (upc.threadof(A.ptr((i, *first))) == me), (me, shape, b, i)
+        out.append(rows)
+        out.append(list(upc.forall(shape[0] - 1, -1, -2, affinity=A)))  # stepping down
+    A = upc.shared_array((5, 7), "i4", 3)
+    out.append(_err(lambda: list(upc.forall(0, 6, affinity=A))))
+    upc.barrier()
+    return out
