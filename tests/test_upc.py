@@ -307,3 +307,26 @@ def test_forall_on_an_nd_array_gives_row_i_to_the_owner_of_its_first_element(top
     # every row is run by exactly one thread
     for k, (shape, _) in enumerate(upcjobs2.FORALL_CASES):
         assert sorted(i for out in got for i in out[2 * k]) == list(range(shape[0]))
+
+
+# -- atomic domains and the types they are used on ------------------------------------------
+@pytest.mark.parametrize("topo", [dict(n=2), dict(n=2, nodes=2)], ids=["node", "2nodes"])
+def test_atomic_domain_of_another_type_is_refused(topo):
+    for out in job(upcjobs2.atomic_types, topo):
+        assert out["i8 on f8"].startswith("TypeError: upc atomic get: this domain's type is "
+                                          "int64, but the pointer points into shared array "), out
+        assert out["i8 on f8"].endswith(", of float64: use a domain of float64 (atomics must "
+                                        "be used on their own type)"), out
+        assert out["i8 add on f8"].startswith("TypeError: upc atomic add: this domain's type "
+                                              "is int64") and "float64" in out["i8 add on f8"]
+        assert out["i4 on i8"].startswith("TypeError: upc atomic add: this domain's type is "
+                                          "int32") and ", of int64" in out["i4 on i8"], out
+        assert out["f8 on i8"].startswith("TypeError: upc atomic add: this domain's type is "
+                                          "float64") and ", of int64" in out["f8 on i8"], out
+        assert out["i4 on 8-byte elements"] == (
+            "TypeError: upc atomic get: this domain's type is int32 (4 bytes), but the "
+            "pointer points to elements of 8 bytes"), out
+        assert (out["f8 after"], out["i8 after"]) == (2.5, 40), out  # nothing moved
+        assert (out["f8 on f8"], out["i8 on i8"], out["i8 on raw"]) == (2.5, 40, 0), out
+        assert (out["f8 end"], out["i8 end"], out["raw end"]) == (3.5, 42, 3), out
+        assert out["raw misaligned"].startswith("AtomicError: atomic offset"), out

@@ -35,12 +35,15 @@ from ._rt import GROW_QUANTUM, Runtime, current, remote_call
 
 @dataclass(frozen=True, slots=True)
 class Allocation:
-    """What a pointer points into: its name (for messages), layout and, for ``alloc``,
-    the owning thread (``owner``; -1 for symmetric allocations)."""
+    """What a pointer points into: its name (for messages), layout, for ``alloc`` the
+    owning thread (``owner``; -1 for symmetric allocations), and for a shared array its
+    element type (``dtype``; None for the raw bytes of ``all_alloc``, ``global_alloc`` and
+    ``alloc``)."""
 
     name: str
     layout: Layout
     owner: int = -1
+    dtype: Any = None
 
     def extent(self, thread: int) -> tuple[int, int]:
         """Bytes ``[lo, hi)`` of this allocation in ``thread``'s segment."""

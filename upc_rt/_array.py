@@ -161,7 +161,7 @@ class SharedArray:
         self._lay = lay = Layout(n, dt.itemsize, blocksize, rt.THREADS, base)
         self.name = f"shared array {shape if len(shape) > 1 else n} of {dt} " \
                     f"(block size {blocksize}) at offset {base}"
-        self._alloc = Allocation(self.name, lay)
+        self._alloc = Allocation(self.name, lay, dtype=dt)
         views: list[Any] = []
         for t in range(rt.THREADS):
             seg = rt.seg(t)

@@ -35,7 +35,14 @@ _AMNET = {"get": "get", "set": "swap", "cswap": "cas", "add": "fadd", "sub": "fs
 
 
 class AtomicDomain:
-    """A set of atomic operations on one type (``upc_atomicdomain_t``)."""
+    """A set of atomic operations on one type (``upc_atomicdomain_t``); made by
+    :func:`atomic_domain`.
+
+    Raises (every operation), before anything is sent: ValueError for an operation not in
+    the domain; TypeError for a pointer that is not one, or that points to another type
+    than the domain's (naming both); upc_rt.BoundsError for a word past the end of its
+    allocation; amnet.AtomicError for a word not aligned to the type's size.
+    """
 
     __slots__ = ("dtype", "ops")
 
@@ -68,6 +75,7 @@ class AtomicDomain:
         if not isinstance(p, SharedPtr) or p.is_null:
             raise TypeError(f"upc atomic {op}: expected a non-null pointer-to-shared, got {p!r}")
         size = self.dtype.itemsize
+        self._check_type(op, p)
         if isinstance(p.alloc, Allocation):
             p.alloc.check(p.thread, p.addr, size, f"upc atomic {op}")
         if rt.cache is not None:
@@ -86,6 +94,27 @@ class AtomicDomain:
         if op in ("inc", "dec"):
             return ep.atomic(p.thread, p.addr, "fadd" if op == "inc" else "fsub", 1, dtype=dt)
         return ep.atomic(p.thread, p.addr, _AMNET[op], v, v2, dtype=dt)
+
+    def _check_type(self, op: str, p: SharedPtr) -> None:
+        """Refuse a pointer to another type than this domain's (UPC leaves it undefined;
+        the bits would be read as the wrong type). A pointer into a shared array knows its
+        dtype: it must be the domain's. A pointer that carries none must point to elements
+        of the domain type's size, or be a byte pointer (element size 1: the raw memory of
+        ``all_alloc``, ``global_alloc`` and ``alloc``, UPC's ``shared void *``, which is
+        what ``upc_atomic_relaxed`` takes), whose word must then be aligned.
+
+        Raises: TypeError naming both types (or sizes)."""
+        a = p.alloc
+        have = a.dtype if isinstance(a, Allocation) else None
+        if have is not None:
+            if have != self.dtype:
+                raise TypeError(f"upc atomic {op}: this domain's type is {self.dtype}, but the "
+                                f"pointer points into {a.name}, of {have}: use a domain of "
+                                f"{have} (atomics must be used on their own type)")
+        elif p.elemsize not in (1, self.dtype.itemsize):
+            raise TypeError(f"upc atomic {op}: this domain's type is {self.dtype} "
+                            f"({self.dtype.itemsize} bytes), but the pointer points to "
+                            f"elements of {p.elemsize} bytes")
 
     # fetching forms return the old value
     def get(self, p: SharedPtr) -> Any:
@@ -150,6 +179,15 @@ class AtomicDomain:
 def atomic_domain(ops: Iterable[str], dtype: Any = "i8") -> AtomicDomain:
     """``upc_all_atomicdomain_alloc``: a domain for ``ops`` on ``dtype`` (no communication:
     every thread may make its own).
+
+    Args:
+        ops: an iterable of operation names, case-insensitive: UPC 1.3's ``UPC_GET`` ...
+            without the prefix (get, set, cswap, add, sub, mult, inc, dec, and, or, xor,
+            min, max), or the names of the methods that run them (swap = set, cas = cswap,
+            fetch_add = add, fetch_sub = sub, ... fetch_max = max). An operation allows both
+            its fetching and its plain method (``"add"``: ``D.add`` and ``D.fetch_add``).
+        dtype: the type of the words: i4, u4, i8, u8, f4 or f8 (numpy names and
+            int/long/float/double too). The domain works only on pointers to that type.
 
     Raises:
         ValueError: an unknown operation, or a bitwise one on a float type.

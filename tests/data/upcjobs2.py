@@ -148,3 +148,40 @@ def forall_rows(ep) -> list:
     out.append(_err(lambda: list(upc.forall(0, 6, affinity=A))))
     upc.barrier()
     return out
+
+
+def atomic_types(ep) -> dict:
+    """Atomic domains used on pointers of another type: refused before anything moves (the
+    word keeps its value); the right type works, on a shared array and on raw bytes."""
+    upc.init()
+    me, T = upc.MYTHREAD, upc.THREADS
+    F = upc.shared_array(T, "f8", 1)
+    Q = upc.shared_array(T, "i8", 1)
+    raw = upc.all_alloc(T, 16)  # bytes: block t (16 bytes) on thread t
+    other = (me + 1) % T  # on another node in a job across nodes
+    F[me] = 2.5
+    Q[me] = 40
+    upc.barrier()
+    i8 = upc.atomic_domain(["add", "get"], "i8")
+    i4 = upc.atomic_domain(["add", "get"], "i4")
+    f8 = upc.atomic_domain(["add", "get"], "f8")
+    out = {"i8 on f8": _err(lambda: i8.get(F.ptr(other))),
+           "i8 add on f8": _err(lambda: i8.add(F.ptr(other), 1)),
+           "i4 on i8": _err(lambda: i4.fetch_add(Q.ptr(other), 1)),
+           "f8 on i8": _err(lambda: f8.fetch_add(Q.ptr(other), 1.0)),
+           "i4 on 8-byte elements": _err(lambda: i4.get(upc.SharedPtr(other, 0, Q.ptr(other)
+                                                                     .addrfield, 8, 1, T)))}
+    upc.barrier()
+    out["f8 after"] = float(F[other])  # nothing moved
+    out["i8 after"] = int(Q[other])
+    upc.barrier()
+    out["f8 on f8"] = f8.fetch_add(F.ptr(other), 1.0)
+    out["i8 on i8"] = i8.fetch_add(Q.ptr(other), 2)
+    out["i8 on raw"] = i8.fetch_add(raw + 16 * other + 8, 3)  # UPC's shared void *
+    upc.barrier()
+    out["f8 end"] = float(F[me])
+    out["i8 end"] = int(Q[me])
+    out["raw end"] = i8.get(raw + 16 * me + 8)
+    out["raw misaligned"] = _err(lambda: i8.get(raw + 16 * other + 4))
+    upc.barrier()
+    return out
