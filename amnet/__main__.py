@@ -3,6 +3,10 @@
 
 import sys
 
-from amnet.launch.mpiproc import main
+from amnet._safepath import reexec_if_shadowed
+
+reexec_if_shadowed()  # a folder 'amnet' in the current directory shadows amnet: again with -P
+
+from amnet.launch.mpiproc import main  # noqa: E402
 
 sys.exit(main())

@@ -9,6 +9,11 @@ from __future__ import annotations
 import sys
 import types
 
+if __name__ == "__main__":  # before anything else: is 'amnet' this package?
+    from ._safepath import reexec_if_shadowed
+
+    reexec_if_shadowed()
+
 from .launch.api import run as _run
 
 

@@ -259,7 +259,7 @@ def test_mpiexec_command_per_launcher(tmp_path, monkeypatch):
     from amnet._topology import Topology
 
     topo = Topology.make(8, 2, 2)  # 4 processes, 2 per node
-    tail = [sys.executable, "-m", "amnet"]
+    tail = [sys.executable, "-P", "-m", "amnet"]
     fake = tmp_path / "srun"
     fake.write_text("#!/bin/sh\n")
     fake.chmod(0o755)

@@ -259,3 +259,74 @@ def test_a_spawner_error_after_start_up_is_one_clean_line(runner, tmp_path):
         assert out.stderr.startswith("amnet-run: error: the job spec is "), out.stderr
         assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr, out.stderr
         assert out.stdout == ""
+
+
+# -- a folder named amnet in the current directory ------------------------------------------------
+SHADOWS = {"namespace": None, "empty": "", "bogus": "raise ImportError('this is not amnet')\n"}
+AMNET_DIR = str(Path(__file__).parent.parent / "amnet")
+SHADOWED_APP = """
+import os, sys, amnet
+import helper  # the script's own directory stays importable
+ep = amnet.init()
+print(f"rank {ep.rank} {os.path.dirname(amnet.__file__)} {helper.WORD}", flush=True)
+ep.barrier()
+"""
+DRIVER = """
+import os, sys
+sys.path.insert(0, {data!r})
+import amnet
+import jobfns
+from amnet.bench._twonode import run_job
+
+
+def bench_job(ep, plan):
+    import amnet
+    return (ep.rank, os.path.dirname(amnet.__file__), plan["word"])
+
+
+if __name__ == "__main__":
+    print("run", [r["rank"] for r in amnet.run(jobfns.where, n=2, nodes=2)], flush=True)
+    print("bench", run_job(bench_job, {{"word": "ok"}}, n=2), flush=True)
+"""
+
+
+@pytest.mark.parametrize("shadow", SHADOWS)
+def test_a_folder_named_amnet_in_the_current_directory_shadows_nothing(runner, shadow):
+    """Standing in the parent of a clone (a folder ``amnet``), every way of starting a job
+    still runs the installed amnet: amnet-run, ``python -m amnet.run``, ``amnet.run``, a
+    bench job, the mpi conduit's processes and ``mpiexec python -m amnet``."""
+    import subprocess
+    import sys
+
+    from amnet.launch.mpilaunch import find_mpiexec
+
+    here = runner.tmp / "cwd"
+    (here / "amnet").mkdir(parents=True)
+    if SHADOWS[shadow] is not None:
+        (here / "amnet" / "__init__.py").write_text(SHADOWS[shadow])
+    (runner.tmp / "helper.py").write_text("WORD = 'helped'\n")
+    app = runner.script("app.py", SHADOWED_APP)
+    want = [f"rank {r} {AMNET_DIR} helped" for r in range(2)]
+
+    # (runner.env()'s PYTHONPATH ends in an empty entry, which is the current directory)
+    data = str(Path(__file__).parent / "data")
+    env = dict(runner.env(), PYTHONPATH=data)
+
+    def run(cmd: list[str]) -> list[str]:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env,
+                             cwd=here)
+        assert out.returncode == 0, f"{cmd}: {out.stderr}"
+        return sorted(out.stdout.splitlines())
+
+    exe = shutil.which("amnet-run") or str(Path(sys.executable).parent / "amnet-run")
+    assert run([exe, "-n", "2", "--nodes", "2", app]) == want
+    mpiexec = find_mpiexec()
+    if mpiexec is not None:
+        assert run([exe, "-n", "2", "--conduit", "mpi", app]) == want
+    if shadow == "namespace":  # a package in the current directory runs before amnet can
+        assert run(runner.cmd("-n", "2", "--threads-per-proc", "2", app)) == want
+        if mpiexec is not None:
+            assert run([mpiexec, "-n", "2", sys.executable, "-m", "amnet", app]) == want
+    driver = runner.script("driver.py", DRIVER.format(data=data))
+    assert run([sys.executable, driver]) == [
+        f"bench [(0, {AMNET_DIR!r}, 'ok'), (1, {AMNET_DIR!r}, 'ok')]", "run [0, 1]"]

@@ -1,5 +1,9 @@
 """``python -m amnet.bench`` is ``amnet-bench``."""
 
-from .cli import main
+from .._safepath import reexec_if_shadowed
+
+reexec_if_shadowed()  # a folder 'amnet' in the current directory shadows amnet: again with -P
+
+from .cli import main  # noqa: E402
 
 main()

@@ -45,7 +45,7 @@ def amnet_run_command() -> list[str]:
     exe = Path(sys.executable).with_name("amnet-run")
     if exe.is_file() and os.access(exe, os.X_OK):
         return [str(exe)]
-    return [sys.executable, "-m", "amnet.run"]
+    return [sys.executable, "-P", "-m", "amnet.run"]
 
 
 def parse_ranks(text: str | int | Iterable[int]) -> list[int]:

@@ -114,7 +114,8 @@ def mpiexec_command(launcher: str | None, topo: Topology, hosts: str | None = No
             cmd += ["-hosts", hosts]
         if hostfile:
             cmd += ["-f", hostfile]
-    return [*cmd, sys.executable, "-m", "amnet"]
+    # -P: a folder 'amnet' in the current directory must not shadow amnet
+    return [*cmd, sys.executable, "-P", "-m", "amnet"]
 
 
 def check_mpi_options(spawner: str, spawn_cmd: str | None, bootstrap_addr: str | None,

@@ -162,7 +162,8 @@ def route_ip(host: str | None) -> str:
 
 def _agent_cmd(python: str, node: int | None) -> list[str]:
     tail = ["--node-from-env"] if node is None else ["--node", str(node)]
-    return [python, "-m", "amnet.launch.agent", *tail]
+    # -P: a folder 'amnet' in the agent's current directory must not shadow amnet
+    return [python, "-P", "-m", "amnet.launch.agent", *tail]
 
 
 def _forwarded_env() -> dict[str, str]:
