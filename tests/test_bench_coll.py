@@ -3,10 +3,13 @@ here is timed)."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from amnet.bench import SUITES
 from amnet.bench import coll as coll_mod
+from amnet.bench._plot import draw, require_matplotlib
 from amnet.bench._report import markdown, median
 from amnet.coll import ALGORITHMS
 
@@ -45,6 +48,20 @@ def test_coll_figures(marked):
     assert len(res["tables"][1]["rows"]) == len(sync)
     assert sum("x ALLSYNC" in n for n in res["tables"][1]["notes"]) == 4
     assert [f["file"] for f in res["figures"]] == ["coll_broadcast.png", "coll_exchange.png"]
+    for fig in res["figures"]:  # a size an algorithm did not run at is a gap, not a line
+        what = fig["file"][5:-4]
+        drawn = draw(fig)
+        ax = drawn.axes[0]
+        ran = [(r["topology"], a) for r in rows if r["collective"] == what
+               for a, v in r["seconds"].items() if v is not None]
+        mpi = [r for r in rows if r["collective"] == what and r["mpi4py"] is not None]
+        assert sum(1 for line in ax.get_lines() for _, y in line.get_xydata()
+                   if math.isfinite(y)) == len(ran) + len(mpi)
+        naive = [s for s in fig["series"] if s["label"].startswith("naive")]
+        assert naive and all(s["x"] == [8, 600] and s["y"][1] is None for s in naive)
+        assert ax.get_ylabel() == "µs per call (lower is better)"
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["8 B", "600 B"]
+        require_matplotlib().close(drawn)
     pushes = [n for n in res["notes"] if "faster than the reference memcpy push" in n]
     assert len(pushes) == 4  # broadcast and exchange, both topologies, at 600 B and 2 ranks
     assert any(n.startswith("AM floor:") for n in res["notes"])

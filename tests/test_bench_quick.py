@@ -4,14 +4,17 @@ sane numbers. A smoke test: no timing assertions."""
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import math
+import re
 import subprocess
 import sys
 
 import pytest
 
 from amnet.bench import SUITES
+from amnet.bench._plot import draw, wants_log
 
 BENCH = [sys.executable, "-m", "amnet.bench"]
 KEYS = {"suite", "date", "argv", "machine", "config", "results", "notes"}
@@ -58,6 +61,37 @@ def test_quick_runs_and_writes_its_results(suite, marked, tmp_path):
     assert any(v > 0 for v in nums)
     for fig in doc.get("figures", ()):
         assert (out / fig["file"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the suite names the plots it draws (the command line checks for matplotlib first)
+    assert bool(doc.get("figures")) == bool(SUITES[suite].plots)
+    for fig in doc.get("figures", ()):
+        assert any(fnmatch.fnmatch(fig["file"], re.sub("<[^>]+>", "*", name))
+                   for name in SUITES[suite].plots), fig["file"]
+        _check_drawn(fig)
+
+
+def _check_drawn(fig):
+    """A suite's figure as drawn: which way is better on the y axis, the notation of its
+    labels explained on the figure, a log axis where the values span orders of magnitude,
+    and exactly the measured points (bars)."""
+    import matplotlib.pyplot as plt
+
+    f = draw(fig)
+    ax = f.axes[0]
+    captions = "\n".join(t.get_text() for t in f.texts)
+    labels = [s["label"] for s in fig["series"]]
+    measured = [y for s in fig["series"] for y in s["y"] if y is not None]
+    assert ax.get_ylabel().endswith(("(lower is better)", "(higher is better)"))
+    if any(re.search(r"\b\d+T-\d+P\b", x) for x in labels):
+        assert "xT-yP: x rank-threads (T) in each of y processes (P)" in captions
+    if any(re.search(r"\bNB\d*\b|\bB$", x) for x in labels):
+        assert "Modes: " in captions
+    assert (ax.get_yscale() == "log") == fig.get("ylog", wants_log(measured))
+    if fig.get("kind") == "bar":
+        assert len(ax.patches) == sum(len(s["y"]) for s in fig["series"])
+    else:
+        assert sum(1 for line in ax.get_lines() for x, y in line.get_xydata()
+                   if math.isfinite(y)) == len(measured)
+    plt.close(f)
 
 
 COMMON = ("--ranks", "--splits", "--nodes", "--sizes", "--reps", "--quick")

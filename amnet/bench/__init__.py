@@ -17,15 +17,15 @@ The dict a suite returns has these keys:
              node): a list of ``{"section", "title", "columns", "rows", "notes"}`` printed
              in order, each under its title; ``table`` is then the first and ``notes`` all
              the tables' notes
-``figures``  optional: plots that ``--out DIR`` draws as DIR/<file> PNGs (see
-             :func:`amnet.bench._report.plot`)
+``figures``  optional: plots that ``--out DIR`` draws as DIR/<file> PNGs (the keys are
+             :mod:`amnet.bench._plot`'s); such a suite names them in :func:`suite`
 
 Nothing in :mod:`amnet` imports this package.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 Suite = Callable[..., dict[str, Any]]
@@ -38,14 +38,22 @@ class BenchError(RuntimeError):
     """A suite could not measure: a command failed, a tool is unusable. The message says why."""
 
 
-def suite(name: str) -> Callable[[Suite], Suite]:
-    """Register the decorated function as the suite ``name``."""
+def suite(name: str, plots: Sequence[str] = ()) -> Callable[[Suite], Suite]:
+    """Register the decorated function as the suite ``name``; ``plots`` names the PNG files
+    its figures become with ``--out`` (``<pattern>`` for a part that varies), none for a
+    suite that draws none: the command line checks for matplotlib before running a suite
+    that draws some.
+
+    Raises:
+        ValueError: another function is registered as ``name``.
+    """
 
     def register(fn: Suite) -> Suite:
         if name in SUITES and SUITES[name] is not fn:
             raise ValueError(f"suite {name!r} is already registered")
         SUITES[name] = fn
         fn.suite_name = name  # type: ignore[attr-defined]
+        fn.plots = tuple(plots)  # type: ignore[attr-defined]
         return fn
 
     return register

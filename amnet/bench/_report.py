@@ -21,6 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from ._plot import plot
+
 
 def median(samples: Sequence[float]) -> float:
     """The median of ``samples`` (at least one)."""
@@ -148,8 +150,13 @@ def markdown(result: dict[str, Any], machine: dict[str, Any] | None = None,
 
 
 def write(out: Path, result: dict[str, Any], machine: dict[str, Any], argv: Sequence[str],
-          date: str | None = None) -> tuple[Path, Path]:
-    """Write ``out/results.json`` (everything) and ``out/results.md``; return both paths."""
+          date: str | None = None, plots: bool = True) -> tuple[Path, Path]:
+    """Write ``out/results.json`` (everything) and ``out/results.md`` and, with ``plots``, a
+    PNG per figure of ``result`` (:func:`amnet.bench._plot.plot`); return the first two.
+
+    Raises:
+        BenchError: a figure to draw and matplotlib not installed.
+    """
     date = date or now()
     out.mkdir(parents=True, exist_ok=True)
     doc = {"suite": result["suite"], "date": date, "argv": list(argv), "machine": machine,
@@ -157,71 +164,9 @@ def write(out: Path, result: dict[str, Any], machine: dict[str, Any], argv: Sequ
     js, md = out / "results.json", out / "results.md"
     js.write_text(json.dumps(doc, indent=2) + "\n")
     md.write_text(markdown(result, machine, date))
-    for fig in result.get("figures", ()):
+    for fig in result.get("figures", ()) if plots else ():
         plot(out / fig["file"], fig)
     return js, md
-
-
-def plot(path: Path, fig: dict[str, Any]) -> Path:
-    """Draw one figure of a suite's result as a PNG: curves (``figures``: title, labels, log
-    axes, series of ``{"label", "x", "y", "style", "group"}``; a group keeps one colour), or
-    with ``"kind": "bar"`` grouped bars (a bar per series ``{"label", "y"}`` in each of the
-    ``categories``, its value written above it).
-
-    Raises:
-        BenchError: matplotlib is not installed (``pip install 'amnet[peers]'``).
-    """
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        from . import BenchError
-
-        raise BenchError("plots need matplotlib: pip install 'amnet[peers]' (or leave out "
-                         "--out)") from None
-    f, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
-    if fig.get("kind") == "bar":
-        _bars(ax, fig)
-        f.tight_layout()
-        f.savefig(path)
-        plt.close(f)
-        return path
-    colours: dict[str, str] = {}
-    for s in fig["series"]:
-        group = s.get("group", s["label"])
-        line = ax.plot(s["x"], s["y"], s.get("style", "-"), marker="o", markersize=3,
-                       label=s["label"], color=colours.get(group))[0]
-        colours.setdefault(group, line.get_color())
-    if fig.get("xlog"):
-        ax.set_xscale("log", base=2)
-    if fig.get("ylog"):
-        ax.set_yscale("log")
-    ax.set_xlabel(fig["xlabel"])
-    ax.set_ylabel(fig["ylabel"])
-    ax.set_title(fig["title"], fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
-    f.tight_layout()
-    f.savefig(path)
-    plt.close(f)
-    return path
-
-
-def _bars(ax: Any, fig: dict[str, Any]) -> None:
-    cats, series = fig["categories"], fig["series"]
-    width = 0.8 / max(len(series), 1)
-    for i, s in enumerate(series):
-        xs = [c + (i - (len(series) - 1) / 2) * width for c in range(len(cats))]
-        bars = ax.bar(xs, s["y"], width, label=s["label"])
-        ax.bar_label(bars, fmt="%.2f", fontsize=6)
-    ax.set_xticks(range(len(cats)), cats)
-    ax.set_xlabel(fig["xlabel"])
-    ax.set_ylabel(fig["ylabel"])
-    ax.set_title(fig["title"], fontsize=10)
-    ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize=7)
 
 
 class Progress:
@@ -308,7 +253,8 @@ def _items(v: Any) -> tuple[str, ...]:
 
 
 def quick_parse(p: Any, args: Any, quick: dict[str, Any], what: str,
-                fixed: dict[str, tuple[str | None, str]] | None = None) -> Any:
+                fixed: dict[str, tuple[str | None, str]] | None = None,
+                plots: Sequence[str] = ()) -> Any:
     """Add ``--quick`` to the suite's parser ``p`` and parse ``args``: with ``--quick``, the
     options whose destinations ``quick`` names take its (already converted) values unless
     they are given explicitly. ``what`` says in ``--help`` what the quick run does.
@@ -316,10 +262,25 @@ def quick_parse(p: Any, args: Any, quick: dict[str, Any], what: str,
     Every :data:`COMMON` option the suite does not define is added as one its experiment
     fixes: ``fixed[flag] = (value, why)`` (value None: the suite has no such dimension). The
     option is accepted at that value and refused otherwise, with ``why``, so one command
-    line can go to every suite and learn which do not vary what."""
+    line can go to every suite and learn which do not vary what.
+
+    ``--help`` also lists amnet-bench's own ``--out`` (and, where the suite draws ``plots``,
+    the PNG files, ``--no-plots``): the command line takes them before the suite runs; a
+    suite called from Python with them refuses them (it returns its result, writing
+    nothing)."""
     p.add_argument("--quick", action="store_true",
                    help=f"a short run (under 2 minutes on 2 cores): {what}; options given "
                         "explicitly still apply")
+    own = p.add_argument_group("amnet-bench's options (given after SUITE, or before it)")
+    own.add_argument("--out", metavar="DIR", dest="_out", default=None,
+                     help="write DIR/results.json (the machine, the config, every sample) "
+                          "and DIR/results.md" +
+                          (f", and PNG plots ({', '.join(plots)}; they need matplotlib, "
+                           "which is checked before anything is measured)" if plots else
+                           "; this suite draws no plots"))
+    if plots:
+        own.add_argument("--no-plots", dest="_no_plots", action="store_true",
+                         help="with --out: write no PNG plots (matplotlib not needed)")
     added = {}
     for flag, metavar in COMMON.items():
         if flag in p._option_string_actions:
@@ -333,6 +294,12 @@ def quick_parse(p: Any, args: Any, quick: dict[str, Any], what: str,
     if "--quick" in argv:
         p.set_defaults(**quick)
     opts = p.parse_args(argv)
+    if opts._out is not None or getattr(opts, "_no_plots", False):
+        p.error("--out and --no-plots are the amnet-bench command line's: a suite called "
+                "from Python returns its result and writes no files")
+    del opts._out
+    if plots:
+        del opts._no_plots
     for flag, (dest, value, why) in added.items():
         got = getattr(opts, dest)
         delattr(opts, dest)

@@ -8,6 +8,7 @@ processes, labelled as the paper labels them (``2T-8P``: 8 processes of 2 pthrea
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +29,17 @@ class Split:
     def run_options(self) -> dict[str, Any]:
         """The ``amnet.run`` keywords that make this split."""
         return {"threads_per_proc": self.threads, "procs_per_node": self.procs}
+
+
+def split_caption(labels: Sequence[str]) -> str:
+    """The line a plot of splits carries to say what its labels mean, with the first of
+    ``labels`` (``xT-yP``) as the example."""
+    example = labels[0] if labels else "1T-2P"
+    t, p = example.rstrip("P").split("T-")
+    procs = f"{p} process" + ("" if p == "1" else "es")
+    threads = f"{t} rank-thread" + ("" if t == "1" else "s")
+    return (f"Splits xT-yP: x rank-threads (T) in each of y processes (P) on every node; "
+            f"{example}: {procs} of {threads} each.")
 
 
 def splits_of(per_node: int) -> list[Split]:

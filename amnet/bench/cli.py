@@ -1,7 +1,7 @@
 """``amnet-bench``: run one measurement suite, print its table, write its results.
 
     amnet-bench --list
-    amnet-bench SUITE [SUITE OPTIONS] [--out DIR]
+    amnet-bench SUITE [SUITE OPTIONS] [--out DIR [--no-plots]]
     amnet-bench SUITE --help            the suite's own options
 """
 
@@ -15,6 +15,7 @@ import typer
 
 from . import SUITES, BenchError
 from . import _report as report
+from ._plot import require_matplotlib
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
 
@@ -25,7 +26,8 @@ _EPILOG = """Examples:
   amnet-bench startup --help
   amnet-bench startup --reps 10 --ranks 1,4,8 --out /tmp/bench-startup
 
-Options after SUITE other than --out are the suite's own (see SUITE --help).
+Options after SUITE other than --out and --no-plots are the suite's own
+(see SUITE --help).
 Every figure is a ratio against a peer measured in the same run: see
 docs/benchmarks.md."""
 
@@ -57,8 +59,12 @@ def amnet_bench(
     out: Annotated[Path | None, typer.Option(
         "--out", metavar="DIR",
         help="Write DIR/results.json (machine, config, every sample), DIR/results.md and, "
-             "for suites that draw curves, PNG plots (DIR/*.png; needs matplotlib).")]
+             "for suites that draw curves or bars, PNG plots (DIR/*.png; needs matplotlib, "
+             "checked before the suite runs).")]
         = None,
+    no_plots: Annotated[bool, typer.Option(
+        "--no-plots", help="With --out: write no PNG plots (and need no matplotlib).")]
+        = False,
     list_suites: Annotated[bool, typer.Option("--list", help="List the suites and exit.")]
         = False,
     show_help: Annotated[bool, typer.Option(
@@ -82,6 +88,12 @@ def amnet_bench(
     args = list(ctx.args) + (["--help"] if show_help else [])
     if out is not None and out.exists() and not out.is_dir():
         _fail(f"--out {str(out)!r} exists and is not a directory")
+    plots = out is not None and not no_plots and bool(getattr(SUITES[suite], "plots", ()))
+    if plots and not show_help:
+        try:  # before measuring: a run of minutes must not end in a missing package
+            require_matplotlib()
+        except BenchError as e:
+            _fail(f"{suite}: {e}", code=1)
     try:
         result = SUITES[suite](args, progress=True)
     except BenchError as e:
@@ -91,10 +103,12 @@ def amnet_bench(
     print(report.markdown(result, machine, date), end="")
     if out is not None:
         try:
-            js, md = report.write(out, result, machine, ["amnet-bench", *sys.argv[1:]], date)
+            js, md = report.write(out, result, machine, ["amnet-bench", *sys.argv[1:]], date,
+                                  plots=not no_plots)
         except BenchError as e:
             _fail(f"{suite}: {e}", code=1)
-        pngs = "".join(f", {out / f['file']}" for f in result.get("figures", ()))
+        pngs = "".join(f", {out / f['file']}" for f in result.get("figures", ())
+                       if not no_plots)
         print(f"amnet-bench: wrote {js}, {md}{pngs}", file=sys.stderr)
 
 

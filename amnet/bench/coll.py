@@ -36,7 +36,10 @@ TARGET_PUSH = 2.0  # best >= 2x the reference memcpy push (broadcast, exchange)
 TARGET_MPI = 1.5  # best <= 1.5x mpi4py within a node
 
 
-@suite("coll")
+PLOTS = ("coll_<collective>.png",)
+
+
+@suite("coll", plots=PLOTS)
 def coll(args: Sequence[str] | None = None, *, reps: int = 1, ranks: Any = "2,4,8",
          topologies: Any = "node,2nodes", collectives: Any = COLLECTIVES,
          sizes: Any = "8,64,512,4K,64K", calls: int = 10, warmup: int = 3,
@@ -89,7 +92,8 @@ def coll(args: Sequence[str] | None = None, *, reps: int = 1, ranks: Any = "2,4,
     opts = quick_parse(p, args, {
         "ranks": [2, 4], "sizes": [8, 4096], "calls": 3, "warmup": 1, "naive_max": [8]},
         "2 and 4 ranks, 8 B and 4 KiB, 3 calls a case",
-        fixed={"--splits": ("1", "its ranks are processes, a UPC thread each")})
+        fixed={"--splits": ("1", "its ranks are processes, a UPC thread each")},
+        plots=PLOTS)
     for name in ("reps", "calls", "warmup"):
         if getattr(opts, name) < 1:
             p.error(f"--{name} must be at least 1, got {getattr(opts, name)}")
@@ -182,6 +186,19 @@ def _sync_table(opts: argparse.Namespace, med: dict) -> tuple[list, list, list]:
     return results, rows, notes
 
 
+TOPO_STYLE = {"node": "-", "2nodes": ":"}
+MARKERS = "os^Dv<>p"
+
+
+def _us(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1e6
+
+
+def _marker(ranks: Sequence[int], P: int) -> str:
+    """The marker of the rank count ``P``, one per count of ``ranks``."""
+    return MARKERS[list(ranks).index(P) % len(MARKERS)]
+
+
 def _report(opts: argparse.Namespace, per: dict, why: str | None) -> dict[str, Any]:
     from amnet.coll import ALGORITHMS
 
@@ -192,11 +209,12 @@ def _report(opts: argparse.Namespace, per: dict, why: str | None) -> dict[str, A
         for topo in opts.topologies:
             for P in opts.ranks:
                 for alg in ALGORITHMS[what]:
-                    xs = [n for n in opts.sizes if (topo, P, f"{what}/{alg}/{n}") in med]
-                    if xs:
-                        series.append({"label": f"{alg}, {P} ranks, {topo}", "x": xs,
-                                       "y": [med[(topo, P, f"{what}/{alg}/{n}")] * 1e6
-                                             for n in xs], "group": alg})
+                    ys = [_us(med.get((topo, P, f"{what}/{alg}/{n}"))) for n in opts.sizes]
+                    if any(y is not None for y in ys):  # a size not run is a gap
+                        series.append({"label": f"{alg}, {P} ranks, {topo}",
+                                       "x": list(opts.sizes), "y": ys, "group": alg,
+                                       "style": TOPO_STYLE[topo],
+                                       "marker": _marker(opts.ranks, P)})
                 for n in opts.sizes:
                     row = {a: med.get((topo, P, f"{what}/{a}/{n}")) for a in ALGORITHMS[what]}
                     have = {a: v for a, v in row.items() if v is not None}
@@ -219,13 +237,19 @@ def _report(opts: argparse.Namespace, per: dict, why: str | None) -> dict[str, A
                                  "-" if mpi is None else f"{have[best] / mpi:.2f}"])
             if topo == "node" and why is None:
                 for P in opts.ranks:
-                    xs = [n for n in opts.sizes if ("mpi", P, f"{what}/mpi4py/{n}") in med]
-                    series.append({"label": f"mpi4py {MPI_NAME[what]}, {P} ranks", "x": xs,
-                                   "y": [med[("mpi", P, f"{what}/mpi4py/{n}")] * 1e6
-                                         for n in xs], "group": "mpi4py", "style": "--"})
+                    ys = [_us(med.get(("mpi", P, f"{what}/mpi4py/{n}"))) for n in opts.sizes]
+                    if any(y is not None for y in ys):
+                        series.append({"label": f"mpi4py {MPI_NAME[what]}, {P} ranks",
+                                       "x": list(opts.sizes), "y": ys, "group": "mpi4py",
+                                       "style": "--", "marker": _marker(opts.ranks, P)})
         figures.append({"file": f"coll_{what}.png", "title": f"{what}: µs per call (slowest "
-                        "rank's mean)", "xlabel": "bytes per block", "ylabel": "µs",
-                        "xlog": True, "ylog": True, "series": series})
+                        "rank's mean)", "xlabel": "bytes per block", "ylabel": "µs per call",
+                        "better": "lower", "xlog": True, "xbytes": True,
+                        "caption": ["One colour per algorithm; line: solid within a node, "
+                                    "dotted across 2 nodes, dashed mpi4py (within a node); "
+                                    "marker: the rank count. A size an algorithm did not run "
+                                    "at is a gap."],
+                        "series": series})
     n, P = max(opts.sizes), max(opts.ranks)
     for r in results:
         if r["size"] != n or r["ranks"] != P:

@@ -24,15 +24,18 @@ from . import suite
 from ._appsjob import KERNELS
 from ._hybridjob import hybrid_job
 from ._report import Progress, choice_list, median, quick_parse
-from ._splits import add_options, check_options
+from ._splits import add_options, check_options, split_caption
 from ._twonode import cpu_count, parse_sizes, run_job, segment_for, size_label
-from .inject import MODES, PATTERNS, job_figures, job_plan
+from .inject import MODES, PATTERNS, job_figures, job_plan, modes_caption, plotted_modes
 
 QUICK = {"sizes": "8,4K,64K", "modes": "B,NB", "patterns": "p2p", "reps": 1, "samples": 2,
          "bytes": "128K", "trips": 20}
 
 
-@suite("hybrid")
+PLOTS = ("hybrid_am.png", "hybrid_bandwidth_<pattern>.png", "hybrid_apps.png")
+
+
+@suite("hybrid", plots=PLOTS)
 def hybrid(args: Sequence[str] | None = None, *, ranks: int = 8, nodes: int = 2,
            splits: Any = "all", sizes: Any = "8,512,4K,32K,256K", modes: Any = "B,NB32,NB",
            patterns: Any = PATTERNS, kernels: Any = tuple(KERNELS), reps: int = 2,
@@ -76,7 +79,7 @@ def hybrid(args: Sequence[str] | None = None, *, ranks: int = 8, nodes: int = 2,
         "reps": QUICK["reps"], "samples": QUICK["samples"],
         "nbytes": parse_sizes(QUICK["bytes"]), "trips": QUICK["trips"], "ranks": 4},
         "4 ranks, sizes 8,4K,64K, modes B,NB, p2p, smaller kernels, 1 repetition of 2 "
-        "rounds")
+        "rounds", plots=PLOTS)
     for name in ("reps", "samples", "trips"):
         if getattr(opts, name) < 1:
             p.error(f"--{name} must be at least 1, got {getattr(opts, name)}")
@@ -219,35 +222,52 @@ def _report(opts: Any, chosen: list, msgs: dict, am: dict, bw: dict, kern: dict,
                      "waits): the splits' differences are mostly the machine's, not the "
                      "runtime's; a machine with a core per rank tells them apart.")
     tables[0]["notes"] = notes + tables[0]["notes"]
-    figures = [{"file": "hybrid_am.png", "kind": "bar",
-                "title": f"Short AM round trip, {opts.ranks} ranks on {opts.nodes} nodes",
-                "xlabel": "partner", "ylabel": "µs", "categories": kinds,
-                "series": [{"label": s, "y": [rtt[(s, k)] * 1e6 for k in kinds]}
-                           for s in labels]},
-               {"file": "hybrid_apps.png", "kind": "bar",
-                "title": f"Kernels relative to {ref}, {opts.ranks} ranks on {opts.nodes} nodes",
-                "xlabel": "kernel", "ylabel": f"time / {ref}",
-                "categories": list(opts.kernels),
-                "series": [{"label": s, "y": [secs[(s, k)] / secs[(ref, k)]
-                                              for k in opts.kernels]} for s in labels]}]
-    for pat in opts.patterns:
-        figures.append({"file": f"hybrid_bandwidth_{pat}.png",
-                        "title": f"Aggregate bandwidth, {pat}, {opts.ranks} ranks on "
-                                 f"{opts.nodes} nodes",
-                        "xlabel": "bytes per put", "ylabel": "MB/s", "xlog": True,
-                        "ylog": True,
-                        "series": [{"label": f"{s} {m}", "x": list(opts.sizes),
-                                    "y": [fig[(s, pat, z, m)] for z in opts.sizes],
-                                    "style": "-" if m == "B" else "--", "group": s}
-                                   for s in labels for m in opts.modes if m in ("B", "NB")]})
+    config = {"ranks": opts.ranks, "nodes": opts.nodes, "splits": labels, "reference": ref,
+              "sizes": opts.sizes, "modes": opts.modes, "patterns": opts.patterns,
+              "kernels": opts.kernels, "reps": opts.reps, "samples": opts.samples,
+              "msgs": msgs, "trips": opts.trips, "gil": opts.gil, "quick": opts.quick,
+              "apps": apps_plan["params"]}
     return {"suite": "hybrid",
-            "config": {"ranks": opts.ranks, "nodes": opts.nodes, "splits": labels,
-                       "reference": ref, "sizes": opts.sizes, "modes": opts.modes,
-                       "patterns": opts.patterns, "kernels": opts.kernels, "reps": opts.reps,
-                       "samples": opts.samples, "msgs": msgs, "trips": opts.trips,
-                       "gil": opts.gil, "quick": opts.quick, "apps": apps_plan["params"]},
+            "config": config,
             "results": results,
             "tables": tables,
             "table": {"columns": tables[0]["columns"], "rows": tables[0]["rows"]},
             "notes": [n for t in tables for n in t["notes"]],
-            "figures": figures}
+            "figures": figures(config, results)}
+
+
+def figures(config: dict[str, Any], results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The plots of a run from its ``config`` and ``results`` (as in its ``results.json``,
+    so that a committed report's plots can be redrawn): the round trips and the kernels as
+    bars, the bandwidth per pattern as curves of the blocking and the least throttled
+    nonblocking mode."""
+    where = f"{config['ranks']} ranks on {config['nodes']} nodes"
+    ref, labels = config["reference"], config["splits"]
+    kinds = [k for k in ("node", "net") if f"{k}_us" in (results["am"] or [{}])[0]]
+    am = {a["split"]: a for a in results["am"]}
+    vs_ref = {(a["split"], a["kernel"]): a["vs_ref"] for a in results["apps"]}
+    bw = {(r["pattern"], r["size"], r["mode"]): r["mb_s"] for r in results["inject"]}
+    modes = plotted_modes(config["modes"])
+    out = [{"file": "hybrid_am.png", "kind": "bar",
+            "title": f"Short AM round trip, {where}",
+            "xlabel": "partner (node: the same node; net: the next node)",
+            "ylabel": "µs per round trip", "better": "lower", "caption": [split_caption(labels)],
+            "categories": kinds,
+            "series": [{"label": s, "y": [am[s][f"{k}_us"] for k in kinds]} for s in labels]},
+           {"file": "hybrid_apps.png", "kind": "bar",
+            "title": f"Kernels relative to {ref}, {where}",
+            "xlabel": "kernel", "ylabel": f"time / {ref}'s time", "better": "lower",
+            "caption": [split_caption(labels)], "categories": list(config["kernels"]),
+            "series": [{"label": s, "y": [vs_ref[(s, k)] for k in config["kernels"]]}
+                       for s in labels]}]
+    for pat in config["patterns"]:
+        out.append({"file": f"hybrid_bandwidth_{pat}.png",
+                    "title": f"Aggregate bandwidth, {pat}, {where}",
+                    "xlabel": "bytes per put", "ylabel": "MB/s", "better": "higher",
+                    "xlog": True, "xbytes": True,
+                    "caption": [split_caption(labels), modes_caption(modes)],
+                    "series": [{"label": f"{s} {m}", "x": list(config["sizes"]),
+                                "y": [bw[(pat, z, m)][s] for z in config["sizes"]],
+                                "style": "-" if m == "B" else "--", "group": s}
+                               for s in labels for m in modes]})
+    return out

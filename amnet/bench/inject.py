@@ -26,7 +26,7 @@ from typing import Any
 from . import suite
 from ._injectjob import inject_job
 from ._report import Progress, choice_list, median, quick_parse
-from ._splits import add_options, check_options
+from ._splits import add_options, check_options, split_caption
 from ._twonode import cpu_count, parse_sizes, run_job, segment_for, size_label
 
 MODES = ("B", "NB8", "NB32", "NB128", "NB")
@@ -35,7 +35,10 @@ QUICK = {"sizes": "8,4K,64K", "modes": "B,NB32,NB", "reps": 1, "samples": 2,
          "bytes": "256K"}
 
 
-@suite("inject")
+PLOTS = ("inject_bandwidth_<pattern>.png", "inject_overhead.png")
+
+
+@suite("inject", plots=PLOTS)
 def inject(args: Sequence[str] | None = None, *, ranks: int = 4, nodes: int = 2,
            splits: Any = "all", sizes: Any = "8,64,512,4K,32K,256K", modes: Any = MODES,
            patterns: Any = PATTERNS, reps: int = 3, samples: int = 3, nbytes: Any = "1M",
@@ -73,7 +76,7 @@ def inject(args: Sequence[str] | None = None, *, ranks: int = 4, nodes: int = 2,
                                                                     "modes"),
         "reps": QUICK["reps"], "samples": QUICK["samples"],
         "nbytes": parse_sizes(QUICK["bytes"])},
-        "sizes 8,4K,64K, modes B,NB32,NB, 1 repetition of 2 rounds of 256 KiB")
+        "sizes 8,4K,64K, modes B,NB32,NB, 1 repetition of 2 rounds of 256 KiB", plots=PLOTS)
     for name in ("reps", "samples"):
         if getattr(opts, name) < 1:
             p.error(f"--{name} must be at least 1, got {getattr(opts, name)}")
@@ -127,10 +130,31 @@ def job_figures(res: list[dict[str, Any]], msgs: dict[str, int]) -> dict[str, An
     return out
 
 
+def _cap(mode: str) -> float:
+    """How many puts a mode keeps in flight (``B``: 1; ``NB``: no cap)."""
+    return 1 if mode == "B" else float(mode[2:] or "inf")
+
+
+def plotted_modes(modes: Sequence[str]) -> list[str]:
+    """The modes a bandwidth plot draws: ``B`` (if run) and the least throttled nonblocking
+    mode run (``NB`` if run, else the largest cap)."""
+    nb = sorted((m for m in modes if m != "B"), key=_cap)
+    return (["B"] if "B" in modes else []) + nb[-1:]
+
+
+def modes_caption(modes: Sequence[str]) -> str:
+    """The line a plot of put modes carries to say what its labels mean."""
+    what = {"B": "blocking puts (put)", "NB": "nonblocking puts (put_nb), any number in "
+            "flight"}
+    return "Modes: " + "; ".join(
+        f"{m}: {what.get(m) or f'nonblocking puts, at most {m[2:]} in flight'}"
+        for m in modes) + "."
+
+
 def _report(opts: Any, chosen: list, per: dict, msgs: dict, segment: int) -> dict[str, Any]:
     ref = max(chosen, key=lambda s: s.threads)  # the all-threads split (or the most threaded)
     nb = [m for m in opts.modes if m != "B"]
-    inj_mode = "NB" if "NB" in nb else (nb[-1] if nb else None)  # the least throttled
+    inj_mode = plotted_modes(nb)[-1] if nb else None  # the least throttled
     results, rows = [], []
     bw: dict[tuple[str, str, int, str], float] = {}
     inj: dict[tuple[str, str, int], float | None] = {}
@@ -175,27 +199,31 @@ def _report(opts: Any, chosen: list, per: dict, msgs: dict, segment: int) -> dic
     if over:
         notes.append(f"oversubscribed: {opts.ranks} ranks (plus the conduit's I/O threads) on "
                      f"{cpu_count()} cores; amnet's auto wait mode blocks instead of spinning.")
+    labels = [sp.label for sp in chosen]
+    where = f"{opts.ranks} ranks on {opts.nodes} nodes"
     figures = []
+    drawn = plotted_modes(opts.modes)
     for pat in opts.patterns:
-        series = []
-        for sp in chosen:
-            for m, style in (("B", "-"), (inj_mode, "--")):
-                if m is None or m not in opts.modes:
-                    continue
-                series.append({"label": f"{sp.label} {m}", "x": list(opts.sizes),
-                               "y": [bw[(sp.label, pat, s, m)] for s in opts.sizes],
-                               "style": style, "group": sp.label})
         figures.append({"file": f"inject_bandwidth_{pat}.png",
-                        "title": f"Aggregate bandwidth, {opts.ranks} ranks on {opts.nodes} "
-                                 f"nodes, {pat} (hybrid paper Figs. 2-4)",
-                        "xlabel": "bytes per put", "ylabel": "MB/s", "xlog": True,
-                        "ylog": True, "series": series})
+                        "title": f"Aggregate bandwidth, {where}, {pat} (hybrid paper "
+                                 "Figs. 2-4)",
+                        "xlabel": "bytes per put", "ylabel": "MB/s", "better": "higher",
+                        "xlog": True, "xbytes": True,
+                        "caption": [split_caption(labels), modes_caption(drawn)],
+                        "series": [{"label": f"{sp.label} {m}", "x": list(opts.sizes),
+                                    "y": [bw[(sp.label, pat, s, m)] for s in opts.sizes],
+                                    "style": "-" if m == "B" else "--", "group": sp.label}
+                                   for sp in chosen for m in drawn]})
     if inj_mode is not None:
         figures.append({"file": "inject_overhead.png",
-                        "title": f"Injection overhead ({inj_mode}), {opts.ranks} ranks on "
-                                 f"{opts.nodes} nodes (hybrid paper Fig. 2)",
-                        "xlabel": "bytes per put", "ylabel": "µs per put", "xlog": True,
-                        "ylog": False, "series": [
+                        "title": f"Injection overhead ({inj_mode}), {where} (hybrid paper "
+                                 "Fig. 2)",
+                        "xlabel": "bytes per put", "ylabel": "µs inside put_nb per put",
+                        "better": "lower", "xlog": True, "xbytes": True,
+                        "caption": [split_caption(labels), modes_caption([inj_mode]) +
+                                    " p2p: every put to one partner; p2m: to the next "
+                                    "partner each time."],
+                        "series": [
                             {"label": f"{sp.label} {pat}", "x": list(opts.sizes),
                              "y": [inj[(sp.label, pat, s)] * 1e6 for s in opts.sizes],
                              "style": "-" if pat == "p2p" else "--", "group": sp.label}

@@ -74,7 +74,10 @@ def _parser(reps: int, sizes: Any, elem: int, stride: int, latencies: Any, sampl
     return p
 
 
-@suite("vis")
+PLOTS = ("vis_fig6_<conduit>.png",)
+
+
+@suite("vis", plots=PLOTS)
 def vis(args: Sequence[str] | None = None, *, reps: int = 3,
         sizes: str | Iterable[int] = "1K,4K,16K,64K,256K,1M,4M", elem: int = 256,
         stride: int = 850, latencies: str | Iterable[float] = "0,10", samples: int = 3,
@@ -87,7 +90,7 @@ def vis(args: Sequence[str] | None = None, *, reps: int = 3,
         "1 repetition of 1 KiB, 64 KiB and 1 MiB, one 5 ms sample each", fixed={
             "--ranks": ("2", "vis times one rank's strided gets from another"),
             "--nodes": ("2", "the paper's experiment is across 2 nodes"),
-            "--splits": ("1", "its two ranks are processes")})
+            "--splits": ("1", "its two ranks are processes")}, plots=PLOTS)
     for name in ("reps", "elem", "samples"):
         if getattr(opts, name) < 1:
             parser.error(f"--{name} must be at least 1, got {getattr(opts, name)}")
@@ -153,7 +156,11 @@ def vis(args: Sequence[str] | None = None, *, reps: int = 3,
                         "title": f"Strided get across 2 nodes ({cd} conduit): {opts.elem} B "
                                  f"elements, stride {opts.stride} B",
                         "xlabel": "total bytes per transfer", "ylabel": "MB/s",
-                        "xlog": True, "ylog": True, "series": series})
+                        "better": "higher", "xlog": True, "xbytes": True,
+                        "caption": [f"Each line style is one emulated network latency "
+                                    f"(AMNET_NET_LATENCY_US: "
+                                    f"{', '.join(f'{lat:g} µs' for lat in opts.latencies)})."],
+                        "series": series})
     notes.append(f"{opts.reps} repetitions x {opts.samples} samples per size and method; a "
                  f"sample is at least {opts.min_time:g} s of back-to-back calls. Ratios are "
                  "of medians from the same jobs.")
