@@ -330,3 +330,21 @@ def test_atomic_domain_of_another_type_is_refused(topo):
         assert (out["f8 on f8"], out["i8 on i8"], out["i8 on raw"]) == (2.5, 40, 0), out
         assert (out["f8 end"], out["i8 end"], out["raw end"]) == (3.5, 42, 3), out
         assert out["raw misaligned"].startswith("AtomicError: atomic offset"), out
+
+
+# -- local_indices: the global indices of X.local -------------------------------------------
+@pytest.mark.parametrize("topo", [dict(n=3), dict(n=4, nodes=2, threads_per_proc=2)],
+                         ids=["node", "2nodes-T2"])
+def test_local_indices_follow_the_layout_in_local_order(topo):
+    got = job(upcjobs2.local_indices, topo)
+    T = topo["n"]
+    for me, out in enumerate(got):
+        for (shape, b), idx in zip(upcjobs2.LOCAL_CASES, out, strict=True):
+            n = int(np.prod(shape))
+            bb = -(-n // T) if b is None else b
+            mine = [i for i in range(n) if (0 if bb == 0 else i // bb % T) == me]  # model
+            if isinstance(shape, int):
+                assert idx == mine, (me, shape, b)
+            else:
+                want = np.unravel_index(np.array(mine, dtype=np.int64), shape)
+                assert idx == [d.tolist() for d in want], (me, shape, b)

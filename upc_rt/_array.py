@@ -201,8 +201,26 @@ class SharedArray:
 
     @property
     def local(self) -> np.ndarray:
-        """My elements, in local order, as a writable numpy view (no copy)."""
+        """My elements as a writable 1-D numpy view (no copy), in local order: rising
+        global (row-major flattened) index, block after block; :meth:`local_indices` gives
+        their global indices."""
         return self._views[self._rt.MYTHREAD]
+
+    def local_indices(self) -> Any:
+        """The global indices of my elements (those with affinity to MYTHREAD), in the order
+        :attr:`local` holds them: ``X.local[k]`` is the element at ``X.local_indices()[k]``.
+
+        That order is rising global order: my blocks one after another (blocks MYTHREAD,
+        MYTHREAD + THREADS, ... of the row-major flattened array), each block's elements in
+        order. A 1-D array gives an int64 array; an n-D array a tuple of int64 arrays, one
+        per dimension (as ``np.unravel_index`` gives), so ``ref[X.local_indices()]`` lines
+        up with ``X.local`` for a numpy array ``ref`` of the same shape, and
+        ``zip(*X.local_indices())`` gives index tuples. A new array on every call.
+        """
+        flat = self._lay.thread_indices(self._rt.MYTHREAD)
+        if len(self.shape) == 1:
+            return flat
+        return tuple(a.astype(np.int64, copy=False) for a in np.unravel_index(flat, self.shape))
 
     def _upc_storage(self) -> SharedPtr:
         return SharedPtr(0, 0, self.base, self._E, self._B, self._T, alloc=self._alloc)

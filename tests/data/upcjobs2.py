@@ -185,3 +185,26 @@ def atomic_types(ep) -> dict:
     out["raw misaligned"] = _err(lambda: i8.get(raw + 16 * other + 4))
     upc.barrier()
     return out
+
+
+LOCAL_CASES = [(13, 1), (13, 3), (13, 0), (13, None), (40, 7), ((5, 6), 4), ((5, 6), 1),
+               ((3, 4, 5), 7), ((3, 4, 5), 0), ((2, 3), 10)]
+
+
+def local_indices(ep) -> list:
+    """``X.local_indices()`` for several shapes and block sizes: what it gives, checked
+    here against ``X.local`` (thread 0 filled the array from a numpy reference)."""
+    upc.init()
+    out = []
+    for shape, b in LOCAL_CASES:
+        X = upc.shared_array(shape, "i8", b)
+        ref = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape) * 5 - 3
+        if upc.MYTHREAD == 0:
+            X[...] = ref
+        upc.barrier()
+        idx = X.local_indices()
+        assert np.array_equal(X.local, ref[idx]), (upc.MYTHREAD, shape, b)
+        assert np.array_equal(X[idx], X.local)  # a bulk read by them: the same elements
+        out.append(idx.tolist() if isinstance(idx, np.ndarray) else [a.tolist() for a in idx])
+        upc.barrier()
+    return out
