@@ -19,6 +19,10 @@ from ._errors import ConfigError
 
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+#: the largest segment: 256 TiB, more than a process maps with 48-bit virtual addresses
+#: (x86-64, arm64); with 1024 rank-threads a process's shared object stays below 2**63
+#: bytes, the C integers its size and offsets go through
+MAX_SEGMENT = 1 << 48
 
 
 def parse_size(text: str | int) -> int:
@@ -103,9 +107,9 @@ OPTIONS: dict[str, Option] = {
             "segment_size",
             parse_size,
             64 << 20,
-            "a size in bytes, at least 4096 (e.g. 4096, 64M, 1G)",
+            "a size in bytes from 4096 to 256T (2**48) (e.g. 4096, 64M, 1G)",
             "Bytes in each rank's segment (`--segment-size`).",
-            lambda v: v >= 4096,
+            lambda v: 4096 <= v <= MAX_SEGMENT,
         ),
         Option(
             "max_medium",

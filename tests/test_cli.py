@@ -362,14 +362,58 @@ def test_init_twice_fails_the_job(runner):
     (["-n", "99999999999999999999"], "more than amnet's limit of 1048576 ranks"),
     (["-n", "5000"], "a node would host 5000 processes, more than the limit of 4096"),
     (["-n", "2048", "--threads-per-proc", "2048"], "more than the limit of 1024 rank-threads"),
+    (["-n", "2", "--segment-size", "9223372036854775807"],
+     "bad value '9223372036854775807' for segment_size (from --segment-size): expected a size "
+     "in bytes from 4096 to 256T (2**48)"),
+    (["-n", "2", "--thread-per-proc", "2"],
+     "unknown option '--thread-per-proc'; did you mean --threads-per-proc?"),
+    (["-n", "2", "-nodes", "2"], "unknown option '-nodes'; did you mean --nodes?"),
 ])
 def test_bad_input_is_a_clear_error(runner, args, message):
-    needs_script = not any(a.startswith("--frob") for a in args)
+    needs_script = not any(a.startswith(("--frob", "--thread-per")) for a in args)
     out = runner(*args, *([HELLO] if needs_script else []))
     assert out.returncode == 2, out.stderr
     assert message in out.stderr
     assert "Traceback" not in out.stderr
     assert out.stderr.startswith("amnet-run: error: ")
+
+
+def test_a_segment_size_past_the_limit_in_the_environment(runner):
+    out = runner("-n", "2", HELLO, env={"AMNET_SEGMENT_SIZE": str(2**63 - 1)})
+    assert out.returncode == 2, out.stderr
+    assert out.stderr == (f"amnet-run: error: bad value '{2**63 - 1}' for segment_size (from "
+                          "AMNET_SEGMENT_SIZE): expected a size in bytes from 4096 to 256T "
+                          "(2**48) (e.g. 4096, 64M, 1G)\n")
+
+
+def test_mpiexec_habits(runner):
+    """-np N as mpiexec takes it; amnet-run's options after the script stay the script's,
+    with a note (none after '--'); -n only after the script is explained."""
+    s = runner.script("argv.py", "import sys, amnet\nep = amnet.init()\n"
+                                 "print(ep.rank, ep.size, sys.argv[1:])\n")
+    for np_ in (["-np", "3"], ["-np=3"]):
+        out = runner(*np_, s)
+        assert out.returncode == 0, out.stderr
+        assert sorted(out.stdout.splitlines()) == [f"{r} 3 []" for r in range(3)]
+        assert out.stderr == ""
+    out = runner("-n", "2", s, "-n", "4", "--label", "x", "--help")
+    assert out.returncode == 0, out.stderr
+    assert sorted(out.stdout.splitlines()) == [
+        f"{r} 2 ['-n', '4', '--label', 'x', '--help']" for r in range(2)]
+    assert out.stderr == (f"amnet-run: note: -n, --label after the script {s!r} go to the "
+                          "script, not to amnet-run (its options go before the script; '--' "
+                          "before the script ends them and silences this note)\n")
+    out = runner("-n", "2", "--", s, "-np", "4")
+    assert out.returncode == 0, out.stderr
+    assert sorted(out.stdout.splitlines()) == [f"{r} 2 ['-np', '4']" for r in range(2)]
+    assert out.stderr == ""
+    out = runner(s, "-n", "4")
+    assert out.returncode == 2
+    assert out.stderr == (
+        "amnet-run: error: give the number of ranks with -n N (see amnet-run --help); -n came "
+        f"after the script {s!r}: what follows the script is its own arguments, so "
+        "amnet-run's options go before it\n")
+    assert out.stdout == ""
 
 
 def test_missing_and_unusable_scripts(runner):

@@ -59,3 +59,32 @@ def test_config_is_read_only():
     cfg = Config.resolve(env={})
     with pytest.raises(TypeError):
         cfg["segment_size"] = 1  # type: ignore[index]
+
+
+@pytest.mark.parametrize("value", [str(2**63 - 1), str(2**63), str(2**62), "257T", 2**64,
+                                   (1 << 48) + 1])
+def test_a_segment_too_large_for_the_c_side_is_refused_naming_the_limit(value):
+    """2**63 - 1 and more passed validation and every rank then died with OverflowError."""
+    for how in ("env", "kwarg"):
+        with pytest.raises(ConfigError, match=r"bad value .* for segment_size \(from "
+                           r"(AMNET_SEGMENT_SIZE|segment_size=)\): expected a size in bytes "
+                           r"from 4096 to 256T \(2\*\*48\)"):
+            if how == "env":
+                Config.resolve(env={"AMNET_SEGMENT_SIZE": str(value)})
+            else:
+                Config.resolve(env={}, overrides={"segment_size": value})
+    assert Config.resolve(env={"AMNET_SEGMENT_SIZE": "256T"}).segment_size == 1 << 48
+
+
+def test_no_integer_option_takes_a_value_past_its_range():
+    """Every option that takes a number has an upper bound (an unbounded one overflows a C
+    integer in the ranks): a value of 2**63 or more is refused for each."""
+    from amnet._config import OPTIONS
+
+    numeric = [o for o in OPTIONS.values()
+               if isinstance(o.default, (int, float)) and not isinstance(o.default, bool)]
+    assert {o.name for o in numeric} >= {"segment_size", "max_medium", "pshm_network_depth"}
+    for opt in numeric:
+        for value in (str(2**63), str(2**64 + 1), "inf", "nan"):
+            with pytest.raises(ConfigError, match=f"for {opt.name} "):
+                Config.resolve(env={opt.env: value})

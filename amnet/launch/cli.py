@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from typer.core import TyperCommand
 
 from .._errors import ConfigError
 from .._meta import package_version
@@ -43,6 +44,70 @@ line on stderr (124 after --timeout, 130 after Ctrl-C)."""
 def _fail(msg: str, code: int = 2) -> None:
     print(f"amnet-run: error: {msg}", file=sys.stderr)
     raise typer.Exit(code)
+
+
+#: the amnet-run options a script's arguments are not taken for (see _after_script)
+_SCRIPT_WORDS = frozenset({"-h", "--help", "--version"})
+_AFTER_KEY = "amnet_run.after_script"
+
+
+def _option_names(cmd) -> dict[str, bool]:
+    """amnet-run's option names -> whether the option takes a value."""
+    names: dict[str, bool] = {"-h": False, "--help": False}
+    for p in cmd.params:
+        if getattr(p, "param_type_name", None) != "option":
+            continue
+        takes = not (getattr(p, "is_flag", False) or getattr(p, "count", False))
+        for name in (*p.opts, *p.secondary_opts):
+            names[name] = takes
+    return names
+
+
+def _mpi_habits(cmd, args: list[str]) -> tuple[list[str], list[str]]:
+    """Read the command line as mpiexec users write it, before click parses it.
+
+    Returns the arguments with mpiexec's ``-np N`` (or ``-np=N``) before the script made
+    ``--np N`` (click would read ``-np`` as ``-n p``), and the arguments after the script
+    that look like amnet-run options (they stay the script's: see :func:`amnet_run`); none
+    when ``--`` ended amnet-run's options.
+    """
+    names = _option_names(cmd)
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "-np" or a.startswith("-np="):
+            a = args[i] = "--np" + a[3:]
+        if a == "--":
+            return args, []
+        if not a.startswith("-") or a == "-":
+            break  # the script
+        if not a.startswith("--") and "--" + a[1:].split("=", 1)[0] in names:
+            # click would read -nodes 2 as -n odes: say what was meant
+            _fail(f"unknown option {a!r}; did you mean -{a.split('=', 1)[0]}? "
+                  "(see amnet-run --help)")
+        i += 2 if names.get(a) else 1  # --opt VALUE; a flag, --opt=VALUE, -n4, unknown
+    after = [a for a in args[i + 1:]
+             if a.split("=", 1)[0] in (*names, "-np") and a.split("=", 1)[0]
+             not in _SCRIPT_WORDS]
+    return args, after
+
+
+def _did_you_mean(word: str, cmd) -> str:
+    """`` (did you mean --x?)`` for an unknown option close to one of amnet-run's."""
+    import difflib
+
+    longs = [n for n in _option_names(cmd) if n.startswith("--")]
+    close = difflib.get_close_matches("--" + word.split("=", 1)[0].lstrip("-"), longs, n=1,
+                                      cutoff=0.75)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
+class _Command(TyperCommand):
+    """amnet-run's command: reads mpiexec habits (:func:`_mpi_habits`) before click parses."""
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        args, ctx.meta[_AFTER_KEY] = _mpi_habits(self, list(args))
+        return super().parse_args(ctx, args)
 
 
 def _print_version(value: bool) -> None:
@@ -81,18 +146,20 @@ def _check_compiles(script: str) -> None:
         raise typer.Exit(1)
 
 
-@app.command(context_settings={"allow_interspersed_args": False,
+@app.command(cls=_Command,
+             context_settings={"allow_interspersed_args": False,
                                "ignore_unknown_options": True,
                                "help_option_names": ["-h", "--help"]},
              epilog=_EPILOG)
 def amnet_run(
+    ctx: typer.Context,
     script: Annotated[str, typer.Argument(metavar="SCRIPT",
                                           help="Python script run once per rank.")],
     args: Annotated[list[str] | None, typer.Argument(
         metavar="[ARGS]...", help="Arguments passed to the script (sys.argv[1:]).")] = None,
-    n: Annotated[int | None, typer.Option("-n", "--np", metavar="N",
-                                          help="Number of ranks (UPC threads). Required.")]
-        = None,
+    n: Annotated[int | None, typer.Option(
+        "-n", "--np", metavar="N",
+        help="Number of ranks (UPC threads); -np N works too. Required.")] = None,
     procs_per_node: Annotated[int | None, typer.Option(
         "--procs-per-node", metavar="P",
         help="Processes per node [default: all on one node].")] = None,
@@ -157,9 +224,19 @@ def amnet_run(
     from .._topology import Topology
 
     if script.startswith("-"):
-        _fail(f"unknown option {script!r} (see amnet-run --help)")
+        _fail(f"unknown option {script!r}{_did_you_mean(script, ctx.command)} "
+              "(see amnet-run --help)")
+    after = ctx.meta.get(_AFTER_KEY) or []
     if n is None:
-        _fail("give the number of ranks with -n N (see amnet-run --help)")
+        _fail("give the number of ranks with -n N (see amnet-run --help)" + (
+            f"; {', '.join(after)} came after the script {script!r}: what follows the "
+            "script is its own arguments, so amnet-run's options go before it"
+            if after else ""))
+    if after:  # they stay the script's (sys.argv[1:]), as documented
+        print(f"amnet-run: note: {', '.join(after)} after the script {script!r} "
+              f"{'goes' if len(after) == 1 else 'go'} to the script, not to amnet-run "
+              "(its options go before the script; '--' before the script ends them and "
+              "silences this note)", file=sys.stderr)
     try:
         topo = Topology.make(n, procs_per_node, threads_per_proc, nodes)
         config = Config.resolve(
