@@ -137,8 +137,7 @@ class JobState:
         if result is not None:
             self.results[rank] = result
         if error is not None:
-            self.fail(1, f"{self.where([rank])} raised {error['type']}: {error['msg']}",
-                      rank, error)
+            self.fail(1, f"{self.where([rank])}{raised_text(error)}", rank, error)
         elif code:
             self.fail(code, f"{self.where([rank])} exited with code {code}", rank)
         self.check_stranded()
@@ -231,3 +230,11 @@ class JobState:
             return self.failure.code
         bad = [c for c in self.proc_exit.values() if c]
         return bad[0] if bad else 0
+
+
+def raised_text(error: dict[str, Any]) -> str:
+    """`` raised Type: message`` for a rank's error record, with where it was raised when the
+    record says (``, in handler X (AM from rank S),``: a handler's exception)."""
+    context = error.get("context")
+    where = f", {context}," if isinstance(context, str) and context else ""
+    return f"{where} raised {error['type']}: {error['msg']}"

@@ -278,8 +278,13 @@ def test_structured_element_reads_are_snapshots(topo, cache):
     # numpy gives a structured element as a view of its array's memory; a shared array's
     # element read is a copy on every route (UPC's s = X[i]): it keeps what it read when the
     # owner writes later, and a second read does not overwrite the first
-    for out in job(functools.partial(upcjobs2.struct_reads, cache=cache), topo):
+    for me, out in enumerate(job(functools.partial(upcjobs2.struct_reads, cache=cache), topo)):
         want = out.pop("want")
+        # records are written from tuples too, as numpy takes them
+        assert out.pop("tuple") == (me, -1.5)
+        assert out.pop("tuples") == [(7, 7.5), (8, 8.5)]
+        assert out.pop("bad tuple").startswith("ValueError: shared array 8 of [('k', '<i4'), "
+                                               "('v', '<f8')] (block size 1)")
         assert out == want
 
 

@@ -40,7 +40,13 @@ def _int_range(dt: np.dtype) -> tuple[int, int]:
 
 def fit(value: Any, dt: np.dtype, what: str) -> np.ndarray:
     """``value`` as an array of ``dt``, refusing what does not fit (an integer out of
-    range, a fraction for an integer type)."""
+    range, a fraction for an integer type). For a structured dtype a tuple is one record
+    and a list a sequence of them, as numpy reads them."""
+    if dt.names is not None:
+        try:
+            return np.asarray(value, dtype=dt)
+        except (TypeError, ValueError, OverflowError) as e:
+            raise ValueError(f"{what}: {value!r} cannot be stored as {dt} ({e})") from None
     if dt.kind in "iu" and (type(value) is int or isinstance(value, np.integer)):
         lo, hi = _int_range(dt)  # one integer into an integer array: the common case
         v = int(value)

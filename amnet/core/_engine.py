@@ -774,8 +774,20 @@ class Engine:
         from ._runtime import fail_rank
 
         tb = "".join(traceback.format_exception(exc))
+        try:  # the launcher's one-line diagnosis names the handler (_procmain._error_record)
+            exc.__amnet_context__ = f"in handler {name} (AM from rank {src})"
+        except AttributeError:
+            pass
         fail_rank(rs.rank, exc, f"handler {name} on rank {rs.rank} (AM from rank {src}) "
                                 f"raised {type(exc).__name__}: {exc}", tb)
+
+    def sys_handler_failed(self, li: int, hidx: int, src: int, exc: BaseException) -> None:
+        """An extension's system handler raised (run from C): a bug in the runtime, not a
+        message to refuse. Ends the job as a user handler's exception does, naming the
+        extension and the handler (unless the rank's on_handler_error takes it)."""
+        from ._extension import handler_label
+
+        self.handler_failed(self.ranks[li], handler_label(hidx), src, exc)
 
     # -- progress -------------------------------------------------------------------------
     def poll(self) -> int:

@@ -18,13 +18,19 @@ the small indices on the wire mean the same everywhere.
 A handler runs as ``h(port, src, args, payload, is_reply)`` on the target rank: ``port`` is that
 rank's :class:`Port` for the extension, ``args`` a tuple of int64, ``payload`` a memoryview valid
 only during the call (or None). Messages come from the network: check every field and call
-``port.refuse()`` for one that does not fit, never raise on it. A handler may reply; it may not
-wait or poll, and it sends a request to a third rank only through ``port.defer``.
+``port.refuse()`` for one that does not fit (it is dropped and counted), never raise on it. An
+exception that escapes a handler is a bug of the runtime: on every route (in-line between
+rank-threads, the shared-memory queues, every conduit) it ends the job as a user handler's
+exception does, with the traceback from the rank whose handler raised and a diagnosis naming
+the extension and the handler (unless that rank's ``ep.on_handler_error`` takes it). A handler
+may reply; it may not wait or poll, and it sends a request to a third rank only through
+``port.defer``.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -61,6 +67,7 @@ class Extension:
         for h in hs:
             if not callable(h):
                 raise TypeError(f"extension {name}: handler {h!r} is not callable")
+            _check_signature(name, h)
         if attach is not None and not callable(attach):
             raise TypeError(f"extension {name}: attach must be callable")
         self.name = name
@@ -69,6 +76,28 @@ class Extension:
 
     def __repr__(self) -> str:
         return f"<amnet.Extension {self.name} with {len(self.handlers)} handlers>"
+
+
+def _check_signature(ext: str, h: Callable) -> None:
+    """A handler must take ``(port, src, args, payload, is_reply)``.
+
+    Raises:
+        TypeError: naming the extension, the handler and its parameters.
+    """
+    try:
+        sig = inspect.signature(h)
+    except (TypeError, ValueError):  # a builtin without a signature: nothing to check
+        return
+    try:
+        sig.bind(None, 0, (), None, False)
+    except TypeError:
+        raise TypeError(f"extension {ext}: handler {_name(h)}{sig} cannot be called as "
+                        "h(port, src, args, payload, is_reply)") from None
+
+
+def _name(h: Callable) -> str:
+    mod = getattr(h, "__module__", None) or "?"
+    return f"{mod}.{getattr(h, '__qualname__', None) or repr(h)}"
 
 
 _REGISTERED: dict[str, Extension] = {}
@@ -154,6 +183,7 @@ def system_table(core: tuple) -> tuple:
 def _wrap(ext: Extension, i: int) -> Callable:
     h = ext.handlers[i]
     name = ext.name
+    label = f"{_name(h)} of extension {name}"
 
     def run(eng, rs, src, args, payload, offset, flags):
         if offset:
@@ -161,9 +191,23 @@ def _wrap(ext: Extension, i: int) -> Callable:
         port = rs.ports.get(name)
         if port is None:
             port = port_of(rs, name)
-        h(port, src, args, payload, bool(flags & W.REPLY))
+        try:
+            h(port, src, args, payload, bool(flags & W.REPLY))
+        except Exception as e:  # the runtime's bug, not a message to refuse: end the job
+            eng.handler_failed(rs, label, src, e)
 
     return run
+
+
+def handler_label(hidx: int) -> str:
+    """``module.qualname of extension NAME`` for system-table index ``hidx`` (an
+    extension's handler), as diagnoses name it."""
+    for ext in extensions():
+        base = _BASES.get(ext.name)
+        if base is not None and base <= hidx < base + len(ext.handlers):
+            return f"{_name(ext.handlers[hidx - base])} of extension {ext.name}"
+    return f"system handler {hidx}"
+
 
 
 def port_of(rs: Any, name: str) -> Port:

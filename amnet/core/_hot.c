@@ -356,7 +356,7 @@ typedef struct {
     PyObject_HEAD
     PyObject *eng;
     PyObject *py_send, *py_dispatch, *py_queue_full, *py_failed, *py_net, *py_wait;
-    PyObject *py_deferred, *py_wake, *deferred, *delayed, *py_refuse;
+    PyObject *py_deferred, *py_wake, *deferred, *delayed, *py_refuse, *py_sys_failed;
     PyObject *net_send;              /* the conduit's send(proc, header, payload); NULL: none */
     Py_buffer idle_buf;              /* the conduit's "nothing until net_fd" flag */
     int net_fd;
@@ -907,13 +907,23 @@ sys_dispatch(HotObject *h, const unsigned char *hdr, int64_t hl, char *payload, 
             h->handled++;
             rc = 0;
         } else if (PyErr_ExceptionMatches(PyExc_Exception)) {
-            /* a forged system message: never let it take the rank down */
-            PyErr_Clear();
-            r = PyObject_CallNoArgs(h->py_refuse);
-            if (r != NULL) {
-                Py_DECREF(r);
-                rc = 0;
+            /* a bug in the extension's handler (its checks refuse what a peer must not
+             * send): the engine ends the job naming the extension and the handler, as an
+             * exception from a user handler does (unless on_handler_error takes it) */
+            PyObject *exc = PyErr_GetRaisedException();
+            PyObject *to = PyLong_FromLong((long)(s - h->slots));
+            PyObject *ho = PyLong_FromSsize_t(hidx);
+            if (to != NULL && ho != NULL) {
+                r = PyObject_CallFunctionObjArgs(h->py_sys_failed, to, ho, so, exc, NULL);
+                if (r != NULL) {
+                    Py_DECREF(r);
+                    h->handled++;
+                    rc = 0;
+                }
             }
+            Py_XDECREF(to);
+            Py_XDECREF(ho);
+            Py_DECREF(exc);
         }
     }
     Py_XDECREF(pv);
@@ -1603,6 +1613,7 @@ Hot_clear_refs(HotObject *h)
     Py_CLEAR(h->py_deferred);
     Py_CLEAR(h->py_wake);
     Py_CLEAR(h->py_refuse);
+    Py_CLEAR(h->py_sys_failed);
     Py_CLEAR(h->net_send);
     Py_CLEAR(h->deferred);
     Py_CLEAR(h->delayed);
@@ -1637,6 +1648,7 @@ Hot_traverse(HotObject *h, visitproc visit, void *arg)
     Py_VISIT(h->py_deferred);
     Py_VISIT(h->py_wake);
     Py_VISIT(h->py_refuse);
+    Py_VISIT(h->py_sys_failed);
     Py_VISIT(h->net_send);
     Py_VISIT(h->deferred);
     Py_VISIT(h->delayed);
@@ -1714,6 +1726,7 @@ Hot_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     if ((h->py_deferred = PyObject_GetAttrString(eng, "run_deferred")) == NULL) goto fail;
     if ((h->py_wake = PyObject_GetAttrString(eng, "wake_waiters")) == NULL) goto fail;
     if ((h->py_refuse = PyObject_GetAttrString(eng, "_refuse")) == NULL) goto fail;
+    if ((h->py_sys_failed = PyObject_GetAttrString(eng, "sys_handler_failed")) == NULL) goto fail;
     if ((h->deferred = PyObject_GetAttrString(eng, "deferred")) == NULL) goto fail;
     if ((h->delayed = PyObject_GetAttrString(eng, "delayed")) == NULL) goto fail;
     h->net_fd = -1;

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .._jobstate import JobState
+from .._jobstate import JobState, raised_text
 from .._topology import Topology
 from ._bootclient import reply_value
 from ._mpiconduit import MPI_LOCK, NAP_MAX_S, NAP_MIN_S
@@ -173,8 +173,7 @@ class MPIBoot:
             self._fail(code, f"{st.where([rank])} called amnet.abort({code}){text}", rank, None)
         code, error = int(msg.get("code") or 0), msg.get("error")
         if error is not None:
-            self._fail(1, f"{st.where([rank])} raised {error['type']}: {error['msg']}", rank,
-                       error)
+            self._fail(1, f"{st.where([rank])}{raised_text(error)}", rank, error)
         if code:
             self._fail(code, f"{st.where([rank])} exited with code {code}", rank, None)
         if msg.get("result") is not None and self.results:

@@ -161,6 +161,9 @@ def _user_traceback(exc: BaseException) -> str:
 def _error_record(exc: BaseException, with_pickle: bool) -> dict[str, Any]:
     rec: dict[str, Any] = {"type": type(exc).__name__, "msg": str(exc),
                            "tb": _user_traceback(exc), "exc": None}
+    context = getattr(exc, "__amnet_context__", None)  # "in handler X (AM from rank S)"
+    if isinstance(context, str):
+        rec["context"] = context
     if with_pickle:
         try:
             rec["exc"] = pickle.dumps(exc, protocol=5)

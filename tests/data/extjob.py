@@ -1,14 +1,14 @@
 """An application-defined amnet extension (tests/test_upc.py::test_outside_extension):
 registered in the script before amnet.init(), one system handler pair, round trips with and
-without a payload, and a handler that raises: from another process (through the shared-memory
-queues, where C runs the handler, or the conduit) the message is refused, counted, and the job
-goes on."""
+without a payload, and a message its handler refuses (``port.refuse()``): counted, nothing
+runs, and the job goes on. (A handler that raises ends the job instead:
+tests/test_extension_errors.py.)"""
 
 import struct
 
 import amnet
 
-ECHO, BACK, BOOM = 0, 1, 2
+ECHO, BACK, PICKY = 0, 1, 2
 
 
 def h_echo(port, src, args, payload, is_reply):
@@ -25,15 +25,17 @@ def h_back(port, src, args, payload, is_reply):
         port.finish(args[0], op, (args[1], None if payload is None else bytes(payload)))
 
 
-def h_boom(port, src, args, payload, is_reply):
-    raise ValueError("a handler that fails: its message is refused")
+def h_picky(port, src, args, payload, is_reply):
+    if len(args) != 1:  # what a peer must not send: refused and counted
+        return port.refuse()
+    raise AssertionError("h_picky only refuses in this job")
 
 
 def attach(port):
     return {"port": port, "hooks": []}
 
 
-EXT = amnet.Extension("echo", [h_echo, h_back, h_boom], attach=attach)
+EXT = amnet.Extension("echo", [h_echo, h_back, h_picky], attach=attach)
 amnet.register_extension(EXT)
 ep = amnet.init()
 state = ep.extension("echo")
@@ -54,8 +56,8 @@ if ep.threads_per_proc == 1:  # the peer is another process
         raise AssertionError("a str packed as an AM argument")
     except struct.error:
         pass
-    port.send(peer, BOOM, (1, 2, 3), b"x")
-    ep.barrier()  # the peer's BOOM ran before its barrier message (FIFO)
+    port.send(peer, PICKY, (1, 2, 3), b"x")
+    ep.barrier()  # the peer's PICKY ran before its barrier message (FIFO)
     assert ep.statistics().refused == 1, ep.statistics()  # nothing else was refused
     opid, op = port.op(peer)  # and the job goes on
     port.send(peer, ECHO, (opid, 1))

@@ -118,6 +118,15 @@ def struct_reads(ep, cache: bool = False) -> dict:
         got.append(read(me).item())
         out[name] = got
         upc.barrier()
+    X[other] = (other, -1.5)  # a tuple is one record, as numpy takes it
+    upc.barrier()
+    out["tuple"] = X[me].item()
+    upc.barrier()
+    if me == 0:
+        X[0:2] = [(7, 7.5), (8, 8.5)]
+    upc.barrier()
+    out["tuples"] = [x.item() for x in X[0:2]]
+    out["bad tuple"] = _err(lambda: X.__setitem__(other, (1, 2, 3)))
     out["want"] = {name: [_sval(other, 2 * r), _sval(other + 2 * T, 2 * r), _sval(me, 2 * r),
                           "no error", "no error", _sval(other, 2 * r + 1),
                           _sval(me, 2 * r + 1)]
