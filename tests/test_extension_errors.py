@@ -40,9 +40,10 @@ def test_a_raising_extension_handler_ends_the_job(runner, route, mode, warmth):
     diagnosis = [ln for ln in out.stderr.splitlines() if ln.startswith("amnet-run: ")]
     assert len(diagnosis) == 1, out.stderr
     assert diagnosis[0].startswith("amnet-run: rank 1 ("), diagnosis
+    tag = "1" if mode == "wait" else "7"  # the op id, or the fire-and-forget argument
     assert diagnosis[0].endswith(", in handler __main__.h_boom of extension boomext (AM from "
-                                 "rank 0), raised ValueError: boom " + ("1" if mode == "wait" else "7")
-                                 + " in a runtime's handler on rank 1"), diagnosis
+                                 f"rank 0), raised ValueError: boom {tag} in a runtime's "
+                                 "handler on rank 1"), diagnosis
     assert "timed out" not in out.stderr
 
 
@@ -66,3 +67,24 @@ def test_a_handler_taking_any_arguments_is_accepted():
         pass
 
     assert amnet.Extension("ok", [h_any, print]).handlers == (h_any, print)
+
+
+def _send_too_much(ep):
+    port = ep.port("vis")  # any extension's port: the checks come before anything is sent
+    out = {"max_payload": port.max_payload, "max_medium": port.max_medium}
+    for name, payload in (("big", bytes(port.max_payload + 1)), ("str", "text")):
+        try:
+            port.send(ep.rank, 0, (1,), payload)
+        except (amnet.PayloadTooLarge, TypeError) as e:
+            out[name] = f"{type(e).__name__}: {e}"
+    out["refused"] = ep.statistics().refused
+    return out
+
+
+def test_port_send_refuses_a_payload_over_max_payload_before_sending():
+    (got,) = amnet.run(_send_too_much, n=1, segment_size="1M", timeout=60)
+    assert got["max_payload"] == 16 << 20 and got["max_medium"] < got["max_payload"]
+    assert got["big"] == (f"PayloadTooLarge: extension vis: a payload of {(16 << 20) + 1} "
+                          f"bytes is over port.max_payload = {16 << 20} bytes"), got
+    assert got["str"].startswith("TypeError: extension vis: a payload must be bytes-like"), got
+    assert got["refused"] == 0

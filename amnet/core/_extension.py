@@ -35,7 +35,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._errors import AMNetError, InitError
+from .._errors import AMNetError, InitError, PayloadTooLarge
 from . import _wire as W
 from ._ops import Bucket, Handle, Op
 
@@ -263,8 +263,17 @@ class Port:
 
     @property
     def max_medium(self) -> int:
-        """The largest payload one message of this extension should carry."""
+        """The payload size up to which a message travels in one piece everywhere (one
+        shared-memory slot, one conduit frame of a Medium AM): what a layer that pipelines
+        a large transfer should cut it into. Not a limit of :meth:`send`
+        (:attr:`max_payload` is)."""
         return self._eng.max_medium
+
+    @property
+    def max_payload(self) -> int:
+        """The largest payload :meth:`send` and :meth:`reply` take (the segment size, and at
+        least 16 MiB): larger ones raise :class:`amnet.PayloadTooLarge`."""
+        return self._eng.max_message
 
     @property
     def segment_size(self) -> int:
@@ -277,7 +286,11 @@ class Port:
 
     @property
     def lock(self) -> threading.Lock:
-        """A lock of this rank's (short critical sections: handlers run on other threads)."""
+        """This rank's lock, for the extension's per-rank state that its handlers and the
+        rank's own calls both change: a handler of this rank may run on another thread (the
+        rank-thread that drains for the process, the progress thread) while the rank's
+        thread is in the extension's code. Hold it for short critical sections only, never
+        while sending or waiting (amnet takes it too, briefly)."""
         return self._rs.lock
 
     @property
@@ -321,12 +334,14 @@ class Port:
 
     def send(self, dest: int, index: int, args: tuple = (), payload: Any = None) -> None:
         """Send a request to handler ``index`` of this extension on ``dest``; ``payload``
-        (bytes-like, at most the segment size) may be reused when this returns. From a
+        (bytes-like, at most :attr:`max_payload` bytes: not :attr:`max_medium`, which is
+        only the size to cut large transfers into) may be reused when this returns. From a
         handler, send requests only inside a function given to :meth:`defer`.
 
         Raises:
             RankError, ValueError (bad index), TypeError (args not ints, more than
-            amnet.MAX_ARGS).
+            amnet.MAX_ARGS; a payload that is not bytes-like), PayloadTooLarge (over
+            :attr:`max_payload`).
         """
         self._send(dest, index, args, payload, False)
 
@@ -358,6 +373,16 @@ class Port:
 
     def _send(self, dest: int, index: int, args: tuple, payload: Any, reply: bool) -> None:
         self._check_args(args)
+        if payload is not None:
+            try:
+                n = memoryview(payload).nbytes
+            except TypeError:
+                raise TypeError(f"extension {self.name}: a payload must be bytes-like (bytes, "
+                                "bytearray, memoryview or a numpy array), got "
+                                f"{type(payload).__name__}") from None
+            if n > self._eng.max_message:
+                raise PayloadTooLarge(f"extension {self.name}: a payload of {n} bytes is over "
+                                      f"port.max_payload = {self._eng.max_message} bytes")
         self._eng.send_sys(self._rs.rank, self._eng.check_dest(dest), self._index(index),
                            tuple(args), payload=payload, reply=reply)
 
@@ -413,7 +438,10 @@ class Port:
         op.complete(value, error)
 
     def handle(self, op: Any, kind: str) -> Handle:
-        """An :class:`amnet.Handle` on ``op`` (``wait()`` returns ``op.value``)."""
+        """An :class:`amnet.Handle` on ``op`` (``wait()`` returns ``op.value``). ``kind`` is
+        a short label of the operation (``"vis get_strided"``, ``"upc memget"``): the
+        handle's ``kind`` attribute, its repr, and the name error messages give it (such as
+        the AMContextError of a ``wait()`` inside a handler); it changes nothing else."""
         return Handle(self._eng, op, kind)
 
     # -- progress and context ---------------------------------------------------------------
