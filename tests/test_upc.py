@@ -285,6 +285,11 @@ def test_structured_element_reads_are_snapshots(topo, cache):
         assert out.pop("tuples") == [(7, 7.5), (8, 8.5)]
         assert out.pop("bad tuple").startswith("ValueError: shared array 8 of [('k', '<i4'), "
                                                "('v', '<f8')] (block size 1)")
+        assert out.pop("subarray") == (
+            "TypeError: upc.shared_array(): dtype ('<f8', (3,)) is a sub-array type; name the "
+            "field to make it one element, e.g. [('v', '<f8', (3,))], or add the dimension to "
+            "the shape")
+        assert out.pop("named") == (np.arange(3.0) + (me + 1) % topo["n"]).tolist()
         assert out == want
 
 

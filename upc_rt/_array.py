@@ -29,6 +29,10 @@ def _dtype(dtype: Any) -> np.dtype:
         raise TypeError(f"upc.shared_array(): {dtype!r} is not a numpy dtype ({e})") from None
     if dt.hasobject or dt.itemsize == 0:
         raise TypeError(f"upc.shared_array(): dtype {dt} is not a fixed-size type")
+    if dt.subdtype is not None:  # numpy spreads it into a trailing dimension: no element
+        raise TypeError(f"upc.shared_array(): dtype {dt} is a sub-array type; name the "
+                        f"field to make it one element, e.g. [('v', {dt.subdtype[0].str!r}, "
+                        f"{dt.subdtype[1]})], or add the dimension to the shape")
     return dt
 
 

@@ -127,6 +127,11 @@ def struct_reads(ep, cache: bool = False) -> dict:
     upc.barrier()
     out["tuples"] = [x.item() for x in X[0:2]]
     out["bad tuple"] = _err(lambda: X.__setitem__(other, (1, 2, 3)))
+    out["subarray"] = _err(lambda: upc.shared_array(4, ("f8", 3), 1))  # refused, collectively
+    V = upc.shared_array(4, [("v", "f8", 3)], 1)  # ... as the message says, it works
+    V[me] = (np.arange(3.0) + me,)
+    upc.barrier()
+    out["named"] = V[other]["v"].tolist()
     out["want"] = {name: [_sval(other, 2 * r), _sval(other + 2 * T, 2 * r), _sval(me, 2 * r),
                           "no error", "no error", _sval(other, 2 * r + 1),
                           _sval(me, 2 * r + 1)]
