@@ -195,15 +195,19 @@ def test_handler_context_refuses_progress_and_sends(results, route):
             assert kind == "AMContextError", (probe, req[probe])
             assert msg.startswith(f"{what} inside request handler hotjobs.h_tok_req: {CTX}")
         for probe in ("ep.request_short", "ep.request_medium"):
+            # the message names the way to forward, not only the reply (issue 29, item 8)
             assert req[probe] == ("AMContextError", f"{probe}() inside request handler "
-                                  "hotjobs.h_tok_req; reply with token.reply_*()")
+                                  "hotjobs.h_tok_req; a request handler sends only its one "
+                                  "reply to its source (token.reply_*()); to forward to "
+                                  "another rank, defer the send to after the handler: "
+                                  "ep.defer(fn, ...)")
         for probe, what in (("ep.poll", "ep.poll()"), ("ep.wait_until", "ep.wait_until()")):
             kind, msg = rep[probe]
             assert kind == "AMContextError"
             assert msg.startswith(f"{what} inside reply handler hotjobs.h_tok_rep: {CTX}")
         assert rep["ep.request_short"] == (
             "AMContextError", "ep.request_short() inside reply handler hotjobs.h_tok_rep: a "
-            "reply handler sends nothing")
+            "reply handler sends nothing; to send afterwards, ep.defer(fn, ...)")
 
 
 @route_param

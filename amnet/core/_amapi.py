@@ -82,6 +82,33 @@ class AMMixin:
         self._rs.on_handler_error = fn
 
     # -- progress -------------------------------------------------------------------------
+    def defer(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        """Run ``fn(*args, **kwargs)`` after the current handler returns, outside handler
+        context, where it may send: how a handler forwards work to a third rank (a handler
+        itself sends only its one reply). It runs at this process's next poll or wait,
+        before any of its threads blocks, on whichever thread makes that progress (so reach
+        this rank through this endpoint, not through per-thread state). It runs inside that
+        call, so it should start operations rather than wait long for them. Outside a
+        handler it runs at the next amnet call. An exception it raises ends the job like a
+        handler's, naming ``fn`` and this rank.
+
+        Raises:
+            TypeError: ``fn`` is not callable.
+            InitError: this rank already finalized.
+        """
+        if not callable(fn):
+            raise TypeError(f"ep.defer() takes a callable, got {type(fn).__name__}")
+        rs = self._live()
+        eng = self._eng
+
+        def run() -> None:
+            try:
+                fn(*args, **kwargs)
+            except Exception as e:
+                eng.deferred_failed(rs, fn, e)
+
+        eng.defer(run)
+
     @property
     def wait_mode(self) -> str:
         """How this rank waits, as ``auto`` resolved it: ``"spin"``, ``"block"``, or

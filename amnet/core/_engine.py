@@ -59,6 +59,10 @@ from .conduit import get_conduit
 
 _hot.set_errors(InitError, AMContextError)
 
+#: What a request handler is told when it tries to send anything but its reply.
+FORWARD_HINT = ("; a request handler sends only its one reply to its source "
+                "(token.reply_*()); to forward to another rank, defer the send to after the "
+                "handler: ep.defer(fn, ...)")
 BLOCK_SLICE_S = 0.05  # a sleeping rank re-checks aborts this often
 DIRECT_WAIT_S = 1e-4  # a rank waiting for a direct send while another drains re-checks so often
 DRAIN_BUDGET = 256  # messages run per drain before the caller re-checks its condition
@@ -306,8 +310,8 @@ class Engine:
         tok = current_token()
         if tok is not None:
             kind = "request" if tok.is_request else "reply"
-            extra = ("; reply with token.reply_*()" if tok.is_request else
-                     ": a reply handler sends nothing")
+            extra = (FORWARD_HINT if tok.is_request else
+                     ": a reply handler sends nothing; to send afterwards, ep.defer(fn, ...)")
             raise AMContextError(f"{what} inside {kind} handler {tok.handler}{extra}")
 
     def check_dest(self, dest: Any) -> int:
@@ -780,6 +784,24 @@ class Engine:
             pass
         fail_rank(rs.rank, exc, f"handler {name} on rank {rs.rank} (AM from rank {src}) "
                                 f"raised {type(exc).__name__}: {exc}", tb)
+
+    def deferred_failed(self, rs: RankState, fn: Any, exc: BaseException) -> None:
+        """A function a handler of rank ``rs`` gave to ``ep.defer`` raised: end the job as a
+        handler's exception does (JobAborted, the job ending anyway, goes on up)."""
+        from .._errors import JobAborted
+        from ._handlers import handler_name
+        from ._runtime import fail_rank
+
+        if isinstance(exc, JobAborted):
+            raise exc
+        name = handler_name(fn)
+        tb = "".join(traceback.format_exception(exc))
+        try:
+            exc.__amnet_context__ = f"in {name} deferred with ep.defer()"
+        except AttributeError:
+            pass
+        fail_rank(rs.rank, exc, f"{name} deferred with ep.defer() on rank {rs.rank} raised "
+                                f"{type(exc).__name__}: {exc}", tb)
 
     def sys_handler_failed(self, li: int, hidx: int, src: int, exc: BaseException) -> None:
         """An extension's system handler raised (run from C): a bug in the runtime, not a

@@ -8,6 +8,7 @@ its category (``"short"``, ``"medium"``, ``"long"`` or ``"rpc"``) and its argume
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -27,6 +28,8 @@ def handler(category: str | None = None,
 
     Raises:
         ValueError: unknown category, or ``nargs`` outside 0..16.
+        TypeError: (when applied) a short/medium/long handler that cannot be called as
+            ``fn(token, [payload,] *args)`` with ``nargs`` arguments.
     """
     if category is not None and category not in CATEGORIES:
         raise ValueError(f"handler category must be one of {', '.join(CATEGORIES)}, "
@@ -38,10 +41,39 @@ def handler(category: str | None = None,
     def deco(fn: Callable) -> Callable:
         if not callable(fn):
             raise TypeError(f"@amnet.handler decorates a function, got {type(fn).__name__}")
+        check_signature(fn, category, nargs)
         fn.__amnet_handler__ = (category, nargs)  # type: ignore[attr-defined]
         return fn
 
     return deco
+
+
+def check_signature(fn: Callable, category: str | None, nargs: int | None) -> None:
+    """A handler declared ``short``, ``medium`` or ``long`` must take what it will be called
+    with: ``fn(token, *args)``, ``fn(token, payload, *args)``, with ``nargs`` arguments when
+    declared (else at least the token, and the payload). Undeclared handlers and rpc
+    functions take what their callers send: nothing to check.
+
+    Raises:
+        TypeError: naming the handler, its parameters and the call it must accept.
+    """
+    if category not in ("short", "medium", "long"):
+        return
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin without a signature
+        return
+    fixed = ["token"] if category == "short" else ["token", "payload"]
+    n = 0 if nargs is None else nargs
+    call = [*fixed, *(f"a{i}" for i in range(1, n + 1))]
+    try:
+        sig.bind(*call)
+    except TypeError:
+        shown = ", ".join(call)
+        counted = "" if nargs is None else f" with nargs={nargs}"
+        raise TypeError(f"handler {handler_name(fn)}{sig} is declared {category}{counted}: it "
+                        f"is called as fn({shown}) and cannot take that (a handler's first "
+                        "parameter is the token)") from None
 
 
 def handler_name(fn: Any) -> str:
@@ -86,7 +118,10 @@ class HandlerTable:
             ValueError: two entries have the same name, or there are more than
                 :data:`MAX_HANDLERS`.
         """
+        fns = list(fns)
         names = [handler_name(f) for f in fns]
+        for f in fns:  # a declaration set by hand, not by @amnet.handler, is checked here
+            check_signature(f, *getattr(f, "__amnet_handler__", (None, None)))
         if len(names) > MAX_HANDLERS:
             raise _too_many(0, len(names))
         seen: set[str] = set()

@@ -2534,10 +2534,15 @@ forbid(const char *what, int send)
     }
     PyObject *nm = token_name(tok);
     if (send) {
+        /* the same words as the engine's forbid_send_in_handler (FORWARD_HINT) */
         PyErr_Format(AMContextError, "%s inside %s handler %S%s", what,
                      tok->is_request ? "request" : "reply", nm,
-                     tok->is_request ? "; reply with token.reply_*()"
-                                     : ": a reply handler sends nothing");
+                     tok->is_request
+                         ? "; a request handler sends only its one reply to its source "
+                           "(token.reply_*()); to forward to another rank, defer the send to "
+                           "after the handler: ep.defer(fn, ...)"
+                         : ": a reply handler sends nothing; to send afterwards, "
+                           "ep.defer(fn, ...)");
     } else {
         PyErr_Format(AMContextError, "%s inside %s handler %S: handlers run in a restricted "
                      "context (no polling, waiting, barriers or blocking communication)", what,
