@@ -9,6 +9,7 @@ says) are easy to read and to test.
 from __future__ import annotations
 
 import signal
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -158,17 +159,27 @@ class JobState:
             self.fail(code, f"{self.where(ranks)} exited with code {code}", ranks[0])
         self.check_stranded()
 
-    def describe_waits(self, where: dict[int, list] | None = None) -> str:
+    def describe_waits(self, where: dict[int, list] | None = None,
+                       unanswered: Iterable[int] = (),
+                       silent_agents: Mapping[int, str] | None = None,
+                       answer_s: float = 1.0) -> str:
         """Where the ranks are, for a timeout or interrupt diagnosis.
 
         The launcher knows who waits in a bootstrap collective and who ended. ``where`` has
         what the rank processes answered when asked (rank -> entry, as
         ``amnet.core._runtime.ProcessState.where`` makes them): who waits in which AM
-        barrier. A rank missing from it did not answer in time: it is "still running".
+        barrier, and what a layer said a rank waits in (``amnet.Port.waiting``).
+        ``unanswered``: the processes that were asked and did not answer within
+        ``answer_s`` seconds (stopped, or stuck in C code that holds the GIL);
+        ``silent_agents``: node -> host of the agents that did not answer. A rank not in
+        ``where`` whose process was not asked (it never connected) is "still running".
         """
         where = where or {}
+        quiet_procs = sorted(p for p in set(unanswered) if p not in self.proc_exit)
+        quiet_set = set(quiet_procs)
         waits: dict[tuple, list[int]] = {}  # (kind, number, what) -> ranks waiting in it
         notified: dict[tuple, list[int]] = {}  # ... that notified it, not waiting in it
+        inside: dict[str, list[int]] = {}  # what a layer said -> ranks waiting in it
         placed: set[int] = set()
         for seq, c in self.pending():
             names = {repr(v) for v in c.names.values()}
@@ -177,7 +188,8 @@ class JobState:
             waits[("boot", seq, what)] = sorted(c.arrived)
             placed.update(c.arrived)
         running: dict[int, int] = {}  # rank -> AM barriers it notified so far
-        silent: list[int] = []
+        silent: list[int] = []  # not asked: its process never connected
+        quiet: list[int] = []  # its process was asked and did not answer
         ended: list[int] = []
         for r in range(self.topo.size):
             e = where.get(r)
@@ -185,10 +197,14 @@ class JobState:
                 continue
             elif r in self.done:
                 ended.append(r)
-            elif not e or e[0] not in ("barrier", "running"):
+            elif self.topo.proc_of(r) in quiet_set:
+                quiet.append(r)
+            elif not e or e[0] not in ("barrier", "running", "in"):
                 silent.append(r)
             elif e[0] == "running":
                 running[r] = int(e[1])
+            elif e[0] == "in":
+                inside.setdefault(str(e[2]), []).append(r)
             else:
                 _, number, name, waiting, finalizing = e
                 tag = f", name {name}" if name else ""
@@ -198,18 +214,18 @@ class JobState:
         barriers = {key[:2] for key in (*waits, *notified)}  # which barriers they are in
         if barriers and all(kind == "boot" for kind, _ in barriers):
             # no rank outside a bootstrap collective is in it: the launcher would know
-            running.update(dict.fromkeys(silent, -1))
+            running.update(dict.fromkeys([*silent, *quiet], -1))
             silent = []
-        parts = [f"{_ranks_word(ranks)} {_wait_verb(ranks)} in {key[2]}"
-                 for key, ranks in sorted(waits.items(), key=lambda kv: kv[1][0])]
+        groups = [(ranks, key[2]) for key, ranks in waits.items()]
+        groups += [(ranks, what) for what, ranks in inside.items()]
+        parts = [f"{_ranks_word(ranks)} {_wait_verb(ranks)} in {what}"
+                 for ranks, what in sorted(groups, key=lambda g: g[0][0])]
         for key, ranks in sorted(notified.items(), key=lambda kv: kv[1][0]):
             it = "it" if len(barriers) == 1 and waits else key[2]
             parts.append(f"{_ranks_word(ranks)} notified {it} but {_be(ranks)} not waiting "
                          "in it")
-        if running:
-            if not barriers:
-                parts.append(f"{_ranks_word(running)} still running")
-            elif len(barriers) == 1:
+        if running and barriers:
+            if len(barriers) == 1:
                 kind, number = next(iter(barriers))
                 before = [r for r, k in running.items() if kind == "boot" or k < number]
                 past = [r for r in running if r not in before]
@@ -219,10 +235,24 @@ class JobState:
                     parts.append(f"{_ranks_word(past)} {_be(past)} past it")
             else:
                 parts.append(f"{_ranks_word(running)} {_be(running)} in no barrier")
+        elif running:
+            silent = sorted([*running, *silent])  # answered or not asked: running either way
         if silent:
             parts.append(f"{_ranks_word(silent)} still running")
         if ended:
             parts.append(f"{_ranks_word(ended)} had ended" if parts else "all ranks had ended")
+        if quiet_procs:
+            ranks = [r for p in quiet_procs for r in self.topo.ranks_of_proc(p)]
+            who = (f"the processes of {_ranks_word(ranks)}" if len(quiet_procs) > 1 else
+                   f"{_ranks_word(ranks)}'s process" if len(ranks) == 1 else
+                   f"the process of {_ranks_word(ranks)}")
+            parts.append(f"{who} did not answer in {answer_s:g} s: stopped or stuck in C")
+        if silent_agents:
+            nodes = sorted(silent_agents)
+            hosts = ", ".join(sorted(set(silent_agents.values())))
+            who = (f"the agent of node {nodes[0]} (host {hosts})" if len(nodes) == 1 else
+                   f"the agents of nodes {format_ranks(nodes)} (hosts {hosts})")
+            parts.append(f"{who} did not answer in {answer_s:g} s: stopped or stuck")
         return "; ".join(parts)
 
     def outcome_code(self) -> int:

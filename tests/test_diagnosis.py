@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import time
 
 import pytest
@@ -159,3 +160,136 @@ def test_the_diagnosis_from_what_the_ranks_answered():
         "rank 3 notified barrier #2 but is not waiting in it; ranks 0-1 are in no barrier; "
         "rank 5 still running")
     assert st.describe_waits() == "ranks 0-5 still running"  # nobody answered
+
+
+def test_the_diagnosis_of_layers_waits_and_of_processes_that_did_not_answer():
+    st = JobState(Topology.make(8, threads_per_proc=2))  # procs 0-3 of ranks 0-1, ..., 6-7
+    coll = "amnet.coll broadcast (call #3 on team world)"
+    where = {0: ["in", 0, coll], 1: ["in", 0, coll], 2: ["running", 0],
+             3: ["in", 0, "upc.lock() of lock 0 at thread 0 (held by another thread)"]}
+    # ranks 6-7 were not asked (their process never connected): running, like rank 2; the
+    # process of ranks 4-5 was asked and did not answer: said so, never "still running"
+    assert st.describe_waits(where, unanswered=[2], silent_agents={1: "hostB"}) == (
+        f"ranks 0-1 wait in {coll}; rank 3 waits in upc.lock() of lock 0 at thread 0 (held "
+        "by another thread); ranks 2, 6-7 still running; the process of ranks 4-5 did not "
+        "answer in 1 s: stopped or stuck in C; the agent of node 1 (host hostB) did not "
+        "answer in 1 s: stopped or stuck")
+    where = {0: ["running", 0], 1: ["running", 0], 2: ["running", 0], 3: ["running", 0]}
+    assert st.describe_waits(where, unanswered=[2, 3], answer_s=2) == (
+        "ranks 0-3 still running; the processes of ranks 4-7 did not answer in 2 s: stopped "
+        "or stuck in C")
+    assert st.describe_waits({0: ["running", 0]}) == "ranks 0-7 still running"
+
+
+# -- a stopped process: who waits where, and who did not answer --------------------------------
+HOST = socket.gethostname()
+STOP_TIMEOUT = 8  # ranks are ready and one is stopped within 2-3 s, even on a busy host
+COLL_WAIT = """
+import os, time, amnet
+ep = amnet.init()
+print(f"ready {ep.rank} {os.getpid()}", flush=True)
+if ep.rank == 2:
+    time.sleep(120)
+ep.coll.barrier()
+"""
+LOCK_WAIT = """
+import os, time
+import upc_rt as upc
+upc.init()
+L = upc.all_lock_alloc()  # the first lock: hosted by thread 0
+if upc.MYTHREAD == 2:
+    L.lock()
+upc.barrier()
+print(f"ready {upc.MYTHREAD} {os.getpid()}", flush=True)
+if upc.MYTHREAD == 2:
+    time.sleep(120)
+L.lock()
+"""
+SILENT = {NODES2: "rank 2's process", THREADS: "the process of ranks 2-3"}
+WAITING = {  # what the diagnosis says of the ranks that were not stopped
+    ("coll", NODES2): "ranks 0-1, 3 wait in amnet.coll barrier (call #0 on team world)",
+    ("coll", THREADS): "ranks 0-1 wait in amnet.coll barrier (call #0 on team world)",
+    ("lock", NODES2): "rank 0 waits in upc.lock() of lock 0 at thread 0 (held by thread 2); "
+                      "ranks 1, 3 wait in upc.lock() of lock 0 at thread 0 (held by another "
+                      "thread)",
+    ("lock", THREADS): "rank 0 waits in upc.lock() of lock 0 at thread 0 (held by thread 2); "
+                       "rank 1 waits in upc.lock() of lock 0 at thread 0 (held by another "
+                       "thread)",
+}
+
+
+def _ours(pid: int, mark: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return f"AMTEST_MARK={mark}".encode() in f.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def run_and_stop(runner, args, script: str, victim_of) -> tuple[int, str, float]:
+    """Run amnet-run, SIGSTOP ``victim_of(pids)`` (pids: rank -> its process) once the 4
+    ranks are ready; return the exit status, stderr and when amnet-run ended
+    (``CLOCK_BOOTTIME``). The stopped process is continued at the end, whatever happened
+    (it is killed by then)."""
+    proc = runner.popen(*args, script)
+    victim = None
+    try:
+        pids: dict[int, int] = {}
+        while len(pids) < 4:
+            line = proc.stdout.readline()
+            assert line, "the job ended before its ranks were ready"
+            if line.startswith("ready "):
+                _, r, pid = line.split()
+                pids[int(r)] = int(pid)
+        victim = victim_of(pids)
+        assert _ours(victim, runner.mark)
+        os.kill(victim, signal.SIGSTOP)
+        rc = proc.wait(timeout=60)
+        return rc, proc.stderr.read(), time.clock_gettime(time.CLOCK_BOOTTIME)
+    finally:
+        if victim is not None and _ours(victim, runner.mark):
+            os.kill(victim, signal.SIGCONT)
+        proc.kill()
+        proc.communicate()
+
+
+@pytest.mark.parametrize("topo", [NODES2, THREADS], ids=["nodes2", "threads"])
+@pytest.mark.parametrize("wait", ["coll", "lock"])
+def test_a_stopped_rank_process_is_named_and_the_others_say_where_they_wait(runner, topo,
+                                                                            wait):
+    script = runner.script(f"{wait}.py", COLL_WAIT if wait == "coll" else LOCK_WAIT)
+    rc, err, _ = run_and_stop(runner, [*topo, "--timeout", str(STOP_TIMEOUT)], script,
+                              lambda pids: pids[2])
+    assert rc == 124, err
+    assert err.splitlines() == [
+        f"amnet-run: timed out after {STOP_TIMEOUT} s: {WAITING[wait, topo]}; "
+        f"{SILENT[topo]} did not answer in 1 s: stopped or stuck in C"]
+
+
+def test_a_stopped_agent_is_named_and_the_job_ends_soon_after_the_timeout(runner):
+    """The agent of node 0 is stopped: its ranks answer, it does not. amnet-run names it and
+    ends within 5 s of the timeout (it waited 4 s for the agent to stop its node, then 2 s
+    more for the agent's last words)."""
+    started = []
+
+    def agent_of_rank_0(pids: dict[int, int]) -> int:
+        with open(f"/proc/{pids[0]}/stat") as f:
+            agent = int(f.read().rsplit(")", 1)[1].split()[1])  # its parent
+        with open(f"/proc/{agent}/stat") as f:  # since boot, in clock ticks
+            started.append(int(f.read().rsplit(")", 1)[1].split()[19])
+                           / os.sysconf("SC_CLK_TCK"))
+        return agent
+
+    rc, err, ended = run_and_stop(runner, [*NODES2, "--timeout", str(TIMEOUT)],
+                                  hang_script(runner, "ep.barrier"), agent_of_rank_0)
+    assert rc == 124, err
+    assert err.splitlines() == [
+        f"amnet-run: timed out after {TIMEOUT} s: ranks 0, 2-3 wait in barrier #1 (name "
+        f"'end'); rank 1 never reached it; the agent of node 0 (host {HOST}) did not answer "
+        "in 1 s: stopped or stuck"]
+    # amnet-run forks its agents before it starts the timeout's clock: from the agent's
+    # start, an upper bound of amnet-run's time after the timeout (not counting the
+    # interpreter's start-up); about 2.5 s (1 s asking where everyone is, 1 s for the
+    # other node's ranks to take the abort), 6.4 s before
+    after = ended - started[0] - TIMEOUT
+    assert after < 5.0, f"amnet-run ended {after:.1f} s after the timeout"

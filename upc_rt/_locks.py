@@ -94,6 +94,25 @@ def _lock_free(rt: Runtime, src: int, opid: int, lid: int) -> None:
         rt.freed_locks.add(lid)
 
 
+class _LockWait:
+    """``upc.lock()`` of a lock, as a timeout's diagnosis says it (``str`` is taken only
+    then, on another thread): its holder when this thread hosts the lock, else only its
+    host, which is the one that knows."""
+
+    __slots__ = ("lock", "rt")
+
+    def __init__(self, rt: Runtime, lock: Lock) -> None:
+        self.rt = rt
+        self.lock = lock
+
+    def __str__(self) -> str:
+        lk = self.lock
+        st = self.rt.locks.get(lk.lid) if lk.host == self.rt.MYTHREAD else None
+        holder = getattr(st, "holder", None)
+        who = "another thread" if holder is None else f"thread {holder}"
+        return f"upc.lock() of lock {lk.lid} at thread {lk.host} (held by {who})"
+
+
 class Lock:
     """A UPC lock (``upc_lock_t *``): ``lock()``, ``unlock()``, ``attempt()``, ``with L:``.
 
@@ -121,7 +140,8 @@ class Lock:
         from ._sync import fence
 
         rt = current("upc.lock()")
-        rt.call(self.host, "lock", self.lid)
+        with rt.port.waiting(_LockWait(rt, self)):  # what a timeout's diagnosis says
+            rt.call(self.host, "lock", self.lid)
         rt.held.add((self.host, self.lid))
         fence()  # nothing of the critical section happens before the grant
 

@@ -554,14 +554,19 @@ class Coll:
     def _finish(self, run: Run) -> None:
         """Complete ``run`` (a blocking call: its start checked the context)."""
         runs = self._runs
-        while not self._advance(run):
-            if len(runs) > 1:
-                self._others(run)
-                pred = lambda: run.ready() or any(r.ready() for r in runs)
-            else:
-                pred = run.ready
-            if not self.port.wait_until(pred, None if run.checked else self.check_after):
-                run.check()  # no progress for check_after seconds: compare the calls
+        if self._advance(run):
+            return
+        with self.port.waiting(run):  # it waits: a timeout's diagnosis names the call
+            while True:
+                if len(runs) > 1:
+                    self._others(run)
+                    pred = lambda: run.ready() or any(r.ready() for r in runs)
+                else:
+                    pred = run.ready
+                if not self.port.wait_until(pred, None if run.checked else self.check_after):
+                    run.check()  # no progress for check_after seconds: compare the calls
+                if self._advance(run):
+                    return
 
 
 def _nothing() -> Any:

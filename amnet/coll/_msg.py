@@ -478,6 +478,10 @@ class Run:
             self.checked = True
             self.box.ask(self.call)
 
+    def __str__(self) -> str:
+        """What a blocking call waits in, for a timeout's diagnosis (Port.waiting)."""
+        return f"amnet.coll {self.what} (call #{self.seq} on {self.team})"
+
     def _step(self, value: Any) -> None:
         try:
             self.need = self.gen.send(value)

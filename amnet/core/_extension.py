@@ -235,8 +235,8 @@ class Port:
     Get it as ``ep.port(name)`` (or as a handler's first argument).
     """
 
-    __slots__ = ("_attach", "_base", "_eng", "_n", "_rs", "_state", "_waiting", "endpoint",
-                 "name")
+    __slots__ = ("_attach", "_base", "_eng", "_n", "_rs", "_state", "_wait_in", "_waiting",
+                 "endpoint", "name")
 
     def __init__(self, rs: Any, ext: Extension, base: int) -> None:
         self._rs = rs
@@ -247,6 +247,7 @@ class Port:
         self._state: Any = None
         self.name = ext.name
         self._waiting = f"{ext.name}: waiting"
+        self._wait_in: Any = None  # what this rank waits in, for a diagnosis (waiting())
         self.endpoint = rs.endpoint  #: the endpoint this port belongs to
 
     def __repr__(self) -> str:
@@ -454,6 +455,18 @@ class Port:
         eng.forbid_in_handler(self._waiting)
         return eng.hot.wait_until(pred, timeout)
 
+    def waiting(self, what: Any) -> Waiting:
+        """A context manager that says what this rank waits in while its block runs.
+
+        When a job is stopped by ``--timeout`` or Ctrl-C, the launcher asks every rank
+        process where its ranks are; a rank inside ``with port.waiting(what):`` is said to
+        wait in ``str(what)``, e.g. ``ranks 0-1, 3 wait in amnet.coll barrier (call #4 on
+        team world)``. ``str(what)`` is taken only then, on another thread, so pass a string
+        or a cheap object whose ``__str__`` reads what it needs; entering and leaving cost a
+        few attribute stores. Blocks nest: the innermost one is shown.
+        """
+        return Waiting(self, what)
+
     def forbid_in_handler(self, what: str) -> None:
         """Raise AMContextError when called inside a (user) handler, InitError after this
         rank's ``amnet.finalize()``: the check at the top of a blocking call."""
@@ -482,6 +495,43 @@ class Port:
         hooks = self._rs.sync_hooks
         if fn in hooks:
             hooks.remove(fn)
+
+
+class Waiting:
+    """What :meth:`Port.waiting` returns: records ``what`` on the port while the block runs."""
+
+    __slots__ = ("port", "prev", "what")
+
+    def __init__(self, port: Port, what: Any) -> None:
+        self.port = port
+        self.what = what
+        self.prev: Any = None
+
+    def __enter__(self) -> Waiting:
+        port = self.port
+        self.prev = port._wait_in
+        port._wait_in = self.what
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.port._wait_in = self.prev
+
+
+def waits_in(ports: Any) -> str | None:
+    """What one rank waits in, said by a ``with port.waiting(...)`` of one of its ``ports``
+    (the rank's Port objects), or None. Called from another thread than the rank's: reads
+    without locks, and never raises."""
+    try:
+        for port in list(ports):
+            what = port._wait_in
+            if what is not None:
+                try:
+                    return str(what)
+                except Exception:
+                    return port._waiting
+    except Exception:
+        pass
+    return None
 
 
 def base_of(name: str) -> int:

@@ -21,6 +21,7 @@ from .._topology import Topology
 from ._bootclient import BootClient
 
 _tls = threading.local()
+WHERE_TEXT = 200  # at most this many characters of what a layer says a rank waits in
 _process: ProcessState | None = None
 _singleton: RankContext | None = None
 _singleton_lock = threading.Lock()
@@ -89,11 +90,15 @@ class ProcessState:
         Ctrl-C: ``[[rank, entry], ...]``, each entry ``["barrier", number, name, waiting,
         finalizing]`` (an AM barrier notified and not complete: its number, the name shown or
         None, whether the rank waits in it, whether ``amnet.finalize()`` does) or
-        ``["running", barriers]`` (barriers completed or notified so far).
+        ``["in", barriers, what]`` (a layer said the rank waits in ``what``:
+        :meth:`amnet.Port.waiting`) or ``["running", barriers]`` (barriers completed or
+        notified so far).
 
         Runs on the bootstrap client's I/O thread and reads plain attributes without locks,
         so it answers whatever the rank-threads are doing; the picture may be a moment old.
         """
+        from ._extension import waits_in
+
         eng = self._engine
         out: list[list[Any]] = []
         for rank in self.topology.ranks_of_proc(self.proc):
@@ -106,6 +111,10 @@ class ProcessState:
             if bar.pending and not bar.done:
                 shown = None if name is None else barrier_name_text(name)
                 out.append([rank, ["barrier", epoch, shown, waiting, rs.finalizing]])
+                continue
+            what = waits_in(rs.ports.values())
+            if what is not None:
+                out.append([rank, ["in", epoch, what[:WHERE_TEXT]]])
             else:
                 out.append([rank, ["running", epoch]])
         return out

@@ -231,6 +231,8 @@ class AgentLoop:
             return
         if msg["t"] == "abort":
             self.teardown(msg.get("reason", "abort"))
+        elif msg["t"] == "where":  # the launcher diagnoses a timeout: we are alive
+            self._send({"t": "here", "id": msg.get("id")})
 
     async def _watchdog(self) -> None:
         while True:

@@ -15,6 +15,7 @@ import collections
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable
 
 
@@ -146,3 +147,69 @@ class FdOut:
             fut = self.loop.create_future()
             self.when_drained(lambda f=fut: _resolve(f))
             await fut
+
+
+DRAIN_S = 1.0  # after a spawned process exits: how long its pipes may stay silent
+
+
+class Pump:
+    """Forwards whole lines from a spawned process's pipe; keeps the last few for diagnoses."""
+
+    def __init__(self, reader: asyncio.StreamReader, out: ThreadWriter) -> None:
+        self.reader, self.out = reader, out
+        self.tail: list[str] = []
+        self.busy = False
+        self.last = time.monotonic()
+
+    def idle(self) -> bool:
+        return not self.busy and time.monotonic() - self.last > DRAIN_S
+
+    async def run(self) -> None:
+        buf = b""
+        while True:
+            chunk = await self.reader.read(1 << 16)
+            self.last = time.monotonic()
+            if not chunk:
+                break
+            data = buf + chunk
+            cut = data.rfind(b"\n") + 1
+            buf = data[cut:]
+            if cut:
+                await self._out(data[:cut])
+        if buf:
+            await self._out(buf + b"\n")
+
+    async def _out(self, data: bytes) -> None:
+        lines = data.decode("utf-8", "replace").splitlines()
+        self.tail = (self.tail + [ln for ln in lines if ln.strip()])[-3:]
+        self.busy = True  # a stalled reader of our output is not a silent pipe
+        try:
+            await self.out.write(data)
+        finally:
+            self.busy = False
+            self.last = time.monotonic()
+
+
+def stdout_writer(stream) -> Callable[[bytes], None]:
+    """A writer of raw bytes onto a text or binary stream, flushed per call.
+
+    Once the reader has gone (``amnet-run ... | head``), output is dropped and the job goes on.
+    """
+    buf = getattr(stream, "buffer", None)
+    closed = False
+
+    def write(data: bytes) -> None:
+        nonlocal closed
+        if closed:
+            return
+        try:
+            if buf is not None:
+                buf.write(data)
+                buf.flush()
+            else:
+                stream.write(data.decode("utf-8", "replace"))
+                stream.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            closed = True
+
+    return write

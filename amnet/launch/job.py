@@ -9,7 +9,6 @@ import os
 import secrets
 import signal
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,17 +18,16 @@ import zmq
 from .. import _protocol as proto
 from .._guard import Guard
 from .._topology import Topology
-from ._output import ThreadWriter
+from ._output import DRAIN_S, Pump, ThreadWriter, stdout_writer
 from ._zsock import LoopSocket
 from .spawners import Launched, Spawner
 
-__all__ = ["Job", "Outcome", "run_job"]
+__all__ = ["Job", "Outcome", "run_job", "stdout_writer"]
 
 PING_S = 2.0
 TEARDOWN_S = 4.0  # after a failure: how long agents get to stop their processes
 WHERE_S = 1.0  # on a timeout or signal: how long the rank processes get to say where they are
 REGISTER_S = 60.0  # how long a started agent may take to say hello
-DRAIN_S = 1.0  # after a spawned process exits: how long its pipes may stay silent
 SETTLE_S = 2.0  # after an agent exits: how long its last messages may take to be read
 STOP_S = 1.5  # at the end: how long agents get to stop after SIGTERM, before SIGKILL
 REFUSALS_SHOWN = 3  # refused connections reported one by one; the rest are counted
@@ -45,44 +43,6 @@ class Outcome:
     failed_rank: int | None = None
     failed_where: str | None = None  # "rank 2 (node 1, proc 2, host h)"
     error: dict[str, Any] | None = None
-
-
-class _Pump:
-    """Forwards whole lines from a spawned process's pipe; keeps the last few for diagnoses."""
-
-    def __init__(self, reader: asyncio.StreamReader, out: ThreadWriter) -> None:
-        self.reader, self.out = reader, out
-        self.tail: list[str] = []
-        self.busy = False
-        self.last = time.monotonic()
-
-    def idle(self) -> bool:
-        return not self.busy and time.monotonic() - self.last > DRAIN_S
-
-    async def run(self) -> None:
-        buf = b""
-        while True:
-            chunk = await self.reader.read(1 << 16)
-            self.last = time.monotonic()
-            if not chunk:
-                break
-            data = buf + chunk
-            cut = data.rfind(b"\n") + 1
-            buf = data[cut:]
-            if cut:
-                await self._out(data[:cut])
-        if buf:
-            await self._out(buf + b"\n")
-
-    async def _out(self, data: bytes) -> None:
-        lines = data.decode("utf-8", "replace").splitlines()
-        self.tail = (self.tail + [ln for ln in lines if ln.strip()])[-3:]
-        self.busy = True  # a stalled reader of our output is not a silent pipe
-        try:
-            await self.out.write(data)
-        finally:
-            self.busy = False
-            self.last = time.monotonic()
 
 
 class Job:
@@ -115,8 +75,10 @@ class Job:
         self.diagnosing: asyncio.Future | None = None  # asking where the ranks are (_stop)
         self.where_id = 0
         self.where_want: set[int] = set()  # processes asked that have not answered yet
+        self.where_agents: set[int] = set()  # nodes whose agent was asked, not answered yet
         self.where_got: dict[int, list] = {}  # rank -> where its process says it is
         self.where_done: asyncio.Event | None = None
+        self.unresponsive: set[int] = set()  # nodes whose agent did not answer (killed soon)
 
     # -- entry ------------------------------------------------------------------------------
     async def run(self) -> Outcome:
@@ -155,8 +117,8 @@ class Job:
                                      f"spawner: {e}")
                 self.launched = []
             for ln in self.launched:
-                ln.pumps = [_Pump(ln.process.stdout, self.out),
-                            _Pump(ln.process.stderr, self.err)]
+                ln.pumps = [Pump(ln.process.stdout, self.out),
+                            Pump(ln.process.stderr, self.err)]
                 pumps = [asyncio.ensure_future(p.run()) for p in ln.pumps]
                 tasks += [*pumps, asyncio.ensure_future(self._watch_launched(ln, pumps))]
             pinger = asyncio.ensure_future(self._pinger())
@@ -267,6 +229,8 @@ class Job:
             if st.topo.node_of_proc(proc) == idx:
                 st.proc_exited(proc, int(msg["code"]))
                 self._here(proc, None)  # it will not answer a where any more
+        elif kind == "agent" and t == "here":
+            self._agent_here(idx, msg)
         elif kind == "agent" and t == "teardown":  # the agent stopped its node on its own
             st.fail(1, f"the agent of node {idx} (host {self.agent_host.get(idx, '?')}) "
                        f"stopped its node: {msg.get('why', '?')}")
@@ -327,10 +291,22 @@ class Job:
         for ident in (*self.proc_ident.values(), *self.agent_ident.values()):
             self._send(ident, msg)
         self.loop.call_later(TEARDOWN_S, self._kill_all)
+        if self.unresponsive:  # an agent that did not answer will not stop its node either
+            self._kill_unresponsive()
 
     def _kill_all(self) -> None:
         for ln in self.launched:
             ln.kill()
+
+    def _kill_unresponsive(self) -> None:
+        """Kill what carries an agent that did not answer where its ranks were (stopped, or
+        stuck): it would neither stop its node's processes nor report their ends, nor relay
+        their output. Its rank processes die with it (their parent-death signal);
+        ``_stop_launched`` kills what is left and removes its node's shared objects."""
+        for ln in self.launched:
+            if ln.process.returncode is None and any(n in self.unresponsive for n in ln.nodes):
+                ln.killed_unresponsive = True
+                ln.kill()
 
     async def _stop_launched(self) -> None:
         """Make sure nothing of the job is left: agents, their ranks, the ranks' children."""
@@ -354,6 +330,22 @@ class Job:
                         os.killpg(pid, signal.SIGKILL)
                     except OSError:
                         pass
+            if any(ln.killed_unresponsive for ln in self.launched):
+                self._remove_shared_objects()  # what the agent we killed would have done
+
+    def _remove_shared_objects(self) -> None:
+        """The job's PSHM objects on this host that a rank killed early left behind (as an
+        agent removes them when its ranks have ended: amnet.launch._agentloop)."""
+        cfg = self.spec.get("config") or {}
+        if not cfg.get("pshm", True):
+            return
+        try:
+            from ..pshm._backing import cleanup
+            from ..pshm._layout import pshm_prefix
+
+            cleanup(cfg.get("pshm_backing", "posix"), pshm_prefix(self.spec["token"]))
+        except Exception as e:  # never let cleanup hide the job's outcome
+            self.write_err(f"amnet-run: could not remove shared objects: {e}\n".encode())
 
     def _on_signal(self, sig: int) -> None:
         self._stop(128 + sig, f"interrupted by {signal.Signals(sig).name}; ")
@@ -384,21 +376,45 @@ class Job:
         failure = self.state.failure
         try:
             procs = [p for p in self.proc_ident if p not in self.state.proc_exit]
+            agents = [n for n in self.agent_ident if self._agent_running(n)]
             self.where_id += 1
             self.where_want, self.where_got = set(procs), {}
+            self.where_agents = set(agents)
             self.where_done = asyncio.Event()
             for p in procs:
                 self._send(self.proc_ident[p], {"t": "where", "id": self.where_id})
-            if procs:
+            for n in agents:  # an agent answers from its event loop: is it alive?
+                self._send(self.agent_ident[n], {"t": "where", "id": self.where_id})
+            if procs or agents:
                 try:
                     await asyncio.wait_for(self.where_done.wait(), WHERE_S)
                 except TimeoutError:
                     pass
-            failure.diagnosis = head + self.state.describe_waits(self.where_got)
+            # an agent that ended meanwhile did not hang
+            self.unresponsive = {n for n in self.where_agents if self._agent_running(n)}
+            failure.diagnosis = head + self.state.describe_waits(
+                self.where_got, self.where_want,
+                {n: self.agent_host.get(n, "?") for n in self.unresponsive}, WHERE_S)
         finally:
             self.where_want = set()
+            self.where_agents = set()
             self.diagnosing = None
             self.teardown()
+
+    def _agent_running(self, node: int) -> bool:
+        """Whether the process carrying node ``node``'s agent has not ended."""
+        return any(node in ln.nodes and ln.process.returncode is None for ln in self.launched)
+
+    def _agent_here(self, node: int, msg: dict[str, Any]) -> None:
+        """Node ``node``'s agent answered a where (it is alive and its loop runs)."""
+        if msg.get("id") != self.where_id or node not in self.where_agents:
+            return
+        self.where_agents.discard(node)
+        self._maybe_where_done()
+
+    def _maybe_where_done(self) -> None:
+        if not self.where_want and not self.where_agents and self.where_done is not None:
+            self.where_done.set()
 
     def _here(self, proc: int, msg: dict[str, Any] | None) -> None:
         """Process ``proc`` said where its ranks are (None: it ended, it will not say)."""
@@ -410,8 +426,7 @@ class Job:
                     and _where_entry_ok(entry)):
                 self.where_got[rank] = entry
         self.where_want.discard(proc)
-        if not self.where_want and self.where_done is not None:
-            self.where_done.set()
+        self._maybe_where_done()
 
     async def _end_diagnosis(self) -> None:
         """The job is ending: stop asking where the ranks are (the diagnosis stays what the
@@ -446,8 +461,9 @@ class Job:
                 await asyncio.gather(*pumps, return_exceptions=True)
         st = self.state
         # What it sent before exiting (hello, exit reports) may still sit unread in the
-        # bootstrap socket: let the service catch up before judging.
-        deadline = self.loop.time() + SETTLE_S
+        # bootstrap socket: let the service catch up before judging (not when we killed it
+        # for not answering: it sent nothing since).
+        deadline = self.loop.time() + (0.0 if ln.killed_unresponsive else SETTLE_S)
         while self.loop.time() < deadline and not self._reported(ln):
             await asyncio.sleep(0.005)
         # never heard of, neither the agent nor any of its ranks: it did not start
@@ -485,34 +501,11 @@ def _where_entry_ok(e: Any) -> bool:
         return False
     if e[0] == "running":
         return len(e) == 2 and isinstance(e[1], int)
+    if e[0] == "in":
+        return len(e) == 3 and isinstance(e[1], int) and isinstance(e[2], str)
     return (e[0] == "barrier" and len(e) == 5 and isinstance(e[1], int)
             and (e[2] is None or isinstance(e[2], str)) and isinstance(e[3], bool)
             and isinstance(e[4], bool))
-
-
-def stdout_writer(stream) -> Callable[[bytes], None]:
-    """A writer of raw bytes onto a text or binary stream, flushed per call.
-
-    Once the reader has gone (``amnet-run ... | head``), output is dropped and the job goes on.
-    """
-    buf = getattr(stream, "buffer", None)
-    closed = False
-
-    def write(data: bytes) -> None:
-        nonlocal closed
-        if closed:
-            return
-        try:
-            if buf is not None:
-                buf.write(data)
-                buf.flush()
-            else:
-                stream.write(data.decode("utf-8", "replace"))
-                stream.flush()
-        except (BrokenPipeError, ValueError, OSError):
-            closed = True
-
-    return write
 
 
 def run_job(spec: dict[str, Any], spawner: Spawner, *, timeout: float | None = None,

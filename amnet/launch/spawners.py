@@ -52,6 +52,7 @@ class Launched:
     where: str
     what: str
     pumps: list = field(default_factory=list)
+    killed_unresponsive: bool = False  # the launcher killed it: its agent did not answer
 
     def registered(self, agent_ident: dict[int, bytes]) -> bool:
         return all(n in agent_ident for n in self.nodes)
