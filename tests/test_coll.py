@@ -155,3 +155,21 @@ def test_one_member_wrong_fails_everyone_and_the_team_goes_on(check):
         else:  # a member that completed its part (a root, in its view) before the
             # mismatch was found learns at the end of its next call
             assert out[2:] in (["handle: CollectiveMismatch", "3"], lazily), out
+
+
+@pytest.mark.parametrize("topo", [
+    pytest.param(dict(n=4), id="n4-1node"),
+    pytest.param(dict(n=3), id="n3-1node"),
+    pytest.param(dict(n=4, nodes=2), id="n4-2nodes"),
+    pytest.param(dict(n=4, threads_per_proc=2), id="n4-1node-T2"),
+    pytest.param(dict(n=4, nodes=2, threads_per_proc=2), id="n4-2nodes-T2"),
+])
+def test_a_collective_right_after_a_split_never_hangs(topo):
+    """Split the world, then call at once on the new team, every collective with every
+    algorithm in turn, twice: a member that finished the split first sends its first block
+    (with an acknowledgement, for memcpy_push) to a member still finishing the split. That
+    member once kept the block but refused the acknowledgement, and the sender waited for
+    ever (issue 29, item 11)."""
+    rounds = 2 * sum(len(a) for a in ALGORITHMS.values())
+    got = job(functools.partial(colljobs.split_then_call, rounds=rounds), topo)
+    assert got == [rounds] * topo["n"]

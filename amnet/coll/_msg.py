@@ -126,6 +126,9 @@ class Mailbox:
         self.failed: dict[int, list[str]] = {}  # team -> mismatches of calls I completed
         self.aborts: dict[tuple[int, int], str] = {}
         self.dead: set[tuple[int, int]] = set()  # failed calls: their late data is dropped
+        # team id -> (source, seq, tag) of data sent with ack=True that arrived before I had
+        # made the team (a member that finished the split first and called at once)
+        self.early_acks: dict[int, list[tuple[int, int, int]]] = {}
 
     # -- handlers -------------------------------------------------------------------------
     def on_data(self, src: int, args: tuple, payload: Any) -> None:
@@ -137,10 +140,11 @@ class Mailbox:
             self.port.refuse()
             return
         if ack and self._store(src, args, payload):  # all of it is here: acknowledge it
-            t = self.teams.get(team)
-            if t is None:
-                self.port.refuse()
-                return
+            with self.lock:
+                t = self.teams.get(team)
+                if t is None:  # a team I am still making (a split ending here): kept, and
+                    self.early_acks.setdefault(team, []).append((src, seq, tag))  # acked
+                    return  # once add_team has it
             self.port.reply(src, ACK, (team, seq, -1 - tag, t.index))
             return
         self._store(src, args, payload)
@@ -248,12 +252,17 @@ class Mailbox:
                 payload).decode("utf-8", "replace")
 
     def add_team(self, team: Any) -> None:
-        """A team of mine, made now: judge the checks whose descriptions came before it."""
+        """A team of mine, made now (not in a handler): acknowledge the data that came for it
+        before (its senders wait for that), judge the checks whose descriptions came
+        before it. Whatever else came early is in the mailbox already, keyed by the team."""
         with self.lock:
             self.teams[team.id] = team
+            acks = self.early_acks.pop(team.id, ())
             every = set(range(team.size))
             early = [c for c, sigs in self.sigs.items()
                      if c[0] == team.id and set(sigs) == every] if team.index == 0 else []
+        for src, seq, tag in acks:
+            self.port.send(src, ACK, (team.id, seq, -1 - tag, team.index))
         for call in early:
             self.judge(call)
 

@@ -347,3 +347,71 @@ def one_member_wrong(ep) -> list[str]:
     c.reduce_all(v, np.ones(1, np.int64), ADD)
     out.append(str(int(v[0])))
     return out
+
+
+def _first_call(T, what: str, alg: str, salt: int) -> None:
+    """One call of collective ``what`` with algorithm ``alg`` on team T, checked."""
+    P, me, n = T.size, T.index, 24
+    if what == "broadcast":
+        src = _data(salt % P, n, salt)
+        dst = np.zeros(n, np.uint8)
+        T.broadcast(dst, src if me == salt % P else None, root=salt % P, algorithm=alg)
+        want = src
+    elif what in ("scatter", "gather"):
+        root = salt % P
+        if what == "scatter":
+            src = np.concatenate([_data(i, n, salt) for i in range(P)])
+            dst = np.zeros(n, np.uint8)
+            T.scatter(dst, src if me == root else None, root=root, algorithm=alg)
+            want = _data(me, n, salt)
+        else:
+            dst = np.zeros(n * P, np.uint8)
+            T.gather(dst if me == root else None, _data(me, n, salt), root=root, algorithm=alg)
+            want = np.concatenate([_data(i, n, salt) for i in range(P)]) if me == root else dst
+    elif what == "gather_all":
+        dst = np.zeros(n * P, np.uint8)
+        T.gather_all(dst, _data(me, n, salt), algorithm=alg)
+        want = np.concatenate([_data(i, n, salt) for i in range(P)])
+    elif what == "exchange":
+        src = np.concatenate([_data(me * P + j, n, salt) for j in range(P)])
+        dst = np.zeros(n * P, np.uint8)
+        T.exchange(dst, src, algorithm=alg)
+        want = np.concatenate([_data(i * P + me, n, salt) for i in range(P)])
+    elif what == "permute":
+        perm = [(i + 1 + salt) % P for i in range(P)]
+        dst = np.zeros(n, np.uint8)
+        T.permute(dst, _data(me, n, salt), perm, algorithm=alg)
+        want = _data(perm.index(me), n, salt)
+    elif what in ("reduce", "reduce_all", "prefix_reduce"):
+        src = np.array([me + 1 + salt], np.int64)
+        dst = np.zeros(1, np.int64)
+        if what == "reduce":
+            T.reduce(dst, src, ADD, root=salt % P, algorithm=alg)
+            upto = P if me == salt % P else None
+        elif what == "reduce_all":
+            T.reduce_all(dst, src, ADD, algorithm=alg)
+            upto = P
+        else:
+            T.prefix_reduce(dst, src, ADD, algorithm=alg)
+            upto = me + 1
+        want = dst if upto is None else np.array([sum(range(1, upto + 1)) + upto * salt])
+    else:
+        T.barrier(algorithm=alg)
+        return
+    assert np.array_equal(dst, want), (T.name, me, what, alg, salt, dst, want)
+
+
+def split_then_call(ep, rounds: int) -> int:
+    """Each round splits the world into two teams and calls one collective on the new team at
+    once (every collective with every algorithm in turn): a member's first message on the
+    team may reach a member that is still finishing the split. Returns the calls made."""
+    pairs = [(what, alg) for what, algs in ALGORITHMS.items() for alg in algs]
+    world = ep.coll.world
+    calls = 0
+    for r in range(rounds):
+        what, alg = pairs[r % len(pairs)]
+        T = world.split(ep.rank % 2, key=-ep.rank if r % 2 else ep.rank)
+        _first_call(T, what, alg, r)
+        calls += 1
+    world.barrier()
+    return calls
