@@ -1,6 +1,6 @@
 """The per-node agent: starts its node's rank processes, forwards their output, reports exits.
 
-Started by a spawner as ``python -m amnet.launch.agent (--node N | --node-from-env)``. The job
+Started by a spawner as ``python -P -m amnet.launch.agent (--node N | --node-from-env)``. The job
 spec arrives on standard input (length-prefixed msgpack; EOF later means the launcher is gone)
 or, for ``srun``/``mpirun``, in ``AMNET_JOB_SPEC``. The agent forks its rank processes *before*
 it opens any socket or starts any thread, so each fork is a clean copy with amnet already

@@ -5,7 +5,7 @@ They are registered in one place, :data:`SPAWNERS`, by name.
 
 - ``local``: one child agent per simulated node on this host (bootstrap on an abstract
   Unix socket: nothing is left in the file system).
-- ``ssh``: one ``ssh HOST python -m amnet.launch.agent`` per node.
+- ``ssh``: one ``ssh HOST python -P -m amnet.launch.agent`` per node.
 - ``srun`` / ``mpirun``: one agent per node inside an allocation, started by one command.
 - ``custom``: ``--spawn-cmd`` template, ``%H`` host, ``%N`` node, ``%C`` agent command.
 """
