@@ -74,7 +74,8 @@ class Runner:
     def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("AMNET_")}
         env["AMTEST_MARK"] = self.mark
-        env["PYTHONPATH"] = os.pathsep.join([str(DATA), env.get("PYTHONPATH", "")])
+        # no empty entry: it would put the current directory on sys.path (python -P or not)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(DATA), env.get("PYTHONPATH")) if p)
         env.update(extra or {})
         return env
 

@@ -345,7 +345,7 @@ def test_singleton_runs_the_core_job(tmp_path):
         "ep = amnet.init()\n"
         "print('RESULT', base64.b64encode(pickle.dumps([amjobs.core(ep)])).decode())\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("AMNET_")}
-    env.update(PYTHONPATH=os.pathsep.join([str(DATA), env.get("PYTHONPATH", "")]),
+    env.update(PYTHONPATH=os.pathsep.join(p for p in (str(DATA), env.get("PYTHONPATH")) if p),
                AMNET_SEGMENT_SIZE="2M", AMNET_MAX_MEDIUM="512")
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                          timeout=120, env=env)

@@ -308,7 +308,7 @@ def test_a_folder_named_amnet_in_the_current_directory_shadows_nothing(runner, s
     app = runner.script("app.py", SHADOWED_APP)
     want = [f"rank {r} {AMNET_DIR} helped" for r in range(2)]
 
-    # (runner.env()'s PYTHONPATH ends in an empty entry, which is the current directory)
+    # only tests/data on PYTHONPATH (an empty entry would be the current directory)
     data = str(Path(__file__).parent / "data")
     env = dict(runner.env(), PYTHONPATH=data)
 
