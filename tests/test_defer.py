@@ -4,6 +4,7 @@ refused at registration, not when the first AM arrives (issue 29, item 8)."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -53,8 +54,9 @@ def test_a_declared_handler_that_cannot_take_its_call_is_refused_at_registration
 
 @pytest.mark.parametrize(("category", "nargs", "params", "call"), [
     ("short", 1, "(k)", "fn(token, a1)"),
-    ("short", None, "()", "fn(token)"),
-    ("medium", None, "(token)", "fn(token, payload)"),
+    ("short", None, "()", "fn(token, *args)"),
+    ("medium", None, "(token)", "fn(token, payload, *args)"),
+    ("medium", None, "(token, payload, a, *, b)", "fn(token, payload, *args)"),
     ("long", 2, "(token, payload, a)", "fn(token, payload, a1, a2)"),
 ])
 def test_the_decorator_refuses_a_handler_that_cannot_take_its_call(category, nargs, params,
@@ -62,8 +64,7 @@ def test_the_decorator_refuses_a_handler_that_cannot_take_its_call(category, nar
     ns: dict = {}
     exec(f"def h{params}:\n    pass\n", ns)
     with pytest.raises(TypeError, match=rf"is declared {category}.*: it is called as "
-                                        rf"{call.replace('(', '[(]').replace(')', '[)]')} "
-                                        "and cannot take that"):
+                                        rf"{re.escape(call)} and cannot take that"):
         amnet.handler(category, nargs)(ns["h"])
 
 

@@ -51,7 +51,7 @@ def handler(category: str | None = None,
 def check_signature(fn: Callable, category: str | None, nargs: int | None) -> None:
     """A handler declared ``short``, ``medium`` or ``long`` must take what it will be called
     with: ``fn(token, *args)``, ``fn(token, payload, *args)``, with ``nargs`` arguments when
-    declared (else at least the token, and the payload). Undeclared handlers and rpc
+    declared (else with some number of them, 0..16). Undeclared handlers and rpc
     functions take what their callers send: nothing to check.
 
     Raises:
@@ -64,16 +64,27 @@ def check_signature(fn: Callable, category: str | None, nargs: int | None) -> No
     except (TypeError, ValueError):  # a builtin without a signature
         return
     fixed = ["token"] if category == "short" else ["token", "payload"]
-    n = 0 if nargs is None else nargs
-    call = [*fixed, *(f"a{i}" for i in range(1, n + 1))]
-    try:
-        sig.bind(*call)
-    except TypeError:
-        shown = ", ".join(call)
-        counted = "" if nargs is None else f" with nargs={nargs}"
-        raise TypeError(f"handler {handler_name(fn)}{sig} is declared {category}{counted}: it "
-                        f"is called as fn({shown}) and cannot take that (a handler's first "
-                        "parameter is the token)") from None
+
+    def call(n: int) -> list[str]:
+        return [*fixed, *(f"a{i}" for i in range(1, n + 1))]
+
+    def takes(n: int) -> bool:
+        try:
+            sig.bind(*call(n))
+        except TypeError:
+            return False
+        return True
+
+    # declared count: that call exactly; undeclared: some count of arguments (0..16)
+    if takes(nargs) if nargs is not None else any(takes(n) for n in range(MAX_ARGS + 1)):
+        return
+    shown = ", ".join(call(0 if nargs is None else nargs))
+    if nargs is None:
+        shown += ", *args"
+    counted = "" if nargs is None else f" with nargs={nargs}"
+    raise TypeError(f"handler {handler_name(fn)}{sig} is declared {category}{counted}: it is "
+                    f"called as fn({shown}) and cannot take that (a handler's first "
+                    "parameter is the token)")
 
 
 def handler_name(fn: Any) -> str:
