@@ -1,6 +1,7 @@
 """The ranks' side of ``amnet-bench hybrid``: in one job of one procs x threads split, the AM
-round trips, the injection microbenchmark (:mod:`amnet.bench._injectjob`) and the
-application kernels (:mod:`amnet.bench._appsjob`), each part skipped when its plan is None.
+round trips, the injection microbenchmark (:mod:`amnet.bench._injectjob`), the
+application kernels (:mod:`amnet.bench._appsjob`) and the collectives
+(:mod:`amnet.bench._hcolljob`), each part skipped when its plan is None (or absent).
 
 The round trips: every rank pings a partner with Short AMs and serves its partner's pings,
 all pairs at once (every rank active, as in the hybrid paper's microbenchmarks): ``node``,
@@ -15,6 +16,7 @@ import time
 from typing import Any
 
 from ._appsjob import apps_job
+from ._hcolljob import coll_part
 from ._injectjob import inject_job
 from ._jobs import HANDLERS, _state, bench_ping
 
@@ -56,4 +58,6 @@ def hybrid_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any]:
         out["inject"] = inject_job(ep, plan["inject"])
     if plan["apps"] is not None:
         out["apps"] = apps_job(ep, plan["apps"])
+    if plan.get("coll") is not None:
+        out["coll"] = coll_part(ep, plan["coll"])
     return out

@@ -16,7 +16,8 @@ a results file. Keys:
               measured point, a line only between measured neighbours; a ``y`` of None is a
               size not measured, drawn as a gap. A ``group`` keeps one colour.
 ``kind``      ``"bar"``: grouped bars instead, a bar per series ``{"label", "y"}`` in each of
-              the ``categories``, its value written above it (nothing where ``y`` is None)
+              the ``categories``, its value written above it (nothing where ``y`` is None);
+              more than 6 categories get smaller tick labels, so that they do not overlap
 """
 
 from __future__ import annotations
@@ -171,5 +172,5 @@ def _bars(ax: Any, fig: dict[str, Any], ylog: bool) -> None:
         bars = ax.bar(xs, ys, width, label=s["label"], log=ylog)
         ax.bar_label(bars, labels=["" if math.isnan(v) else _number(v) for v in ys],
                      fontsize=6)
-    ax.set_xticks(range(len(cats)), cats)
+    ax.set_xticks(range(len(cats)), cats, fontsize=7 if len(cats) > 6 else None)  # fit
     ax.grid(True, axis="y", which="both" if ylog else "major", alpha=0.3)

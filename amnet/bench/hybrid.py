@@ -1,15 +1,16 @@
 """Suite ``hybrid``: the whole hybrid study ("Hybrid PGAS Runtime Support for Multicore
-Nodes") in one command: AM round trips, the injection microbenchmark and the fine-grained
-kernels over every procs x threads split of ``--ranks`` ranks on ``--nodes`` nodes, in one
-report that answers *which mapping to use for this message size and this pattern on this
-machine*.
+Nodes") in one command: AM round trips, the injection microbenchmark, the fine-grained
+kernels and amnet's collectives over every procs x threads split of ``--ranks`` ranks on
+``--nodes`` nodes, in one report that answers *which mapping to use for this message size
+and this pattern on this machine*.
 
-Per repetition and split, one job runs the three parts (:mod:`amnet.bench._hybridjob`) and,
+Per repetition and split, one job runs the four parts (:mod:`amnet.bench._hybridjob`,
+the collectives in :mod:`amnet.bench._hcolljob`) and,
 with ``--gil``, a second one runs the kernels in spin wait mode to measure the interpreter
 lock's and the drain lock's shares (as ``amnet-bench apps`` does). Every figure is compared
 with the other splits of the same run; the all-threads split is the reference the paper
-normalizes to. With ``--out``: ``hybrid_am.png``, ``hybrid_bandwidth_<pattern>.png`` and
-``hybrid_apps.png``.
+normalizes to. With ``--out``: ``hybrid_am.png``, ``hybrid_bandwidth_<pattern>.png``,
+``hybrid_apps.png`` and ``hybrid_coll.png``.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
+from . import _hcolljob as hcoll
 from . import apps as apps_mod
 from . import suite
 from ._appsjob import KERNELS
+from ._hcolljob import COLLECTIVES
 from ._hybridjob import hybrid_job
 from ._report import Progress, choice_list, median, quick_parse
 from ._splits import add_options, check_options, split_caption
@@ -29,10 +32,24 @@ from ._twonode import cpu_count, parse_sizes, run_job, segment_for, size_label
 from .inject import MODES, PATTERNS, job_figures, job_plan, modes_caption, plotted_modes
 
 QUICK = {"sizes": "8,4K,64K", "modes": "B,NB", "patterns": "p2p", "reps": 1, "samples": 2,
-         "bytes": "128K", "trips": 20}
+         "bytes": "128K", "trips": 20, "coll_calls": 5}
+COLL_MAX = 1 << 20  # the largest --coll-sizes block
 
 
-PLOTS = ("hybrid_am.png", "hybrid_bandwidth_<pattern>.png", "hybrid_apps.png")
+PLOTS = ("hybrid_am.png", "hybrid_bandwidth_<pattern>.png", "hybrid_apps.png",
+         "hybrid_coll.png")
+
+
+def coll_list(text: Any) -> list[str]:
+    """``--collectives``: a comma list of :data:`COLLECTIVES`, or ``none`` (the part
+    skipped). Raises argparse.ArgumentTypeError naming what is allowed."""
+    if isinstance(text, str) and text.strip().lower() == "none":
+        return []
+    try:
+        return choice_list(text, COLLECTIVES, "collectives")
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"collectives are {', '.join(COLLECTIVES)}, or none "
+                                         f"to skip them; got {text!r}") from None
 
 
 @suite("hybrid", plots=PLOTS)
@@ -40,14 +57,15 @@ def hybrid(args: Sequence[str] | None = None, *, ranks: int = 8, nodes: int = 2,
            splits: Any = "all", sizes: Any = "8,512,4K,32K,256K", modes: Any = "B,NB32,NB",
            patterns: Any = PATTERNS, kernels: Any = tuple(KERNELS), reps: int = 2,
            samples: int = 3, nbytes: Any = "512K", trips: int = 50, gil: bool = True,
+           collectives: Any = COLLECTIVES, coll_sizes: Any = "8,4K", coll_calls: int = 20,
            progress: bool = True) -> dict[str, Any]:
-    """The hybrid study: am + inject + apps over every procs x threads split, one report."""
+    """The hybrid study: am + inject + apps + coll over every procs x threads split, one report."""
     p = argparse.ArgumentParser(
         prog="amnet-bench hybrid",
         description="The hybrid paper's study in one run: AM round trips, injection "
-                    "bandwidth and the fine-grained kernels for every procs x threads split "
-                    "of the ranks of a node, and which split to use for which message size "
-                    "and pattern.")
+                    "bandwidth, the fine-grained kernels and the collectives (world team) "
+                    "for every procs x threads split of the ranks of a node, and which split "
+                    "to use for which message size and pattern.")
     add_options(p, ranks, nodes, splits, min_nodes=2)
     p.add_argument("--sizes", type=parse_sizes, default=parse_sizes(sizes), metavar="S,S",
                    help="put sizes (default: 8,512,4K,32K,256K)")
@@ -72,34 +90,50 @@ def hybrid(args: Sequence[str] | None = None, *, ranks: int = 8, nodes: int = 2,
                    help="AM round trips per round (default: %(default)s)")
     p.add_argument("--gil", action=argparse.BooleanOptionalAction, default=gil,
                    help="measure the interpreter lock's share of the kernels (default: on)")
+    p.add_argument("--collectives", type=coll_list, default=coll_list(collectives),
+                   metavar="C,C", help="collectives on the world team, default algorithms, "
+                   f"each call checked, or none to skip them (default: {','.join(COLLECTIVES)})")
+    p.add_argument("--coll-sizes", type=parse_sizes, default=parse_sizes(coll_sizes),
+                   metavar="S,S", help="bytes a block, for every collective but barrier "
+                   "(default: 8,4K)")
+    p.add_argument("--coll-calls", type=int, default=coll_calls, metavar="N",
+                   help="calls of a collective per timed round (default: %(default)s)")
     opts = quick_parse(p, args, {
         "sizes": parse_sizes(QUICK["sizes"]),
         "modes": choice_list(QUICK["modes"], MODES, "modes"),
         "patterns": choice_list(QUICK["patterns"], PATTERNS, "patterns"),
         "reps": QUICK["reps"], "samples": QUICK["samples"],
-        "nbytes": parse_sizes(QUICK["bytes"]), "trips": QUICK["trips"], "ranks": 4},
-        "4 ranks, sizes 8,4K,64K, modes B,NB, p2p, smaller kernels, 1 repetition of 2 "
-        "rounds", plots=PLOTS)
-    for name in ("reps", "samples", "trips"):
+        "nbytes": parse_sizes(QUICK["bytes"]), "trips": QUICK["trips"],
+        "coll_calls": QUICK["coll_calls"], "ranks": 4},
+        "4 ranks, sizes 8,4K,64K, modes B,NB, p2p, smaller kernels, collectives of "
+        f"{QUICK['coll_calls']} calls a round, 1 repetition of 2 rounds", plots=PLOTS)
+    for name in ("reps", "samples", "trips", "coll_calls"):
         if getattr(opts, name) < 1:
-            p.error(f"--{name} must be at least 1, got {getattr(opts, name)}")
+            p.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(opts, name)}")
     if max(opts.sizes) > 16 << 20:
         p.error(f"--sizes: at most 16 MiB a put, got {max(opts.sizes)}")
+    if max(opts.coll_sizes) > COLL_MAX:
+        p.error(f"--coll-sizes: at most 1 MiB a block, got {max(opts.coll_sizes)}")
     chosen = check_options(p, opts, min_nodes=2)
     inject_plan = job_plan(opts)
     msgs = inject_plan["msgs"]
     kparams = apps_mod.QUICK if opts.quick else apps_mod.DEFAULTS
     apps_plan = {"kernels": opts.kernels, "samples": opts.samples,
                  "params": {k: kparams[k] for k in opts.kernels}}
+    coll_plan = {"collectives": opts.collectives, "sizes": opts.coll_sizes,
+                 "samples": opts.samples, "calls": opts.coll_calls} if opts.collectives \
+        else None
     plan = {"am": {"samples": opts.samples, "trips": opts.trips},
             "inject": inject_plan,
-            "apps": apps_plan}
+            "apps": apps_plan,
+            "coll": coll_plan}
     segment = segment_for(opts.ranks * max(opts.sizes))
 
     bar = Progress("hybrid", opts.reps * len(chosen) * (1 + opts.gil), progress)
     am: dict[tuple[str, str], list[float]] = {}
     bw: dict[tuple[str, str], list[float]] = {}
     kern: dict[tuple[str, str, str], list[Any]] = {}
+    coll: dict[tuple[str, str], list[float]] = {}
     for rep in range(opts.reps):
         for sp in chosen:
             res = run_job(hybrid_job, plan, n=opts.ranks, nodes=opts.nodes,
@@ -115,9 +149,15 @@ def hybrid(args: Sequence[str] | None = None, *, ranks: int = 8, nodes: int = 2,
                 recs = [r["apps"][k] for r in res]
                 apps_mod.verify(k, recs, sp.label, "auto")
                 kern.setdefault((sp.label, "auto", k), []).append(apps_mod.job_figures(recs))
+            if coll_plan is not None:
+                recs = [r["coll"] for r in res]
+                hcoll.verify(recs, sp.label)
+                for case, sec in hcoll.job_seconds(recs).items():
+                    coll.setdefault((sp.label, case), []).append(sec)
             bar.step(f"rep {rep + 1}, {sp.label}")
             if opts.gil:
-                res = run_job(hybrid_job, {"am": None, "inject": None, "apps": apps_plan},
+                res = run_job(hybrid_job, {"am": None, "inject": None, "apps": apps_plan,
+                                          "coll": None},
                               n=opts.ranks, nodes=opts.nodes, wait_mode="spin",
                               **sp.run_options())
                 for k in opts.kernels:
@@ -127,7 +167,7 @@ def hybrid(args: Sequence[str] | None = None, *, ranks: int = 8, nodes: int = 2,
                         apps_mod.job_figures(recs))
                 bar.step(f"rep {rep + 1}, {sp.label}, spin waits")
     bar.close()
-    return _report(opts, chosen, msgs, am, bw, kern, apps_plan)
+    return _report(opts, chosen, msgs, am, bw, kern, coll, apps_plan)
 
 
 def _best(values: dict[str, float], higher: bool) -> tuple[str, float]:
@@ -139,10 +179,10 @@ def _best(values: dict[str, float], higher: bool) -> tuple[str, float]:
 
 
 def _report(opts: Any, chosen: list, msgs: dict, am: dict, bw: dict, kern: dict,
-            apps_plan: dict) -> dict[str, Any]:
+            coll: dict, apps_plan: dict) -> dict[str, Any]:
     labels = [s.label for s in chosen]
     ref = max(chosen, key=lambda s: s.threads).label
-    tables, results = [], {"am": [], "inject": [], "apps": []}
+    tables, results = [], {"am": [], "inject": [], "apps": [], "coll": []}
     # -- AM round trips
     rows = []
     kinds = [k for k in ("node", "net") if (labels[0], k) in am]
@@ -214,6 +254,8 @@ def _report(opts: Any, chosen: list, msgs: dict, am: dict, bw: dict, kern: dict,
                              "the interpreter lock and for amnet's drain lock, measured in a "
                              "spin-wait run of the split (see amnet-bench apps)."
                              if opts.gil else "GIL / drain: not measured (--no-gil)."]})
+    if opts.collectives:
+        tables.append(_coll_table(opts, labels, ref, coll, results["coll"]))
     notes = [f"{opts.ranks} ranks on {opts.nodes} nodes ({opts.ranks // opts.nodes} a node), "
              f"splits {', '.join(labels)}; {opts.reps} repetitions x {opts.samples} rounds; "
              f"every split from the same run."]
@@ -226,7 +268,8 @@ def _report(opts: Any, chosen: list, msgs: dict, am: dict, bw: dict, kern: dict,
               "sizes": opts.sizes, "modes": opts.modes, "patterns": opts.patterns,
               "kernels": opts.kernels, "reps": opts.reps, "samples": opts.samples,
               "msgs": msgs, "trips": opts.trips, "gil": opts.gil, "quick": opts.quick,
-              "apps": apps_plan["params"]}
+              "apps": apps_plan["params"], "collectives": opts.collectives,
+              "coll_sizes": opts.coll_sizes, "coll_calls": opts.coll_calls}
     return {"suite": "hybrid",
             "config": config,
             "results": results,
@@ -236,11 +279,53 @@ def _report(opts: Any, chosen: list, msgs: dict, am: dict, bw: dict, kern: dict,
             "figures": figures(config, results)}
 
 
+def _case_label(what: str, n: int | None) -> str:
+    """A collectives bar's category: ``broadcast`` over ``8 B``, or ``barrier``."""
+    return what if n is None else f"{what}\n{size_label(n)}"
+
+
+def _coll_table(opts: Any, labels: list[str], ref: str, coll: dict,
+                results: list) -> dict[str, Any]:
+    """The collectives table (a row per collective and block size) and its ``results``."""
+    rows = []
+    for what, n in hcoll.cases(opts.collectives, opts.coll_sizes):
+        case = hcoll.key(what, n)
+        us = {s: median(coll[(s, case)]) * 1e6 for s in labels}
+        best, ratio = _best(us, higher=False)
+        vs = {s: us[s] / us[ref] for s in labels}
+        rows.append([what, "-" if n is None else size_label(n)] +
+                    [f"{us[s]:.1f}" for s in labels] + [f"{vs[s]:.2f}" for s in labels] +
+                    [f"{best} ({ratio:.2f}x)"])
+        results.append({"collective": what, "size": n, "us": us, "vs_ref": vs, "best": best,
+                        "best_over_worst": ratio,
+                        "reps_us": {s: [x * 1e6 for x in coll[(s, case)]] for s in labels}})
+    notes = [f"amnet's collectives on the world team ({opts.ranks} ranks), each with its "
+             "default algorithm; block: the bytes a rank sends to each destination "
+             "(broadcast: the root's, the root moving round the ranks; gather_all: every "
+             "rank's, gathered on every rank; exchange: one to every rank; reduce_all: that "
+             "many bytes of int64s summed, at least one). Each call is timed on its own and "
+             "its result checked against a model after its clock stops (a wrong answer "
+             f"stops the run). {opts.coll_calls} calls a round after a warm-up round; the "
+             "slowest rank's mean µs per call, median of rounds and repetitions."]
+    if opts.ranks > cpu_count():
+        notes.append(f"{opts.ranks} ranks on {cpu_count()} cores: every rank, a rank-thread "
+                     "too, waits for a collective's messages in blocking wait mode (it "
+                     "sleeps until the message wakes it), so each step of an algorithm that "
+                     "waits costs a wake-up from the scheduler; the figures are those of an "
+                     "oversubscribed machine, not of a core per rank. (Before commit 9c907d3 "
+                     "a blocked rank-thread could miss its wake-up and sleep to the end of a "
+                     "50 ms slice: 12-50 ms a call.)")
+    return {"section": "coll", "title": "Collectives per split (µs per call, lower is better)",
+            "columns": ["collective", "block"] + [f"{s} µs" for s in labels] +
+                       [f"{s} vs {ref}" for s in labels] + ["best (over the worst)"],
+            "rows": rows, "notes": notes}
+
+
 def figures(config: dict[str, Any], results: dict[str, Any]) -> list[dict[str, Any]]:
     """The plots of a run from its ``config`` and ``results`` (as in its ``results.json``,
-    so that a committed report's plots can be redrawn): the round trips and the kernels as
-    bars, the bandwidth per pattern as curves of the blocking and the least throttled
-    nonblocking mode."""
+    so that a committed report's plots can be redrawn): the round trips, the kernels and
+    the collectives (where the run has them) as bars, the bandwidth per pattern as curves
+    of the blocking and the least throttled nonblocking mode."""
     where = f"{config['ranks']} ranks on {config['nodes']} nodes"
     ref, labels = config["reference"], config["splits"]
     kinds = [k for k in ("node", "net") if f"{k}_us" in (results["am"] or [{}])[0]]
@@ -270,4 +355,15 @@ def figures(config: dict[str, Any], results: dict[str, Any]) -> list[dict[str, A
                                 "y": [bw[(pat, z, m)][s] for z in config["sizes"]],
                                 "style": "-" if m == "B" else "--", "group": s}
                                for s in labels for m in modes]})
+    if results.get("coll"):
+        out.append({"file": "hybrid_coll.png", "kind": "bar",
+                    "title": f"Collectives on the world team, {where}",
+                    "xlabel": "collective and block size", "ylabel": "µs per call",
+                    "better": "lower",
+                    "caption": [split_caption(labels), "The slowest rank's mean time per "
+                                "call, default algorithms; every result checked."],
+                    "categories": [_case_label(c["collective"], c["size"])
+                                   for c in results["coll"]],
+                    "series": [{"label": s, "y": [c["us"][s] for c in results["coll"]]}
+                               for s in labels]})
     return out
