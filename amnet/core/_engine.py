@@ -530,7 +530,7 @@ class Engine:
         is woken for it."""
         with self.cond:
             self.deferred.append(fn)
-        self.hot.nudge()
+        self.hot.nudge_deferred()
 
     def run_deferred(self) -> None:
         if current_token() is not None:
@@ -658,21 +658,23 @@ class Engine:
         this process nudges (``wake_fd``: an in-line AM ran a handler, work was deferred).
         Returns whether anything may be ready.
 
-        The sleeping flag is set (seq_cst) before the last look at ``pred`` and the
-        deferred work, so whatever completes the wait after that look sees it and wakes us.
+        The sleeping flag is set (seq_cst), with ``pred`` published, before the last look at
+        ``pred`` and the deferred work, so whatever completes the wait after that look sees
+        it and wakes us: an in-line AM only when ``pred()`` now holds (a sibling's AMs that
+        do not concern this wait leave it asleep), deferred work always.
         """
         wake = self.wake_fd
         if wake is None:
             ready = self.conduit.wait_readable_fds(fds, t)
         else:
             hot = self.hot
-            hot.sleeping = True
+            hot.sleep_begin(pred)
             try:
                 if self.deferred or (pred is not None and pred()):
                     return True
                 ready = self.conduit.wait_readable_fds((*fds, wake), t)
             finally:
-                hot.sleeping = False
+                hot.sleep_end()
                 try:
                     os.eventfd_read(wake)
                 except (BlockingIOError, OSError):

@@ -381,6 +381,7 @@ typedef struct {
     int waiters;                     /* threads of the Python wait loop sleeping on the drainer */
     int sleeping;                    /* the drainer blocks in a receive (Engine._block) */
     int wake_fd;                     /* eventfd that ends its sleep (-1: none) */
+    PyObject *sleep_pred;            /* what the sleeping drainer waits for (NULL: nothing) */
     uint64_t sent, received, rings, full_waits, handled;
     Slot *slots;
     TokenObject *spare[4];           /* tokens to reuse (in-line AMs nest two deep) */
@@ -398,7 +399,7 @@ struct TokenObject {
 };
 
 static PyTypeObject Hot_Type, Token_Type, EndpointBase_Type;
-static int nudge(HotObject *h);
+static int nudge(HotObject *h, int check);
 
 /* -- tokens ------------------------------------------------------------------------- */
 
@@ -798,7 +799,7 @@ fast_send(HotObject *h, int t, int flags, PyObject *dest_o, PyObject *handler,
         }
         Py_DECREF(r);
         /* the handler may have completed a wait of the destination's thread */
-        return nudge(h);
+        return nudge(h, 1);
     }
     if (route == R_NET) {
         return net_send(h, proc, flags, nargs, idx, s->rank, dest, a,
@@ -1212,17 +1213,52 @@ wake_waiters(HotObject *h)
     return 0;
 }
 
-/* After this thread did something that may complete another thread's wait without a
- * message (an in-line AM ran a handler of another rank-thread, work was deferred): wake the
- * threads waiting on the drainer, and the drainer if it sleeps in a receive. Costs two
- * atomic loads when nobody waits. */
 static int
-nudge(HotObject *h)
+pred_true(PyObject *pred)
+{
+    PyObject *r = PyObject_CallNoArgs(pred);
+    if (r == NULL) {
+        return -1;
+    }
+    int v = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    return v;
+}
+
+/* After this thread did something that may complete another thread's wait without a
+ * message: wake the threads waiting on the drainer, and the drainer if it sleeps in a
+ * receive. check: an in-line AM ran a handler; the sleeper is woken only when its wait is
+ * now satisfied (its pred, published by sleep_begin, is true), so a sibling asleep in a wait
+ * the AM does not concern (a barrier) is not woken by every in-line AM of its process.
+ * !check: work was deferred, which the sleeper is to send: always woken. Costs two atomic
+ * loads when nobody waits. */
+static int
+nudge(HotObject *h, int check)
 {
     if (__atomic_load_n(&h->sleeping, __ATOMIC_SEQ_CST) && h->wake_fd >= 0) {
-        uint64_t one = 1;
-        ssize_t w = write(h->wake_fd, &one, sizeof one);
-        (void)w;
+        int wake = 1;
+#ifndef Py_GIL_DISABLED
+        /* the GIL keeps sleep_pred alive while we call it (sleep_end clears it under it) */
+        if (check) {
+            PyObject *p = h->sleep_pred;
+            if (p == NULL) {
+                wake = 0;  /* a progress thread's sleep: nothing of its own to complete */
+            } else {
+                Py_INCREF(p);
+                wake = pred_true(p);
+                Py_DECREF(p);
+                if (wake < 0) {
+                    PyErr_Clear();  /* let the sleeper call it and see the error */
+                    wake = 1;
+                }
+            }
+        }
+#endif
+        if (wake) {
+            uint64_t one = 1;
+            ssize_t w = write(h->wake_fd, &one, sizeof one);
+            (void)w;
+        }
     }
     return wake_waiters(h);
 }
@@ -1255,18 +1291,6 @@ poll_once(HotObject *h, PyObject *pred)
         return -1;
     }
     return n < 0 ? 0 : n;
-}
-
-static int
-pred_true(PyObject *pred)
-{
-    PyObject *r = PyObject_CallNoArgs(pred);
-    if (r == NULL) {
-        return -1;
-    }
-    int v = PyObject_IsTrue(r);
-    Py_DECREF(r);
-    return v;
 }
 
 /* Raise the job's JobAborted once the bootstrap client has seen the job end. */
@@ -1614,6 +1638,7 @@ Hot_clear_refs(HotObject *h)
     Py_CLEAR(h->py_wake);
     Py_CLEAR(h->py_refuse);
     Py_CLEAR(h->py_sys_failed);
+    Py_CLEAR(h->sleep_pred);
     Py_CLEAR(h->net_send);
     Py_CLEAR(h->deferred);
     Py_CLEAR(h->delayed);
@@ -1649,6 +1674,7 @@ Hot_traverse(HotObject *h, visitproc visit, void *arg)
     Py_VISIT(h->py_wake);
     Py_VISIT(h->py_refuse);
     Py_VISIT(h->py_sys_failed);
+    Py_VISIT(h->sleep_pred);
     Py_VISIT(h->net_send);
     Py_VISIT(h->deferred);
     Py_VISIT(h->delayed);
@@ -2168,7 +2194,33 @@ Hot_set_wake_fd(HotObject *h, PyObject *arg)
 static PyObject *
 Hot_nudge(HotObject *h, PyObject *Py_UNUSED(ignored))
 {
-    if (nudge(h) < 0) return NULL;
+    if (nudge(h, 1) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Hot_nudge_deferred(HotObject *h, PyObject *Py_UNUSED(ignored))
+{
+    if (nudge(h, 0) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* sleep_begin(pred): the drainer is about to sleep waiting for pred() (None: for nothing of
+ * its own); published before the flag, which is set seq_cst: a thread that completes the
+ * wait afterwards sees the flag and, pred being true, writes wake_fd. */
+static PyObject *
+Hot_sleep_begin(HotObject *h, PyObject *pred)
+{
+    Py_XSETREF(h->sleep_pred, pred == Py_None ? NULL : Py_NewRef(pred));
+    __atomic_store_n(&h->sleeping, 1, __ATOMIC_SEQ_CST);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Hot_sleep_end(HotObject *h, PyObject *Py_UNUSED(ignored))
+{
+    __atomic_store_n(&h->sleeping, 0, __ATOMIC_SEQ_CST);
+    Py_CLEAR(h->sleep_pred);
     Py_RETURN_NONE;
 }
 
@@ -2176,20 +2228,6 @@ static PyObject *
 Hot_get_sleeping(HotObject *h, void *closure)
 {
     return PyBool_FromLong(__atomic_load_n(&h->sleeping, __ATOMIC_SEQ_CST));
-}
-
-/* Set (seq_cst) before the drainer's last look at what could end its wait and its sleep:
- * a thread that completes that wait afterwards sees it and writes wake_fd. */
-static int
-Hot_set_sleeping(HotObject *h, PyObject *v, void *closure)
-{
-    int b = v == NULL ? -1 : PyObject_IsTrue(v);
-    if (b < 0) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "cannot delete sleeping");
-        return -1;
-    }
-    __atomic_store_n(&h->sleeping, b, __ATOMIC_SEQ_CST);
-    return 0;
 }
 
 static PyObject *
@@ -2237,7 +2275,13 @@ static PyMethodDef Hot_methods[] = {
     {"set_spin", (PyCFunction)Hot_set_spin, METH_O, NULL},
     {"set_wake_fd", (PyCFunction)Hot_set_wake_fd, METH_O, NULL},
     {"nudge", (PyCFunction)Hot_nudge, METH_NOARGS,
-     "Wake the threads waiting on the drainer, and the drainer if it sleeps (wake_fd)."},
+     "After an in-line AM: wake the threads waiting on the drainer, and the sleeping drainer "
+     "if its wait is now satisfied."},
+    {"nudge_deferred", (PyCFunction)Hot_nudge_deferred, METH_NOARGS,
+     "After work was deferred: wake the threads waiting on the drainer and the sleeping "
+     "drainer (it is to send it)."},
+    {"sleep_begin", (PyCFunction)Hot_sleep_begin, METH_O, NULL},
+    {"sleep_end", (PyCFunction)Hot_sleep_end, METH_NOARGS, NULL},
     {"set_net_send", (PyCFunction)Hot_set_net_send, METH_O, NULL},
     {"net_dispatch", (PyCFunction)(void (*)(void))Hot_net_dispatch, METH_FASTCALL, NULL},
     {"set_conduit_signal", (PyCFunction)Hot_set_conduit_signal, METH_VARARGS, NULL},
@@ -2250,8 +2294,9 @@ static PyMethodDef Hot_methods[] = {
 static PyGetSetDef Hot_getset[] = {
     {"drain_lock", (getter)Hot_get_drain_lock, NULL, NULL, NULL},
     {"handled", (getter)Hot_get_handled, NULL, NULL, NULL},
-    {"sleeping", (getter)Hot_get_sleeping, (setter)Hot_set_sleeping,
-     "The drainer sleeps in a receive: nudge() writes wake_fd.", NULL},
+    {"sleeping", (getter)Hot_get_sleeping, NULL,
+     "The drainer sleeps in a receive (sleep_begin/sleep_end): nudge() may write wake_fd.",
+     NULL},
     {"waiters", (getter)Hot_get_waiters, (setter)Hot_set_waiters,
      "Threads of the Python wait loop sleeping until the drainer makes progress (changed "
      "under the engine's cond).", NULL},
