@@ -1226,16 +1226,21 @@ pred_true(PyObject *pred)
 }
 
 /* After this thread did something that may complete another thread's wait without a
- * message: wake the threads waiting on the drainer, and the drainer if it sleeps in a
- * receive. check: an in-line AM ran a handler; the sleeper is woken only when its wait is
- * now satisfied (its pred, published by sleep_begin, is true), so a sibling asleep in a wait
- * the AM does not concern (a barrier) is not woken by every in-line AM of its process.
- * !check: work was deferred, which the sleeper is to send: always woken. Costs two atomic
- * loads when nobody waits. */
+ * message: wake the drainer if it sleeps in a receive, and the threads waiting on it.
+ * !check: work was deferred, which the sleeper is to send: always woken.
+ * check: an in-line AM ran a handler. Only a drainer asleep in a receive holds the others
+ * off for long, so only then is anybody woken: the sleeper when its wait is now satisfied
+ * (its pred, published by sleep_begin, is true), so that a sibling asleep in a wait the AM
+ * does not concern (a barrier) is not woken by every in-line AM of its process, and the
+ * threads waiting on it (their waits may be the AM's). A drainer that is awake wakes them
+ * itself when it lets go of the lock. Costs an atomic load when nobody sleeps. */
 static int
 nudge(HotObject *h, int check)
 {
-    if (__atomic_load_n(&h->sleeping, __ATOMIC_SEQ_CST) && h->wake_fd >= 0) {
+    if (!__atomic_load_n(&h->sleeping, __ATOMIC_SEQ_CST)) {
+        return check ? 0 : wake_waiters(h);
+    }
+    if (h->wake_fd >= 0) {
         int wake = 1;
 #ifndef Py_GIL_DISABLED
         /* the GIL keeps sleep_pred alive while we call it (sleep_end clears it under it) */
