@@ -13,7 +13,7 @@ from .. import _protocol as proto
 from .._security import apply_client
 from ._output import FdOut
 from ._zsock import LoopSocket
-from .agent import GRACE_S, KILL_S, LAUNCHER_SILENCE_S, stop_children
+from .agent import GRACE_S, KILL_S, LAUNCHER_SILENCE_S, remove_shared_objects, stop_children
 
 DRAIN_S = 1.0  # after a rank process ends: how long its pipes may stay silent before we stop
 
@@ -136,16 +136,9 @@ class AgentLoop:
     def _remove_shared_objects(self) -> None:
         """Names of the node's PSHM objects that a rank killed early left behind (the ranks
         remove them once mapped; this covers a kill -9 before that)."""
-        cfg = self.spec.get("config") or {}
-        if not cfg.get("pshm", True):
-            return
-        try:
-            from ..pshm._backing import cleanup
-            from ..pshm._layout import pshm_prefix
-
-            cleanup(cfg.get("pshm_backing", "posix"), pshm_prefix(self.spec["token"]))
-        except Exception as e:  # never let cleanup hide the job's outcome
-            self.outs[1].write(f"amnet agent: could not remove shared objects: {e}\n".encode())
+        why = remove_shared_objects(self.spec)
+        if why is not None:
+            self.outs[1].write(f"amnet agent: could not remove shared objects: {why}\n".encode())
 
     def _send(self, msg: dict) -> None:
         self.sock.send([proto.pack(msg)])

@@ -148,6 +148,25 @@ def _make_doorbells(spec: dict, procs: range) -> dict[int, int]:
     return {p: os.eventfd(0, os.EFD_NONBLOCK) for p in procs}
 
 
+def remove_shared_objects(spec: dict) -> str | None:
+    """Remove the job's PSHM objects on this host that a rank killed early left behind (the
+    ranks remove them once every process of the node mapped them; this covers a kill before
+    that). Used by an agent when its ranks have ended and by ``amnet-run`` when it killed an
+    agent that did not answer. Returns why it could not, or None: cleanup must never hide
+    the job's outcome."""
+    cfg = spec.get("config") or {}
+    if not cfg.get("pshm", True):
+        return None
+    try:
+        from ..pshm._backing import cleanup
+        from ..pshm._layout import pshm_prefix
+
+        cleanup(cfg.get("pshm_backing", "posix"), pshm_prefix(spec["token"]))
+    except Exception as e:
+        return str(e)
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m amnet.launch.agent",
                                  description="amnet node agent (started by amnet-run)")

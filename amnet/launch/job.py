@@ -20,6 +20,7 @@ from .._guard import Guard
 from .._topology import Topology
 from ._output import DRAIN_S, Pump, ThreadWriter, stdout_writer
 from ._zsock import LoopSocket
+from .agent import remove_shared_objects
 from .spawners import Launched, Spawner
 
 __all__ = ["Job", "Outcome", "run_job", "stdout_writer"]
@@ -334,18 +335,10 @@ class Job:
                 self._remove_shared_objects()  # what the agent we killed would have done
 
     def _remove_shared_objects(self) -> None:
-        """The job's PSHM objects on this host that a rank killed early left behind (as an
-        agent removes them when its ranks have ended: amnet.launch._agentloop)."""
-        cfg = self.spec.get("config") or {}
-        if not cfg.get("pshm", True):
-            return
-        try:
-            from ..pshm._backing import cleanup
-            from ..pshm._layout import pshm_prefix
-
-            cleanup(cfg.get("pshm_backing", "posix"), pshm_prefix(self.spec["token"]))
-        except Exception as e:  # never let cleanup hide the job's outcome
-            self.write_err(f"amnet-run: could not remove shared objects: {e}\n".encode())
+        """What the agent we killed would have removed (amnet.launch.agent)."""
+        why = remove_shared_objects(self.spec)
+        if why is not None:
+            self.write_err(f"amnet-run: could not remove shared objects: {why}\n".encode())
 
     def _on_signal(self, sig: int) -> None:
         self._stop(128 + sig, f"interrupted by {signal.Signals(sig).name}; ")
