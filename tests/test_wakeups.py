@@ -26,10 +26,11 @@ LOCK_TOPOLOGIES = [
 
 def _check(res: list[dict], rounds: int) -> None:
     assert all(r["mode"] == "block" for r in res), res
-    # a whole slice may pass on a crowded machine (a peer off its core for 50 ms); a wait
-    # that was already satisfied when its slice ended may not
+    # a whole slice may pass on a crowded machine (a peer off its core for 50 ms, counted by
+    # every thread of a process that waits); a wait that was already satisfied when its
+    # slice ended, with nobody having tried to wake it, may not
     assert sum(r["missed"] for r in res) == 0, res
-    assert max(r["expired"] for r in res) <= rounds // 10, res
+    assert max(r["expired"] for r in res) <= rounds // 4, res
 
 
 @pytest.mark.parametrize("topo", LOCK_TOPOLOGIES)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -90,7 +91,7 @@ class AMMixin:
         this rank through this endpoint, not through per-thread state). It runs inside that
         call, so it should start operations rather than wait long for them. Outside a
         handler it runs at the next amnet call. An exception it raises ends the job like a
-        handler's, naming ``fn`` and this rank.
+        handler's, naming ``fn`` and this rank (``on_handler_error`` sees it first).
 
         Raises:
             TypeError: ``fn`` is not callable.
@@ -99,15 +100,7 @@ class AMMixin:
         if not callable(fn):
             raise TypeError(f"ep.defer() takes a callable, got {type(fn).__name__}")
         rs = self._live()
-        eng = self._eng
-
-        def run() -> None:
-            try:
-                fn(*args, **kwargs)
-            except Exception as e:
-                eng.deferred_failed(rs, fn, e)
-
-        eng.defer(run)
+        self._eng.defer(functools.partial(fn, *args, **kwargs), rs.rank)
 
     @property
     def wait_mode(self) -> str:

@@ -137,7 +137,7 @@ class Barrier:
         with self.arrivals_lock:
             self.arrivals[(epoch, rnd)] = (state, texts)
         if self.pending and not self.done and epoch == self.epoch and rnd == self.round:
-            self.eng.defer(self.advance)
+            self.eng.defer(self.advance, self.rank)
 
     def advance(self) -> None:
         with self.lock:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import os
+import select
 import struct
 import threading
 import time
@@ -40,6 +41,7 @@ from .._errors import (
     AMContextError,
     HandlerCategoryError,
     InitError,
+    JobAborted,
     PayloadTooLarge,
     PshmSpaceError,
     RankError,
@@ -57,13 +59,15 @@ from ._sys import PUT as _SYS_PUT
 from ._sys import landed
 from .conduit import get_conduit
 
-_hot.set_errors(InitError, AMContextError)
-
-#: What a request handler is told when it tries to send anything but its reply.
+#: What a request handler is told when it tries to send anything but its reply, and a reply
+#: handler when it tries to send at all (the C hot path says the same: set_errors).
 FORWARD_HINT = ("; a request handler sends only its one reply to its source "
                 "(token.reply_*()); to forward to another rank, defer the send to after the "
                 "handler: ep.defer(fn, ...)")
+REPLY_HINT = ": a reply handler sends nothing; to send afterwards, ep.defer(fn, ...)"
+_hot.set_errors(InitError, AMContextError, FORWARD_HINT, REPLY_HINT)
 BLOCK_SLICE_S = 0.05  # a sleeping rank re-checks aborts this often
+WAKE_GRACE_S = 0.002  # a wake-up this late after a slice timed out is not a missed one
 DIRECT_WAIT_S = 1e-4  # a rank waiting for a direct send while another drains re-checks so often
 DRAIN_BUDGET = 256  # messages run per drain before the caller re-checks its condition
 _yield = getattr(os, "sched_yield", lambda: time.sleep(0))
@@ -187,7 +191,8 @@ class Engine:
         self.drain_lock = self.hot.drain_lock
         # Where another thread of this process can end a wait without a message (an in-line
         # AM to a rank-thread, work deferred by a rank-thread), the drainer's sleep also
-        # watches this eventfd, which hot.nudge() writes while it sleeps.
+        # watches this eventfd, which hot.nudge() writes while it sleeps (hot owns it and
+        # closes it when it goes).
         self.wake_fd: int | None = None
         if self.T > 1 or config.progress_thread:
             self.wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
@@ -289,10 +294,6 @@ class Engine:
             self.conduit.close(0.0 if done else 0.5)
             if self.pshm is not None:
                 self.pshm.close()
-            if self.wake_fd is not None:
-                self.hot.set_wake_fd(-1)
-                os.close(self.wake_fd)
-                self.wake_fd = None
 
     # -- context checks -------------------------------------------------------------------
     def in_handler(self) -> Token | None:
@@ -310,8 +311,7 @@ class Engine:
         tok = current_token()
         if tok is not None:
             kind = "request" if tok.is_request else "reply"
-            extra = (FORWARD_HINT if tok.is_request else
-                     ": a reply handler sends nothing; to send afterwards, ep.defer(fn, ...)")
+            extra = FORWARD_HINT if tok.is_request else REPLY_HINT
             raise AMContextError(f"{what} inside {kind} handler {tok.handler}{extra}")
 
     def check_dest(self, dest: Any) -> int:
@@ -421,7 +421,7 @@ class Engine:
                 return self._refuse()
             self.sys[hidx](self, drs, src, args, mv, offset, flags)
             self.handled += 1
-            self.hot.nudge()  # it may have completed a wait of dest's thread
+            self.hot.nudge(dest - self.first)  # it may have completed a wait of dest's thread
             return
         header = W.HEADERS[len(args)].pack(flags, len(args), hidx, src, dest, offset, *args)
         if route == PSHM:
@@ -462,7 +462,7 @@ class Engine:
             call_args = (memoryview(view), *args)
         self.run_handler(drs, table.fns[idx], table.names[idx], rs.rank,
                          not flags & W.REPLY, call_args)
-        self.hot.nudge()  # it may have completed a wait of dest's thread
+        self.hot.nudge(dest - self.first)  # it may have completed a wait of dest's thread
 
     # -- node-local memory ----------------------------------------------------------------
     def local_segment(self, rank: int) -> np.ndarray | None:
@@ -513,7 +513,7 @@ class Engine:
                 n = self.drain()
             finally:
                 self.drain_lock.release()
-            if n and self.hot.waiters:
+            if self.hot.waiters:  # they re-check whenever the drainer lets go of the lock
                 self._wake()
             if not n:
                 _yield()
@@ -523,27 +523,44 @@ class Engine:
         if boot is not None and boot.aborted is not None:
             raise boot.aborted
 
-    def defer(self, fn: Callable[[], Any]) -> None:
+    def defer(self, fn: Callable[[], Any], rank: int | None = None) -> None:
         """Run ``fn`` at the next poll outside handler context (handlers must not send
         requests: the barrier sends its next round from here). Whichever thread of this
         process polls or waits next runs it, before it blocks; a drainer asleep in a receive
-        is woken for it."""
+        is woken for it. Deferred from a user handler (a token is current), it runs only once
+        that handler has returned. ``rank``: the rank (of this process) it is deferred for,
+        whose waits it may complete and which an exception of ``fn`` fails
+        (:meth:`deferred_failed`)."""
+        tok = current_token()
         with self.cond:
-            self.deferred.append(fn)
-        self.hot.nudge_deferred()
+            self.deferred.append((fn, rank, tok))
+        if tok is None:  # a handler's thread runs it itself once the handler has returned
+            self.hot.nudge_deferred()
 
     def run_deferred(self) -> None:
+        """Run what was deferred, in order, outside handler context; an entry whose user
+        handler is still running (on another thread) and those behind it wait. Each may
+        complete a wait of its rank's thread without a message (a barrier's last round
+        merged): that thread is nudged as after an in-line AM."""
         if current_token() is not None:
             return
         while self.deferred:
             with self.cond:
                 if not self.deferred:
                     return
-                fn = self.deferred.popleft()
-            fn()
+                fn, rank, tok = self.deferred[0]
+                if tok is not None and tok._live:
+                    return
+                self.deferred.popleft()
+            try:
+                fn()
+            except Exception as e:
+                self.deferred_failed(rank, fn, e)
+            self.hot.nudge(-1 if rank is None else rank - self.first)
 
     # -- receiving ------------------------------------------------------------------------
-    def drain(self, pred: Callable[[], Any] | None = None, wait: float | None = None) -> int:
+    def drain(self, pred: Callable[[], Any] | None = None, wait: float | None = None,
+              pure: bool = False) -> int:
         """Run what has arrived (the caller holds ``drain_lock``); return how many ran.
 
         Stops early once ``pred()`` holds. ``wait`` (seconds) lets the first receive block
@@ -567,7 +584,7 @@ class Engine:
             if wait is not None and wait < 0.001:
                 wait = None  # the conduit's poll counts whole ms: look again instead
             if wait is not None:  # sleep on the doorbell and the conduit together
-                net.sleep(lambda fds, t: self._block(fds, t, pred), wait)
+                net.sleep(lambda fds, t: self._block(fds, t, pred, pure), wait)
                 wait = None
                 k = self.hot.drain()
                 if k:
@@ -581,9 +598,10 @@ class Engine:
             if now - self.conduit_at < CONDUIT_POLL_S:
                 return n
             self.conduit_at = now
-        return n + self.drain_net(pred, wait)
+        return n + self.drain_net(pred, wait, pure)
 
-    def drain_net(self, pred: Callable[[], Any] | None, wait: float | None = None) -> int:
+    def drain_net(self, pred: Callable[[], Any] | None, wait: float | None = None,
+                  pure: bool = False) -> int:
         """Run what the conduit brought (and delayed messages now due); return how many ran.
         The C hot path calls this (throttled) after draining the shared-memory queues."""
         n = 0
@@ -604,11 +622,11 @@ class Engine:
                 m = conduit.recv()
             elif self.wake_fd is None:  # one thread: nothing but a message ends the wait
                 m = conduit.recv_wait(wait)
-                if m is None:
-                    self._expired(wait, pred)
+                if m is None:  # one thread: nothing else could have woken it
+                    self._expired(wait, pred, lambda: False)
                 wait = None
             else:
-                m = conduit.recv() if self._block((), wait, pred) else None
+                m = conduit.recv() if self._block((), wait, pred, pure) else None
                 wait = None
             if m is None:
                 break
@@ -652,23 +670,27 @@ class Engine:
                 return None
         return rs.segment[offset:offset + n]
 
-    def _block(self, fds: Any, t: float, pred: Callable[[], Any] | None) -> bool:
+    def _block(self, fds: Any, t: float, pred: Callable[[], Any] | None,
+               pure: bool = False) -> bool:
         """The drainer's one blocking point: sleep up to ``t`` seconds until the conduit
         or one of ``fds`` (the shared-memory doorbell) is readable, or another thread of
         this process nudges (``wake_fd``: an in-line AM ran a handler, work was deferred).
         Returns whether anything may be ready.
 
-        The sleeping flag is set (seq_cst), with ``pred`` published, before the last look at
+        The sleeping flag is set (seq_cst), with this thread's rank and, when ``pure`` (an
+        engine wait on plain attributes), ``pred`` published, before the last look at
         ``pred`` and the deferred work, so whatever completes the wait after that look sees
-        it and wakes us: an in-line AM only when ``pred()`` now holds (a sibling's AMs that
-        do not concern this wait leave it asleep), deferred work always.
+        it and wakes us: deferred work always; an in-line AM when ``pred()`` now holds, or,
+        for a caller's predicate (never run on another thread), when the AM was for this
+        thread's rank. A sibling's AMs that do not concern this wait leave it asleep.
         """
         wake = self.wake_fd
+        woken = False
         if wake is None:
             ready = self.conduit.wait_readable_fds(fds, t)
         else:
             hot = self.hot
-            hot.sleep_begin(pred)
+            hot.sleep_begin(pred if pure else None, self._my_slot())
             try:
                 if self.deferred or (pred is not None and pred()):
                     return True
@@ -677,19 +699,54 @@ class Engine:
                 hot.sleep_end()
                 try:
                     os.eventfd_read(wake)
+                    woken = True  # a nudge came, if only as the wait timed out
                 except (BlockingIOError, OSError):
                     pass
-        if not ready:
-            self._expired(t, pred)
+        if not ready and not woken:
+            self._expired(t, pred, lambda: self._late_nudge(wake))
         return ready
 
-    def _expired(self, t: float, pred: Callable[[], Any] | None) -> None:
-        """A blocking wait of ``t`` seconds ended with nothing ready: count a whole slice,
-        and a missed wake-up when the wait was satisfied all along (statistics())."""
+    @staticmethod
+    def _late_nudge(wake: int | None) -> bool:
+        """Whether a nudge comes within ``WAKE_GRACE_S`` (one on its way as a sleep timed
+        out is no missed wake-up); consumes it."""
+        if wake is None or not select.select([wake], [], [], WAKE_GRACE_S)[0]:
+            return False
+        try:
+            os.eventfd_read(wake)
+        except (BlockingIOError, OSError):
+            pass
+        return True
+
+    def _my_slot(self) -> int:
+        """The calling thread's rank-thread index in this process, -1 for another thread
+        (the progress thread)."""
+        from ._runtime import _tls
+
+        ctx = getattr(_tls, "rank", None)
+        t = -1 if ctx is None else ctx.rank - self.first
+        return t if 0 <= t < self.T else -1
+
+    def _expired(self, t: float, pred: Callable[[], Any] | None,
+                 late: Callable[[], bool]) -> None:
+        """A blocking wait of ``t`` seconds ended with nothing ready and nobody having tried
+        to wake it: count a whole slice, and a missed wake-up when the wait was satisfied
+        all along (its condition held, or deferred work waited to be sent) and no wake-up
+        comes within ``WAKE_GRACE_S`` either (``late()``: one may have been on its way as the
+        wait timed out): statistics()."""
         if t >= BLOCK_SLICE_S:
             self.slices_expired += 1
-            if self.deferred or (pred is not None and pred()):
+            if (self._deferred_due() or (pred is not None and pred())) and not late():
                 self.wakeups_missed += 1
+
+    def _deferred_due(self) -> bool:
+        """Deferred work that may run now (not waiting for its handler to return). Takes no
+        lock: it is called under ``cond`` too (a deque's reads are atomic)."""
+        try:
+            tok = self.deferred[0][2]
+        except IndexError:
+            return False
+        return tok is None or not tok._live
 
     def _remote(self, header: bytes) -> bool:
         if len(header) < W.FIXED_SIZE:
@@ -787,23 +844,34 @@ class Engine:
         fail_rank(rs.rank, exc, f"handler {name} on rank {rs.rank} (AM from rank {src}) "
                                 f"raised {type(exc).__name__}: {exc}", tb)
 
-    def deferred_failed(self, rs: RankState, fn: Any, exc: BaseException) -> None:
-        """A function a handler of rank ``rs`` gave to ``ep.defer`` raised: end the job as a
-        handler's exception does (JobAborted, the job ending anyway, goes on up)."""
-        from .._errors import JobAborted
+    def deferred_failed(self, rank: int | None, fn: Any, exc: BaseException) -> None:
+        """A deferred function (``ep.defer``, ``port.defer``; ``rank``: the rank it was
+        deferred for, None for the engine's own) raised: a bug, which ends the job as a
+        handler's exception does, naming the function and the rank, unless that rank's
+        ``on_handler_error`` takes it. JobAborted (the job ending anyway) goes on up."""
         from ._handlers import handler_name
         from ._runtime import fail_rank
 
         if isinstance(exc, JobAborted):
             raise exc
-        name = handler_name(fn)
+        name = handler_name(getattr(fn, "func", fn))  # a functools.partial: its function
+        if rank is None:
+            rank = self.first
+        rs = self.ranks[rank - self.first]
+        cb = None if rs is None else rs.on_handler_error
+        if cb is not None:
+            try:
+                cb(exc, f"{name} (deferred)", rank)
+                return
+            except BaseException as e2:
+                exc = e2
         tb = "".join(traceback.format_exception(exc))
         try:
-            exc.__amnet_context__ = f"in {name} deferred with ep.defer()"
+            exc.__amnet_context__ = f"in {name} (deferred)"
         except AttributeError:
             pass
-        fail_rank(rs.rank, exc, f"{name} deferred with ep.defer() on rank {rs.rank} raised "
-                                f"{type(exc).__name__}: {exc}", tb)
+        fail_rank(rank, exc, f"{name} (deferred) on rank {rank} raised "
+                             f"{type(exc).__name__}: {exc}", tb)
 
     def sys_handler_failed(self, li: int, hidx: int, src: int, exc: BaseException) -> None:
         """An extension's system handler raised (run from C): a bug in the runtime, not a
@@ -824,7 +892,7 @@ class Engine:
             n = self.drain()
         finally:
             self.drain_lock.release()
-        if n and self.hot.waiters:
+        if self.hot.waiters:  # they re-check whenever the drainer lets go of the lock
             self._wake()
         if self.deferred:
             self.run_deferred()
@@ -846,10 +914,13 @@ class Engine:
         return self.wait_until(pred, timeout, spun=spun)
 
     def wait_until(self, pred: Callable[[], Any], timeout: float | None = None,
-                   max_block: float = BLOCK_SLICE_S, spun: bool = False) -> bool:
+                   max_block: float = BLOCK_SLICE_S, spun: bool = False,
+                   pure: bool = False) -> bool:
         """Make progress until ``pred()`` is true (True) or ``timeout`` passes (False).
 
         ``spun``: the caller already spun ``spin_s`` with nothing arriving (block now).
+        ``pure``: ``pred`` only reads plain attributes (an operation's ``done``, a counter):
+        another thread may call it to decide whether its in-line AM should wake this one.
 
         Raises:
             JobAborted: the job is being torn down.
@@ -883,7 +954,7 @@ class Engine:
                                 t = min(t, max(0.0, due - now))
                             if deadline is not None:
                                 t = min(t, max(0.0, deadline - now))
-                        n = self.drain(pred, t)
+                        n = self.drain(pred, t, pure)
                     else:
                         n = self.drain(pred)
                         if not n and idle is None:
@@ -913,7 +984,8 @@ class Engine:
                             woke = self.cond.wait_for(lambda g=gen: self.gen != g, max_block)
                             self.drain_wait_s += time.perf_counter() - t0  # under cond
                             if not woke:
-                                self._expired(max_block, pred)
+                                self._expired(max_block, pred, lambda g=gen: self.cond.wait_for(
+                                    lambda: self.gen != g, WAKE_GRACE_S))
                     finally:
                         self.hot.waiters -= 1
             if self.deferred:
@@ -935,11 +1007,14 @@ class Engine:
                 due = self.next_due()
                 if due is not None:
                     t = min(t, max(0.0, due - time.monotonic()))
-                n = self.drain(None, t)
-            if n and self.hot.waiters:
+                self.drain(None, t)
+            if self.hot.waiters:  # they re-check whenever the drainer lets go of the lock
                 self._wake()
             if self.deferred:  # what its handlers deferred goes out now, not at the
-                self.run_deferred()  # rank-thread's next call
+                try:  # rank-thread's next call (a failure of it ends the job:
+                    self.run_deferred()  # deferred_failed)
+                except JobAborted:
+                    return
 
 
 def as_bytes(data: Any, what: str) -> tuple[Any, int]:

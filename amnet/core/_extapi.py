@@ -82,7 +82,8 @@ class ExtendedMixin:
         """
         self._eng.forbid_in_handler("ep.wait_nbi()")
         b = self._live().nbi
-        self._eng.wait_until(lambda: (not puts or b.puts == 0) and (not gets or b.gets == 0))
+        self._eng.wait_until(lambda: (not puts or b.puts == 0) and (not gets or b.gets == 0),
+                            pure=True)
 
     def test_nbi(self, puts: bool = True, gets: bool = True) -> bool:
         """Poll once and say whether those implicit-handle operations all completed."""
@@ -125,7 +126,7 @@ class ExtendedMixin:
         rs = self._live()
         for hook in rs.sync_hooks:  # extensions first (a cache writes back, say)
             hook("fence")
-        self._eng.wait_until(lambda: rs.inflight == 0)
+        self._eng.wait_until(lambda: rs.inflight == 0, pure=True)
         _memory_fence()
 
     # -- barriers -------------------------------------------------------------------------
@@ -156,7 +157,7 @@ class ExtendedMixin:
         bar.check_pending("barrier_wait")
         bar.waiting = True  # where this rank is, should the launcher ask
         try:
-            self._eng.wait_until(lambda: bar.done)
+            self._eng.wait_until(lambda: bar.done, pure=True)
         finally:
             bar.waiting = False
         bar.finish()

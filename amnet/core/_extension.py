@@ -400,9 +400,12 @@ class Port:
         self._eng._refuse()
 
     def defer(self, fn: Callable[[], Any]) -> None:
-        """Run ``fn()`` at the next poll, outside handler context (where it may send
-        requests)."""
-        self._eng.defer(fn)
+        """Run ``fn()`` at the next poll or wait of this process (before any of its threads
+        blocks), outside handler context, where it may send requests. It may run on another
+        thread, and, deferred from one of this extension's handlers, before that handler has
+        returned: take the locks the state it shares needs. An exception it raises ends the
+        job naming ``fn`` and this rank (``on_handler_error`` sees it first)."""
+        self._eng.defer(fn, self._rs.rank)
 
     # -- operations -----------------------------------------------------------------------
     def bucket(self, nbi: bool) -> Bucket | None:

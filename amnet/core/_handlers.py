@@ -41,18 +41,23 @@ def handler(category: str | None = None,
     def deco(fn: Callable) -> Callable:
         if not callable(fn):
             raise TypeError(f"@amnet.handler decorates a function, got {type(fn).__name__}")
-        check_signature(fn, category, nargs)
+        # a method in a class body is still a function here: its self comes first
+        qual = getattr(fn, "__qualname__", "")
+        method = "." in qual and qual.rsplit(".", 2)[-2] != "<locals>"
+        check_signature(fn, category, nargs, method)
         fn.__amnet_handler__ = (category, nargs)  # type: ignore[attr-defined]
         return fn
 
     return deco
 
 
-def check_signature(fn: Callable, category: str | None, nargs: int | None) -> None:
+def check_signature(fn: Callable, category: str | None, nargs: int | None,
+                    method: bool = False) -> None:
     """A handler declared ``short``, ``medium`` or ``long`` must take what it will be called
     with: ``fn(token, *args)``, ``fn(token, payload, *args)``, with ``nargs`` arguments when
     declared (else with some number of them, 0..16). Undeclared handlers and rpc
-    functions take what their callers send: nothing to check.
+    functions take what their callers send: nothing to check. ``method``: ``fn`` is a
+    method seen in its class body, called with its ``self`` first.
 
     Raises:
         TypeError: naming the handler, its parameters and the call it must accept.
@@ -70,7 +75,7 @@ def check_signature(fn: Callable, category: str | None, nargs: int | None) -> No
 
     def takes(n: int) -> bool:
         try:
-            sig.bind(*call(n))
+            sig.bind(*(["self"] if method else []), *call(n))
         except TypeError:
             return False
         return True
@@ -78,7 +83,7 @@ def check_signature(fn: Callable, category: str | None, nargs: int | None) -> No
     # declared count: that call exactly; undeclared: some count of arguments (0..16)
     if takes(nargs) if nargs is not None else any(takes(n) for n in range(MAX_ARGS + 1)):
         return
-    shown = ", ".join(call(0 if nargs is None else nargs))
+    shown = ", ".join([*(["self"] if method else []), *call(0 if nargs is None else nargs)])
     if nargs is None:
         shown += ", *args"
     counted = "" if nargs is None else f" with nargs={nargs}"

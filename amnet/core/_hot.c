@@ -63,6 +63,9 @@ enum { E_MORE = 1, E_DEPOSITED = 2 };
 /* module state: the amnet exceptions, the current token of each thread                  */
 
 static PyObject *InitError, *AMContextError;
+/* what a handler is told when it sends anything but its one reply (set_errors: the engine's
+ * FORWARD_HINT and REPLY_HINT, so that C and Python say the same words) */
+static PyObject *ForwardHint, *ReplyHint;
 static Py_tss_t cur_token = Py_tss_NEEDS_INIT;
 
 #if PY_VERSION_HEX < 0x030C0000
@@ -381,7 +384,8 @@ typedef struct {
     int waiters;                     /* threads of the Python wait loop sleeping on the drainer */
     int sleeping;                    /* the drainer blocks in a receive (Engine._block) */
     int wake_fd;                     /* eventfd that ends its sleep (-1: none) */
-    PyObject *sleep_pred;            /* what the sleeping drainer waits for (NULL: nothing) */
+    PyObject *sleep_pred;            /* its wait's condition when cheap and pure, else NULL */
+    int sleep_slot;                  /* the rank-thread it waits for (-1: none of its own) */
     uint64_t sent, received, rings, full_waits, handled;
     Slot *slots;
     TokenObject *spare[4];           /* tokens to reuse (in-line AMs nest two deep) */
@@ -399,7 +403,7 @@ struct TokenObject {
 };
 
 static PyTypeObject Hot_Type, Token_Type, EndpointBase_Type;
-static int nudge(HotObject *h, int check);
+static int nudge(HotObject *h, int check, int dest_t);
 
 /* -- tokens ------------------------------------------------------------------------- */
 
@@ -799,7 +803,7 @@ fast_send(HotObject *h, int t, int flags, PyObject *dest_o, PyObject *handler,
         }
         Py_DECREF(r);
         /* the handler may have completed a wait of the destination's thread */
-        return nudge(h, 1);
+        return nudge(h, 1, (int)(dest - h->first));
     }
     if (route == R_NET) {
         return net_send(h, proc, flags, nargs, idx, s->rank, dest, a,
@@ -861,8 +865,9 @@ header_slot(HotObject *h, const unsigned char *hdr, Py_ssize_t *hidx, uint64_t *
 
 /* Run a system AM whose handler was registered as fast (set_sys_handler) straight from its
  * entry: fn(src, args, payload, is_reply), as the engine's dispatch would call it through the
- * extension's port (a payload only with the LONG flag and offset 0; a handler's Exception
- * refuses the message). 1 not handled here (the Python dispatcher takes it), 0 ran, -1
+ * extension's port (a payload only with the LONG flag and offset 0; a handler's Exception is
+ * a bug of the runtime: the engine's sys_handler_failed ends the job, unless the rank's
+ * on_handler_error takes it). 1 not handled here (the Python dispatcher takes it), 0 ran, -1
  * error. */
 static int
 sys_dispatch(HotObject *h, const unsigned char *hdr, int64_t hl, char *payload, int64_t plen)
@@ -1227,28 +1232,32 @@ pred_true(PyObject *pred)
 
 /* After this thread did something that may complete another thread's wait without a
  * message: wake the drainer if it sleeps in a receive, and the threads waiting on it.
- * !check: work was deferred, which the sleeper is to send: always woken.
- * check: an in-line AM ran a handler. Only a drainer asleep in a receive holds the others
- * off for long, so only then is anybody woken: the sleeper when its wait is now satisfied
- * (its pred, published by sleep_begin, is true), so that a sibling asleep in a wait the AM
- * does not concern (a barrier) is not woken by every in-line AM of its process, and the
- * threads waiting on it (their waits may be the AM's). A drainer that is awake wakes them
- * itself when it lets go of the lock. Costs an atomic load when nobody sleeps. */
+ * check == 0: work was deferred, which the sleeper is to send: always.
+ * check == 1: an in-line AM ran a handler of rank-thread dest_t. Only a drainer asleep in a
+ * receive holds the others off for long, so only then is anybody woken: the sleeper when its
+ * wait may now be satisfied -- its condition, when it published one (an engine wait on
+ * plain attributes: a handle's op.done, a barrier's done; never a caller's predicate, which
+ * might take a lock this thread holds or read this thread's locals), is true; else when the
+ * AM was for the rank it waits for -- so that a sibling asleep in a wait the AM does not
+ * concern (a barrier) is not woken by every in-line AM of its process; and the threads
+ * waiting on it (their waits may be the AM's). A drainer that is awake wakes them itself
+ * when it lets go of the lock. Costs an atomic load when nobody sleeps. */
 static int
-nudge(HotObject *h, int check)
+nudge(HotObject *h, int check, int dest_t)
 {
     if (!__atomic_load_n(&h->sleeping, __ATOMIC_SEQ_CST)) {
         return check ? 0 : wake_waiters(h);
     }
-    if (h->wake_fd >= 0) {
+    int fd = __atomic_load_n(&h->wake_fd, __ATOMIC_ACQUIRE);
+    if (fd >= 0) {
         int wake = 1;
-#ifndef Py_GIL_DISABLED
-        /* the GIL keeps sleep_pred alive while we call it (sleep_end clears it under it) */
         if (check) {
-            PyObject *p = h->sleep_pred;
-            if (p == NULL) {
-                wake = 0;  /* a progress thread's sleep: nothing of its own to complete */
-            } else {
+            PyObject *p = NULL;
+#ifndef Py_GIL_DISABLED
+            /* the GIL keeps sleep_pred alive while we call it (sleep_end clears it under it) */
+            p = h->sleep_pred;
+#endif
+            if (p != NULL) {
                 Py_INCREF(p);
                 wake = pred_true(p);
                 Py_DECREF(p);
@@ -1256,12 +1265,13 @@ nudge(HotObject *h, int check)
                     PyErr_Clear();  /* let the sleeper call it and see the error */
                     wake = 1;
                 }
+            } else {
+                wake = dest_t == __atomic_load_n(&h->sleep_slot, __ATOMIC_RELAXED);
             }
         }
-#endif
         if (wake) {
             uint64_t one = 1;
-            ssize_t w = write(h->wake_fd, &one, sizeof one);
+            ssize_t w = write(fd, &one, sizeof one);
             (void)w;
         }
     }
@@ -1712,6 +1722,9 @@ Hot_dealloc(HotObject *h)
         PyBuffer_Release(&h->idle_buf);
     }
     Py_XDECREF(h->drain_lock);
+    if (h->wake_fd >= 0) {
+        close(h->wake_fd);
+    }
     PyMem_Free(h->route);
     PyMem_Free(h->proc_li);
     PyMem_Free(h->slots);
@@ -1732,6 +1745,8 @@ Hot_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     if (h == NULL) {
         return NULL;
     }
+    h->wake_fd = -1;  /* before anything can fail: dealloc closes it when >= 0 */
+    h->sleep_slot = -1;
     h->eng = Py_NewRef(eng);
     PyObject *v;
 #define INT_ATTR(field, name) \
@@ -1761,7 +1776,6 @@ Hot_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     if ((h->deferred = PyObject_GetAttrString(eng, "deferred")) == NULL) goto fail;
     if ((h->delayed = PyObject_GetAttrString(eng, "delayed")) == NULL) goto fail;
     h->net_fd = -1;
-    h->wake_fd = -1;
     h->drain_lock = (LockObject *)PyObject_CallNoArgs((PyObject *)&Lock_Type);
     if (h->drain_lock == NULL) goto fail;
     h->lockfree = lockfree;
@@ -2186,37 +2200,53 @@ Hot_set_spin(HotObject *h, PyObject *arg)
 }
 
 
-/* set_wake_fd(fd): the eventfd that nudge() writes while the drainer sleeps (-1: none). */
+/* set_wake_fd(fd): the eventfd that nudge() writes while the drainer sleeps. The Hot object
+ * owns it from then on and closes it when it goes (a late nudge of another thread never
+ * writes into a descriptor reused meanwhile). */
 static PyObject *
 Hot_set_wake_fd(HotObject *h, PyObject *arg)
 {
     long fd = PyLong_AsLong(arg);
     if (fd == -1 && PyErr_Occurred()) return NULL;
-    h->wake_fd = (int)fd;
+    if (fd < 0 || __atomic_load_n(&h->wake_fd, __ATOMIC_ACQUIRE) >= 0) {
+        PyErr_SetString(PyExc_ValueError, "set_wake_fd takes one descriptor, once");
+        return NULL;
+    }
+    __atomic_store_n(&h->wake_fd, (int)fd, __ATOMIC_RELEASE);
     Py_RETURN_NONE;
 }
 
+/* nudge(dest_t): after an in-line AM that ran a handler of rank-thread dest_t. */
 static PyObject *
-Hot_nudge(HotObject *h, PyObject *Py_UNUSED(ignored))
+Hot_nudge(HotObject *h, PyObject *arg)
 {
-    if (nudge(h, 1) < 0) return NULL;
+    long t = PyLong_AsLong(arg);
+    if (t == -1 && PyErr_Occurred()) return NULL;
+    if (nudge(h, 1, (int)t) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
 static PyObject *
 Hot_nudge_deferred(HotObject *h, PyObject *Py_UNUSED(ignored))
 {
-    if (nudge(h, 0) < 0) return NULL;
+    if (nudge(h, 0, -1) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
-/* sleep_begin(pred): the drainer is about to sleep waiting for pred() (None: for nothing of
- * its own); published before the flag, which is set seq_cst: a thread that completes the
- * wait afterwards sees the flag and, pred being true, writes wake_fd. */
+/* sleep_begin(pred, t): the drainer is about to sleep waiting for rank-thread t (-1: for
+ * nothing of its own), on pred() when that is cheap and pure (else None); published before
+ * the flag, which is set seq_cst: a thread that completes the wait afterwards sees the flag
+ * and wakes it (nudge). */
 static PyObject *
-Hot_sleep_begin(HotObject *h, PyObject *pred)
+Hot_sleep_begin(HotObject *h, PyObject *args)
 {
+    PyObject *pred;
+    int t;
+    if (!PyArg_ParseTuple(args, "Oi", &pred, &t)) {
+        return NULL;
+    }
     Py_XSETREF(h->sleep_pred, pred == Py_None ? NULL : Py_NewRef(pred));
+    __atomic_store_n(&h->sleep_slot, t, __ATOMIC_RELAXED);
     __atomic_store_n(&h->sleeping, 1, __ATOMIC_SEQ_CST);
     Py_RETURN_NONE;
 }
@@ -2279,13 +2309,13 @@ static PyMethodDef Hot_methods[] = {
     {"send", (PyCFunction)Hot_send, METH_VARARGS, NULL},
     {"set_spin", (PyCFunction)Hot_set_spin, METH_O, NULL},
     {"set_wake_fd", (PyCFunction)Hot_set_wake_fd, METH_O, NULL},
-    {"nudge", (PyCFunction)Hot_nudge, METH_NOARGS,
-     "After an in-line AM: wake the threads waiting on the drainer, and the sleeping drainer "
-     "if its wait is now satisfied."},
+    {"nudge", (PyCFunction)Hot_nudge, METH_O,
+     "nudge(t): after an in-line AM to rank-thread t: wake the sleeping drainer if its wait "
+     "may now be satisfied, and the threads waiting on it."},
     {"nudge_deferred", (PyCFunction)Hot_nudge_deferred, METH_NOARGS,
      "After work was deferred: wake the threads waiting on the drainer and the sleeping "
      "drainer (it is to send it)."},
-    {"sleep_begin", (PyCFunction)Hot_sleep_begin, METH_O, NULL},
+    {"sleep_begin", (PyCFunction)Hot_sleep_begin, METH_VARARGS, NULL},
     {"sleep_end", (PyCFunction)Hot_sleep_end, METH_NOARGS, NULL},
     {"set_net_send", (PyCFunction)Hot_set_net_send, METH_O, NULL},
     {"net_dispatch", (PyCFunction)(void (*)(void))Hot_net_dispatch, METH_FASTCALL, NULL},
@@ -2498,7 +2528,15 @@ Token_set_replied(TokenObject *tok, PyObject *v, void *c)
     return 0;
 }
 
+static PyObject *
+Token_get_live(TokenObject *tok, void *c)
+{
+    return PyBool_FromLong(tok->live);
+}
+
 static PyGetSetDef Token_getset[] = {
+    {"_live", (getter)Token_get_live, NULL,
+     "Whether its handler is still running (the engine holds back what it deferred).", NULL},
     {"_replied", (getter)Token_get_replied, (setter)Token_set_replied,
      "Whether the handler replied (amnet's rpc sets it: the system sends the reply).", NULL},
     {"rank", (getter)Token_get_rank, NULL,
@@ -2584,15 +2622,10 @@ forbid(const char *what, int send)
     }
     PyObject *nm = token_name(tok);
     if (send) {
-        /* the same words as the engine's forbid_send_in_handler (FORWARD_HINT) */
-        PyErr_Format(AMContextError, "%s inside %s handler %S%s", what,
+        /* the engine's words (set_errors), as its forbid_send_in_handler says them */
+        PyErr_Format(AMContextError, "%s inside %s handler %S%S", what,
                      tok->is_request ? "request" : "reply", nm,
-                     tok->is_request
-                         ? "; a request handler sends only its one reply to its source "
-                           "(token.reply_*()); to forward to another rank, defer the send to "
-                           "after the handler: ep.defer(fn, ...)"
-                         : ": a reply handler sends nothing; to send afterwards, "
-                           "ep.defer(fn, ...)");
+                     tok->is_request ? ForwardHint : ReplyHint);
     } else {
         PyErr_Format(AMContextError, "%s inside %s handler %S: handlers run in a restricted "
                      "context (no polling, waiting, barriers or blocking communication)", what,
@@ -2864,12 +2897,14 @@ current_token(PyObject *m, PyObject *Py_UNUSED(ignored))
 static PyObject *
 set_errors(PyObject *m, PyObject *args)
 {
-    PyObject *a, *b;
-    if (!PyArg_ParseTuple(args, "OO", &a, &b)) {
+    PyObject *a, *b, *c, *d;
+    if (!PyArg_ParseTuple(args, "OOUU", &a, &b, &c, &d)) {
         return NULL;
     }
     Py_XSETREF(InitError, Py_NewRef(a));
     Py_XSETREF(AMContextError, Py_NewRef(b));
+    Py_XSETREF(ForwardHint, Py_NewRef(c));
+    Py_XSETREF(ReplyHint, Py_NewRef(d));
     Py_RETURN_NONE;
 }
 
@@ -2897,6 +2932,11 @@ PyInit__hot(void)
     }
     InitError = Py_NewRef(PyExc_RuntimeError);
     AMContextError = Py_NewRef(PyExc_RuntimeError);
+    ForwardHint = PyUnicode_FromString("");
+    ReplyHint = PyUnicode_FromString("");
+    if (ForwardHint == NULL || ReplyHint == NULL) {
+        return NULL;
+    }
     if (PyType_Ready(&Lock_Type) < 0 || PyType_Ready(&Hot_Type) < 0
             || PyType_Ready(&Token_Type) < 0 || PyType_Ready(&EndpointBase_Type) < 0
             || PyType_Ready(&SysSender_Type) < 0) {

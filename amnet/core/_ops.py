@@ -111,7 +111,7 @@ class Handle:
         op = self._op
         if not op.done:
             self._eng.forbid_in_handler(f"{self.kind} handle.wait()")
-            self._eng.wait_until(lambda: op.done)
+            self._eng.wait_until(lambda: op.done, pure=True)
         if op.error is not None:
             raise op.error
         return op.value
@@ -182,7 +182,7 @@ def wait_all(handles: Iterable[Handle]) -> list[Any]:
     if pending:
         eng = pending[0]._eng
         eng.forbid_in_handler("amnet.wait_all()")
-        eng.wait_until(lambda: all(h._op.done for h in pending))
+        eng.wait_until(lambda: all(h._op.done for h in pending), pure=True)
     return [h.wait() for h in hs]
 
 
@@ -201,7 +201,7 @@ def wait_any(handles: Sequence[Handle]) -> int:
             return i
     eng = hs[0]._eng
     eng.forbid_in_handler("amnet.wait_any()")
-    eng.wait_until(lambda: any(h._op.done for h in hs))
+    eng.wait_until(lambda: any(h._op.done for h in hs), pure=True)
     for i, h in enumerate(hs):
         if h._op.done:
             return i

@@ -303,9 +303,12 @@ class Job:
         """Kill what carries an agent that did not answer where its ranks were (stopped, or
         stuck): it would neither stop its node's processes nor report their ends, nor relay
         their output. Its rank processes die with it (their parent-death signal);
-        ``_stop_launched`` kills what is left and removes its node's shared objects."""
+        ``_stop_launched`` kills what is left and removes its node's shared objects. A launch
+        that carries the agents of several nodes (srun, mpirun) is killed at once only when
+        none of them answered: the others still tear their nodes down in order, and the
+        launch is killed after ``TEARDOWN_S`` as usual."""
         for ln in self.launched:
-            if ln.process.returncode is None and any(n in self.unresponsive for n in ln.nodes):
+            if ln.process.returncode is None and all(n in self.unresponsive for n in ln.nodes):
                 ln.killed_unresponsive = True
                 ln.kill()
 
