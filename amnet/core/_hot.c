@@ -1233,15 +1233,16 @@ pred_true(PyObject *pred)
 /* After this thread did something that may complete another thread's wait without a
  * message: wake the drainer if it sleeps in a receive, and the threads waiting on it.
  * check == 0: work was deferred, which the sleeper is to send: always.
- * check == 1: an in-line AM ran a handler of rank-thread dest_t. Only a drainer asleep in a
- * receive holds the others off for long, so only then is anybody woken: the sleeper when its
- * wait may now be satisfied -- its condition, when it published one (an engine wait on
- * plain attributes: a handle's op.done, a barrier's done; never a caller's predicate, which
- * might take a lock this thread holds or read this thread's locals), is true; else when the
- * AM was for the rank it waits for -- so that a sibling asleep in a wait the AM does not
- * concern (a barrier) is not woken by every in-line AM of its process; and the threads
- * waiting on it (their waits may be the AM's). A drainer that is awake wakes them itself
- * when it lets go of the lock. Costs an atomic load when nobody sleeps. */
+ * check == 1: an in-line AM ran a handler of rank-thread dest_t (or deferred work of its
+ * rank ran). Only a drainer asleep in a receive holds the others off for long, so only then
+ * is anybody woken: the sleeper when its wait may now be satisfied -- the AM was for the rank
+ * it waits for and, when it published its condition (an engine wait on plain attributes: a
+ * handle's op.done, a barrier's done; never a caller's predicate, which might take a lock
+ * this thread holds or read this thread's locals), that condition is true -- so that a
+ * sibling asleep in a wait the AM does not concern (a barrier) is not woken by every in-line
+ * AM of its process; and the threads waiting on it (their waits may be the AM's). A drainer
+ * that is awake wakes them itself when it lets go of the lock. Costs an atomic load when
+ * nobody sleeps. */
 static int
 nudge(HotObject *h, int check, int dest_t)
 {
@@ -1252,12 +1253,12 @@ nudge(HotObject *h, int check, int dest_t)
     if (fd >= 0) {
         int wake = 1;
         if (check) {
-            PyObject *p = NULL;
+            /* only an AM to its rank can complete a rank-thread's wait */
+            wake = dest_t == __atomic_load_n(&h->sleep_slot, __ATOMIC_RELAXED);
 #ifndef Py_GIL_DISABLED
             /* the GIL keeps sleep_pred alive while we call it (sleep_end clears it under it) */
-            p = h->sleep_pred;
-#endif
-            if (p != NULL) {
+            PyObject *p = h->sleep_pred;
+            if (wake && p != NULL) {
                 Py_INCREF(p);
                 wake = pred_true(p);
                 Py_DECREF(p);
@@ -1265,9 +1266,8 @@ nudge(HotObject *h, int check, int dest_t)
                     PyErr_Clear();  /* let the sleeper call it and see the error */
                     wake = 1;
                 }
-            } else {
-                wake = dest_t == __atomic_load_n(&h->sleep_slot, __ATOMIC_RELAXED);
             }
+#endif
         }
         if (wake) {
             uint64_t one = 1;
