@@ -37,6 +37,7 @@ from typing import Any
 
 from .._errors import AMNetError, InitError, PayloadTooLarge
 from . import _wire as W
+from ._handlers import handler_name
 from ._ops import Bucket, Handle, Op
 
 GROUP = "amnet.extensions"
@@ -91,13 +92,8 @@ def _check_signature(ext: str, h: Callable) -> None:
     try:
         sig.bind(None, 0, (), None, False)
     except TypeError:
-        raise TypeError(f"extension {ext}: handler {_name(h)}{sig} cannot be called as "
+        raise TypeError(f"extension {ext}: handler {handler_name(h)}{sig} cannot be called as "
                         "h(port, src, args, payload, is_reply)") from None
-
-
-def _name(h: Callable) -> str:
-    mod = getattr(h, "__module__", None) or "?"
-    return f"{mod}.{getattr(h, '__qualname__', None) or repr(h)}"
 
 
 _REGISTERED: dict[str, Extension] = {}
@@ -183,7 +179,7 @@ def system_table(core: tuple) -> tuple:
 def _wrap(ext: Extension, i: int) -> Callable:
     h = ext.handlers[i]
     name = ext.name
-    label = f"{_name(h)} of extension {name}"
+    label = f"{handler_name(h)} of extension {name}"
 
     def run(eng, rs, src, args, payload, offset, flags):
         if offset:
@@ -205,7 +201,7 @@ def handler_label(hidx: int) -> str:
     for ext in extensions():
         base = _BASES.get(ext.name)
         if base is not None and base <= hidx < base + len(ext.handlers):
-            return f"{_name(ext.handlers[hidx - base])} of extension {ext.name}"
+            return f"{handler_name(ext.handlers[hidx - base])} of extension {ext.name}"
     return f"system handler {hidx}"
 
 

@@ -2259,11 +2259,6 @@ Hot_sleep_end(HotObject *h, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
-static PyObject *
-Hot_get_sleeping(HotObject *h, void *closure)
-{
-    return PyBool_FromLong(__atomic_load_n(&h->sleeping, __ATOMIC_SEQ_CST));
-}
 
 static PyObject *
 Hot_get_drain_lock(HotObject *h, void *closure)
@@ -2329,9 +2324,6 @@ static PyMethodDef Hot_methods[] = {
 static PyGetSetDef Hot_getset[] = {
     {"drain_lock", (getter)Hot_get_drain_lock, NULL, NULL, NULL},
     {"handled", (getter)Hot_get_handled, NULL, NULL, NULL},
-    {"sleeping", (getter)Hot_get_sleeping, NULL,
-     "The drainer sleeps in a receive (sleep_begin/sleep_end): nudge() may write wake_fd.",
-     NULL},
     {"waiters", (getter)Hot_get_waiters, (setter)Hot_set_waiters,
      "Threads of the Python wait loop sleeping until the drainer makes progress (changed "
      "under the engine's cond).", NULL},
