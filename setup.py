@@ -5,7 +5,9 @@ from setuptools import Extension, setup
 
 setup(
     ext_modules=[
-        Extension("amnet.pshm._native", ["amnet/pshm/_native.c"], extra_compile_args=["-O2"]),
-        Extension("amnet.core._hot", ["amnet/core/_hot.c"], extra_compile_args=["-O2"]),
+        Extension("amnet.pshm._native", ["amnet/pshm/_native.c"], extra_compile_args=["-O2"],
+                  depends=["amnet/pshm/_atomic_table.h"]),
+        Extension("amnet.core._hot", ["amnet/core/_hot.c"], extra_compile_args=["-O2"],
+                  depends=["amnet/pshm/_atomic_table.h"]),
     ],
 )

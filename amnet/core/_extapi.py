@@ -99,22 +99,27 @@ class ExtendedMixin:
         return AccessRegion(self._eng, self._live())
 
     # -- atomics / fence ------------------------------------------------------------------
-    def atomic(self, dest: int, offset: int, op: str, value: Any = None, value2: Any = None,
-               dtype: str = "i8") -> int | float:
-        """Run an atomic on the ``dtype`` word at ``offset`` of ``dest``'s segment, at its
-        owner; return the old value.
-
-        ``op``: get, set, swap, cas (``value`` expected, ``value2`` new), fadd, fsub, fand,
-        for, fxor, fmin, fmax. ``dtype``: i4, i8, u4, u8, f4, f8 (bitwise ops: ints only).
-
-        Raises:
-            AtomicError: unknown op/dtype, misaligned offset, bad value (nothing is sent).
-            RankError, SegmentBoundsError: bad target.
-            AMContextError: inside a handler.
-        """
+    # ep.atomic is a C method of amnet.core._hot.EndpointBase: a node-local atomic with
+    # plainly valid arguments runs there, anything else comes here (its docstring is there).
+    def _atomic_slow(self, dest: int, offset: int, op: str, value: Any = None,
+                     value2: Any = None, dtype: str = "i8") -> int | float:
+        """``ep.atomic`` when the C fast path does not apply: every check, and atomics on
+        other nodes."""
         self._eng.forbid_in_handler("ep.atomic()")
         o, di = X.start_atomic(self._eng, self._live(), dest, offset, op, value, value2, dtype)
         return decode(Handle(self._eng, o, "atomic").wait(), di)
+
+    def _segment_offset_slow(self, buf: Any) -> int:
+        """``ep.segment_offset`` without node-local segments in C (``--no-pshm``)."""
+        import numpy as np
+
+        a = np.asarray(memoryview(buf)) if not isinstance(buf, np.ndarray) else buf
+        base = self.segment
+        lo, hi = np.byte_bounds(a) if a.size else (a.__array_interface__["data"][0],) * 2
+        b0 = base.__array_interface__["data"][0]
+        if lo < b0 or hi > b0 + base.nbytes:
+            return -1
+        return a.__array_interface__["data"][0] - b0
 
     def fence(self) -> None:
         """Wait until every operation this rank started (any completion kind) completed,

@@ -35,6 +35,7 @@
 #include <Python.h>
 
 #include <errno.h>
+#include <math.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -43,6 +44,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "../pshm/_atomic_table.h"
 
 enum { R_INLINE = 0, R_PSHM = 1, R_NET = 2 };
 enum { C_SHORT = 0, C_MEDIUM = 1, C_LONG = 2, CAT_MASK = 3, F_REPLY = 4, F_SYSTEM = 8,
@@ -2798,6 +2801,191 @@ EP_get(EPObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
     return slow_call(ep, "_get_slow", args, nargs, kwnames);
 }
 
+/* atomic(dest, offset, op, value=None, value2=None, dtype="i8"): a node-local hardware
+ * atomic here when every argument is plainly valid; anything else (another node, a check
+ * that fails, numpy scalars, a call inside a handler) goes to the Python atomic, which
+ * raises the errors. */
+static const char *const ATOMIC_OPS[N_OPS] = {"get", "set", "swap", "cas", "fadd", "fsub",
+                                              "fand", "for", "fxor", "fmin", "fmax"};
+static const char *const ATOMIC_DTYPES[N_DTYPES] = {"i4", "i8", "u4", "u8", "f4", "f8"};
+
+static int
+name_index(PyObject *s, const char *const *tab, int n)
+{
+    if (!PyUnicode_CheckExact(s)) return -1;
+    const char *u = PyUnicode_AsUTF8(s);
+    if (u == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        if (strcmp(u, tab[i]) == 0) return i;
+    }
+    return -1;
+}
+
+/* a value's bits for dtype di, or -1 (no exception set) when the Python path must judge */
+static int
+atomic_bits(PyObject *v, int di, uint64_t *out)
+{
+    if (di == DT_F4 || di == DT_F8) {
+        double d;
+        if (PyFloat_CheckExact(v)) {
+            d = PyFloat_AS_DOUBLE(v);
+        } else if (PyLong_CheckExact(v)) {
+            d = PyLong_AsDouble(v);
+            if (d == -1.0 && PyErr_Occurred()) {
+                PyErr_Clear();
+                return -1;
+            }
+        } else {
+            return -1;
+        }
+        if (di == DT_F8) {
+            *out = bits_of_f8(d);
+        } else {
+            float f = (float)d;
+            if (isinf(f) && !isinf(d)) return -1;
+            *out = bits_of_f4(f);
+        }
+        return 0;
+    }
+    if (!PyLong_CheckExact(v)) return -1;
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (x == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+    }
+    switch (di) {
+    case DT_I8:
+        if (overflow) return -1;
+        *out = (uint64_t)x;
+        return 0;
+    case DT_U8:
+        if (overflow > 0) {
+            unsigned long long u = PyLong_AsUnsignedLongLong(v);
+            if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+                PyErr_Clear();
+                return -1;
+            }
+            *out = (uint64_t)u;
+            return 0;
+        }
+        if (overflow || x < 0) return -1;
+        *out = (uint64_t)x;
+        return 0;
+    case DT_I4:
+        if (overflow || x < INT32_MIN || x > INT32_MAX) return -1;
+        *out = (uint32_t)(int32_t)x;
+        return 0;
+    default: /* DT_U4 */
+        if (overflow || x < 0 || x > (long long)UINT32_MAX) return -1;
+        *out = (uint32_t)x;
+        return 0;
+    }
+}
+
+static PyObject *
+EP_atomic(EPObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    HotObject *h = ep->hot;
+    PyObject *a[6] = {NULL, NULL, NULL, Py_None, Py_None, NULL};
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    if (nargs < 3 || nargs > 6 || h == NULL || h->segs == NULL
+            || h->slots[ep->t].finalized || PyThread_tss_get(&cur_token) != NULL) {
+        goto slow;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) a[i] = args[i];
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        PyObject *k = PyTuple_GET_ITEM(kwnames, i);
+        int j = -1;
+        if (PyUnicode_CompareWithASCIIString(k, "value") == 0) j = 3;
+        else if (PyUnicode_CompareWithASCIIString(k, "value2") == 0) j = 4;
+        else if (PyUnicode_CompareWithASCIIString(k, "dtype") == 0) j = 5;
+        if (j < nargs) goto slow; /* unknown or given twice: the Python call says so */
+        a[j] = args[nargs + i];
+    }
+    if (!PyLong_CheckExact(a[0]) || !PyLong_CheckExact(a[1])) goto slow;
+    int op = name_index(a[2], ATOMIC_OPS, N_OPS);
+    int di = a[5] == NULL ? DT_I8 : name_index(a[5], ATOMIC_DTYPES, N_DTYPES);
+    if (op < 0 || di < 0) goto slow;
+    int isfloat = di == DT_F4 || di == DT_F8;
+    if (isfloat && (op == OP_FAND || op == OP_FOR || op == OP_FXOR)) goto slow;
+    if ((op == OP_CAS) != (a[4] != Py_None)) goto slow;
+    uint64_t b1 = 0, b2 = 0;
+    if (op == OP_GET) {
+        if (a[3] != Py_None) goto slow;
+    } else if (a[3] == Py_None || atomic_bits(a[3], di, &b1) < 0) {
+        goto slow;
+    }
+    if (op == OP_CAS && atomic_bits(a[4], di, &b2) < 0) goto slow;
+    long dest = PyLong_AsLong(a[0]);
+    long long off = PyLong_AsLongLong(a[1]);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        goto slow;
+    }
+    int size = (di == DT_I8 || di == DT_U8 || di == DT_F8) ? 8 : 4;
+    if (dest < h->node_first || dest >= h->node_first + h->node_ranks
+            || h->segs[dest - h->node_first] == NULL || off < 0 || off % size != 0
+            || off > h->seg_size - size) {
+        goto slow;
+    }
+    char *p = h->segs[dest - h->node_first] + off;
+    if (size == 4) {
+        uint32_t old = atomic32((uint32_t *)p, op, di, (uint32_t)b1, (uint32_t)b2);
+        switch (di) {
+        case DT_I4: return PyLong_FromLong((long)(int32_t)old);
+        case DT_U4: return PyLong_FromUnsignedLong((unsigned long)old);
+        default: return PyFloat_FromDouble((double)f4_of(old));
+        }
+    }
+    uint64_t old = atomic64((uint64_t *)p, op, di, b1, b2);
+    switch (di) {
+    case DT_I8: return PyLong_FromLongLong((long long)(int64_t)old);
+    case DT_U8: return PyLong_FromUnsignedLongLong((unsigned long long)old);
+    default: return PyFloat_FromDouble(f8_of(old));
+    }
+slow:
+    return slow_call(ep, "_atomic_slow", args, nargs, kwnames);
+}
+
+/* segment_offset(buf): where ``buf``'s memory starts in this rank's segment, or -1 when
+ * any of it lies outside (a buffer of any strides; its whole extent is checked). */
+static PyObject *
+EP_segment_offset(EPObject *ep, PyObject *obj)
+{
+    HotObject *h = ep->hot;
+    if (h == NULL || h->segs == NULL || h->slots[ep->t].finalized) {
+        return PyObject_CallMethod((PyObject *)ep, "_segment_offset_slow", "O", obj);
+    }
+    int me = h->first + ep->t - h->node_first;
+    if (me < 0 || me >= h->node_ranks || h->segs[me] == NULL) {
+        return PyObject_CallMethod((PyObject *)ep, "_segment_offset_slow", "O", obj);
+    }
+    Py_buffer b;
+    if (PyObject_GetBuffer(obj, &b, PyBUF_STRIDES) < 0) return NULL;
+    char *lo = b.buf, *hi = b.buf;
+    int empty = 0;
+    if (b.strides != NULL) {
+        for (int i = 0; i < b.ndim; i++) {
+            if (b.shape[i] == 0) empty = 1;
+            Py_ssize_t ext = (b.shape[i] - 1) * b.strides[i];
+            if (ext > 0) hi += ext; else lo += ext;
+        }
+        hi += b.itemsize;
+    } else {
+        hi += b.len;
+    }
+    if (empty) hi = lo = b.buf;
+    char *base = h->segs[me];
+    long long r = (lo >= base && hi <= base + h->seg_size) ? (long long)((char *)b.buf - base)
+                                                          : -1;
+    PyBuffer_Release(&b);
+    return PyLong_FromLongLong(r);
+}
+
 static PyObject *
 EP_bind(EPObject *ep, PyObject *args)
 {
@@ -2858,6 +3046,22 @@ static PyMethodDef EP_methods[] = {
      "Read ``nbytes`` at ``offset`` of ``src``'s segment into ``out`` (a writable buffer of "
      "at least ``nbytes``) or a new ``bytearray``; return it.\n\n"
      "Raises: as :meth:`put`."},
+    {"atomic", (PyCFunction)(void (*)(void))EP_atomic, METH_FASTCALL | METH_KEYWORDS,
+     "atomic($self, dest, offset, op, value=None, value2=None, dtype='i8')\n--\n\n"
+     "Run an atomic on the ``dtype`` word at ``offset`` of ``dest``'s segment, at its owner; "
+     "return the old value.\n\n"
+     "``op``: get, set, swap, cas (``value`` expected, ``value2`` new), fadd, fsub, fand, "
+     "for, fxor, fmin, fmax. ``dtype``: i4, i8, u4, u8, f4, f8 (bitwise ops: ints only). "
+     "Within the node it is a hardware atomic on the word, run by the caller.\n\n"
+     "Raises:\n    AtomicError: unknown op/dtype, misaligned offset, bad value (nothing is "
+     "sent).\n    RankError, SegmentBoundsError: bad target.\n    AMContextError: inside a "
+     "handler."},
+    {"segment_offset", (PyCFunction)EP_segment_offset, METH_O,
+     "segment_offset($self, buf, /)\n--\n\n"
+     "Where the memory of ``buf`` (any buffer, of any strides) starts in this rank's "
+     "segment, as a byte offset; -1 when any of it lies outside the segment. A runtime "
+     "with symmetric objects (shmem_rt) uses it to turn a local array into the offset that "
+     "names the same object on every rank."},
     {"_bind", (PyCFunction)EP_bind, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
