@@ -2892,8 +2892,10 @@ EP_atomic(EPObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnam
     HotObject *h = ep->hot;
     PyObject *a[6] = {NULL, NULL, NULL, Py_None, Py_None, NULL};
     Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    /* no handler-context check: a node-local atomic neither sends nor waits, so a handler
+     * may run one (on its own rank's words, say); the slow path refuses the rest there */
     if (nargs < 3 || nargs > 6 || h == NULL || h->segs == NULL
-            || h->slots[ep->t].finalized || PyThread_tss_get(&cur_token) != NULL) {
+            || h->slots[ep->t].finalized) {
         goto slow;
     }
     for (Py_ssize_t i = 0; i < nargs; i++) a[i] = args[i];
@@ -3052,10 +3054,12 @@ static PyMethodDef EP_methods[] = {
      "return the old value.\n\n"
      "``op``: get, set, swap, cas (``value`` expected, ``value2`` new), fadd, fsub, fand, "
      "for, fxor, fmin, fmax. ``dtype``: i4, i8, u4, u8, f4, f8 (bitwise ops: ints only). "
-     "Within the node it is a hardware atomic on the word, run by the caller.\n\n"
+     "Within the node it is a hardware atomic on the word, run by the caller; such an atomic "
+     "(plain int or float values) may also run inside a handler, as it neither sends nor "
+     "waits.\n\n"
      "Raises:\n    AtomicError: unknown op/dtype, misaligned offset, bad value (nothing is "
      "sent).\n    RankError, SegmentBoundsError: bad target.\n    AMContextError: inside a "
-     "handler."},
+     "handler, for a word on another node."},
     {"segment_offset", (PyCFunction)EP_segment_offset, METH_O,
      "segment_offset($self, buf, /)\n--\n\n"
      "Where the memory of ``buf`` (any buffer, of any strides) starts in this rank's "

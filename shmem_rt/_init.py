@@ -1,0 +1,130 @@
+"""Start and end, thread levels and the library's identity (OpenSHMEM 1.5 §9.1)."""
+
+from __future__ import annotations
+
+import enum
+from typing import NoReturn
+
+import amnet
+
+from . import _state
+
+MAJOR_VERSION = 1
+MINOR_VERSION = 5
+VENDOR_STRING = "amnet shmem_rt"
+
+
+class THREAD(enum.IntEnum):
+    """Thread levels (shmem4py's values, which are Open MPI's)."""
+
+    SINGLE = 0
+    FUNNELED = 1
+    SERIALIZED = 2
+    MULTIPLE = 3
+
+
+THREAD_SINGLE = THREAD.SINGLE
+THREAD_FUNNELED = THREAD.FUNNELED
+THREAD_SERIALIZED = THREAD.SERIALIZED
+THREAD_MULTIPLE = THREAD.MULTIPLE
+
+#: What a PE provides: it is one amnet rank, and every call must come from that rank's own
+#: thread (a rank-thread when the job maps several PEs onto the threads of one process).
+PROVIDED = THREAD.FUNNELED
+
+
+def info_get_version() -> tuple[int, int]:
+    """The OpenSHMEM version implemented: ``(1, 5)``."""
+    return (MAJOR_VERSION, MINOR_VERSION)
+
+
+def info_get_name() -> str:
+    """The vendor string: ``"amnet shmem_rt"``."""
+    return VENDOR_STRING
+
+
+def init() -> None:
+    """Join the job as a PE (collective): ``amnet.init()`` unless this rank already made
+    its endpoint, then a barrier. Any shmem_rt call does it first if it was not done, as
+    shmem4py does on import; calling it again is harmless.
+
+    Raises:
+        amnet.InitError: after :func:`finalize` on this PE.
+    """
+    pe = _state.peek()
+    if pe is not None:
+        if pe.finalized:
+            raise amnet.InitError("shmem.init() after shmem.finalize() on this PE: a PE "
+                                  "starts once")
+        return
+    ep = amnet.endpoint() or amnet.init()
+    pe = ep.extension("shmem")
+    from ._team import setup_teams
+
+    setup_teams(pe)
+    pe.initialized = True
+    _state.set_current(pe)
+    ep.coll.barrier()
+
+
+def init_thread(requested: int = THREAD_MULTIPLE) -> THREAD:
+    """:func:`init`, returning the thread level provided: ``requested`` or
+    :data:`PROVIDED` (FUNNELED), whichever is lower.
+
+    Raises:
+        ValueError: ``requested`` is no thread level.
+    """
+    req = _level(requested, "shmem.init_thread()")
+    init()
+    pe = _state.peek()
+    pe.thread_level = min(req, PROVIDED)
+    return THREAD(pe.thread_level)
+
+
+def query_thread() -> THREAD:
+    """The thread level this PE was given (:func:`init` gives FUNNELED)."""
+    pe = _state.current()
+    return THREAD(pe.thread_level if pe.thread_level else min(PROVIDED, THREAD.MULTIPLE))
+
+
+def _level(x: object, what: str) -> int:
+    try:
+        return int(THREAD(x))
+    except (ValueError, TypeError):
+        raise ValueError(f"{what}: {x!r} is no thread level; levels are "
+                         f"{', '.join(f'THREAD_{t.name}' for t in THREAD)}") from None
+
+
+def finalize() -> None:
+    """Leave (collective): complete this PE's operations, then a barrier. Later calls on
+    this PE raise ``amnet.InitError``; amnet's own endpoint stays for the rest of the
+    program (it ends at exit)."""
+    pe = _state.peek()
+    if pe is None or pe.finalized:
+        return
+    from ._sync import quiet
+
+    quiet()
+    pe.ep.coll.barrier()
+    pe.finalized = True
+
+
+def global_exit(status: int = 0) -> NoReturn:
+    """End the whole job with exit status ``status`` (every PE, at once, through
+    ``amnet.abort``). amnet ends a job at once only as a failure, so ``global_exit(0)`` ends
+    just this PE (``SystemExit(0)``), as a normal return from its program would.
+
+    Raises:
+        TypeError: ``status`` is no int.
+    """
+    if isinstance(status, bool) or not isinstance(status, int):
+        raise TypeError(f"shmem.global_exit() status must be an int, got "
+                        f"{type(status).__name__}")
+    if status:
+        amnet.abort((status & 255) or 1, f"shmem.global_exit({status})")
+    raise SystemExit(0)
+
+
+def pcontrol(level: int = 1) -> None:
+    """Profiling control (OpenSHMEM's ``shmem_pcontrol``): accepted, nothing to change."""
+    int(level)

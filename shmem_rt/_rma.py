@@ -1,0 +1,331 @@
+"""Remote memory access: put/get, their nbi forms, strided iput/iget, scalar p/g, and
+put-with-signal (OpenSHMEM 1.5 §9.5, §9.9; shmem4py's argument order).
+
+Within the node a put or get is one direct copy to or from the target's segment (amnet's C
+``ep.put``/``ep.get``). To another node a put goes out as amnet's ``put_nbi`` (the source
+is copied, so it may be reused at once, as OpenSHMEM's ``put`` promises) and is complete
+after :func:`shmem_rt.quiet`; a get there waits for its data.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import numpy as np
+
+from . import _state
+from ._memory import alloc_offset, check_pe, sym_offset
+from ._state import PUT_SIGNAL, SIG_ADD, SIG_SET
+
+_SHMEM_KINDS = frozenset("biufc")  # the numpy kinds OpenSHMEM has types for (and chars)
+
+
+def _buffer(a: Any, what: str, name: str, writable: bool) -> np.ndarray:
+    """``a`` as a flat array in memory order (a view), checked as shmem4py checks."""
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"{what}: {name} must be a numpy array, got {type(a).__name__}")
+    if a.dtype.kind not in _SHMEM_KINDS and a.dtype.char not in "cS":
+        raise TypeError(f"{what}: {name} has dtype {a.dtype}, which OpenSHMEM has no type "
+                        "for (use an integer, float or complex dtype)")
+    flags = a.flags
+    if writable and not flags.writeable:
+        raise ValueError(f"{what}: {name} is read-only")
+    if not (flags.c_contiguous or flags.f_contiguous):
+        raise ValueError(f"{what}: {name} is not contiguous (use iput/iget for strided "
+                         "transfers, or pass a contiguous copy)")
+    return a if a.ndim == 1 else a.reshape(-1, order="A")
+
+
+def _sizes(t: np.ndarray, s: np.ndarray, size: Any, what: str, tst: int = 1,
+           sst: int = 1) -> int:
+    if t.dtype != s.dtype:
+        raise TypeError(f"{what}: target has dtype {t.dtype} and source {s.dtype}; they "
+                        "must be the same")
+    tsize = -(-t.size // tst)
+    ssize = -(-s.size // sst)
+    if size is None:
+        return min(tsize, ssize)
+    if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 0:
+        raise ValueError(f"{what}: size must be an int >= 0, got {size!r}")
+    if size > tsize or size > ssize:
+        raise ValueError(f"{what}: size {size} is more than the target ({tsize}) or the "
+                         f"source ({ssize}) holds")
+    return int(size)
+
+
+def _ctx(ctx: Any, pe: Any, what: str) -> Any:
+    """``pe`` of ``ctx``'s team as a world PE (``pe`` itself without a context)."""
+    if ctx is None:
+        return pe
+    from ._team import ctx_pe
+
+    return ctx_pe(ctx, pe, what)
+
+
+def put(target: np.ndarray, source: np.ndarray, pe: int, size: int | None = None,
+        ctx: Any = None) -> None:
+    """Copy ``size`` elements of ``source`` (local) into ``target`` (symmetric) on PE
+    ``pe``. ``source`` may be reused when it returns; the data is at ``pe`` after
+    :func:`quiet` (at once within the node).
+
+    Raises:
+        TypeError: not numpy arrays, different dtypes. ValueError: not contiguous, target
+            not symmetric or read-only, ``size`` too large. amnet.RankError: bad ``pe``.
+    """
+    st = _state.current()
+    if ctx is not None:
+        pe = _ctx(ctx, pe, "shmem.put()")
+    t = _buffer(target, "shmem.put()", "target", True)
+    s = _buffer(source, "shmem.put()", "source", False)
+    n = _sizes(t, s, size, "shmem.put()")
+    off = sym_offset(st, t, "shmem.put()", "target")
+    if type(pe) is not int or not 0 <= pe < st.npes:
+        pe = check_pe(st, pe, "shmem.put()")
+    if n != s.size:
+        s = s[:n]
+    if st.local[pe]:
+        st.ep.put(pe, off, s)
+    else:
+        st.ep.put_nbi(pe, off, s)
+        st.pending = True
+
+
+def get(target: np.ndarray, source: np.ndarray, pe: int, size: int | None = None,
+        ctx: Any = None) -> None:
+    """Copy ``size`` elements of ``source`` (symmetric) on PE ``pe`` into ``target``
+    (local); the data is there when it returns.
+
+    Raises: as :func:`put` (``source`` must be symmetric, ``target`` writable).
+    """
+    st = _state.current()
+    if ctx is not None:
+        pe = _ctx(ctx, pe, "shmem.get()")
+    t = _buffer(target, "shmem.get()", "target", True)
+    s = _buffer(source, "shmem.get()", "source", False)
+    n = _sizes(t, s, size, "shmem.get()")
+    off = sym_offset(st, s, "shmem.get()", "source")
+    if type(pe) is not int or not 0 <= pe < st.npes:
+        pe = check_pe(st, pe, "shmem.get()")
+    if n != t.size:
+        t = t[:n]
+    st.ep.get(pe, off, n * t.itemsize, t)
+
+
+def put_nbi(target: np.ndarray, source: np.ndarray, pe: int, size: int | None = None,
+            ctx: Any = None) -> None:
+    """:func:`put` that may return before ``source`` is read: reuse ``source`` only after
+    :func:`quiet` (shmem_rt copies it anyway, so reuse is safe at once)."""
+    st = _state.current()
+    if ctx is not None:
+        pe = _ctx(ctx, pe, "shmem.put_nbi()")
+    t = _buffer(target, "shmem.put_nbi()", "target", True)
+    s = _buffer(source, "shmem.put_nbi()", "source", False)
+    n = _sizes(t, s, size, "shmem.put_nbi()")
+    off = sym_offset(st, t, "shmem.put_nbi()", "target")
+    pe = check_pe(st, pe, "shmem.put_nbi()")
+    if n != s.size:
+        s = s[:n]
+    if st.local[pe]:
+        st.ep.put(pe, off, s)
+    else:
+        st.ep.put_nbi(pe, off, s)
+        st.pending = True
+
+
+def get_nbi(target: np.ndarray, source: np.ndarray, pe: int, size: int | None = None,
+            ctx: Any = None) -> None:
+    """:func:`get` completed by :func:`quiet`: read ``target`` only after it."""
+    st = _state.current()
+    if ctx is not None:
+        pe = _ctx(ctx, pe, "shmem.get_nbi()")
+    t = _buffer(target, "shmem.get_nbi()", "target", True)
+    s = _buffer(source, "shmem.get_nbi()", "source", False)
+    n = _sizes(t, s, size, "shmem.get_nbi()")
+    off = sym_offset(st, s, "shmem.get_nbi()", "source")
+    pe = check_pe(st, pe, "shmem.get_nbi()")
+    if n != t.size:
+        t = t[:n]
+    if st.local[pe]:
+        st.ep.get(pe, off, n * t.itemsize, t)
+    else:
+        st.ep.get_nbi(pe, off, n * t.itemsize, t)
+        st.pending = True
+
+
+def _strides(tst: Any, sst: Any, what: str) -> tuple[int, int]:
+    for name, v in (("tst", tst), ("sst", sst)):
+        if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
+            raise ValueError(f"{what}: {name} must be an int >= 1, got {v!r}")
+    return int(tst), int(sst)
+
+
+def iput(target: np.ndarray, source: np.ndarray, pe: int, tst: int = 1, sst: int = 1,
+         size: int | None = None, ctx: Any = None) -> None:
+    """Strided put: element ``i * sst`` of ``source`` to element ``i * tst`` of ``target``
+    on ``pe``, for ``i < size`` (default: as many as both hold).
+
+    Raises: as :func:`put`, and ValueError for a stride < 1.
+    """
+    st = _state.current()
+    what = "shmem.iput()"
+    pe = _ctx(ctx, pe, what)
+    tst, sst = _strides(tst, sst, what)
+    t = _buffer(target, what, "target", True)
+    s = _buffer(source, what, "source", False)
+    n = _sizes(t, s, size, what, tst, sst)
+    off = sym_offset(st, t, what, "target")
+    pe = check_pe(st, pe, what)
+    if n == 0:
+        return
+    data = s[::sst][:n]
+    seg = st.view(pe)
+    isz = t.itemsize
+    if seg is not None:
+        np.ndarray((n,), t.dtype, buffer=seg, offset=off, strides=(tst * isz,))[:] = data
+    else:
+        st.ep.vis.put_strided_nbi(pe, off, [tst * isz], np.ascontiguousarray(data), 0,
+                                  [isz], isz, [n])
+        st.pending = True
+
+
+def iget(target: np.ndarray, source: np.ndarray, pe: int, tst: int = 1, sst: int = 1,
+         size: int | None = None, ctx: Any = None) -> None:
+    """Strided get: element ``i * sst`` of ``source`` on ``pe`` to element ``i * tst`` of
+    ``target``, for ``i < size``.
+
+    Raises: as :func:`get`, and ValueError for a stride < 1.
+    """
+    st = _state.current()
+    what = "shmem.iget()"
+    pe = _ctx(ctx, pe, what)
+    tst, sst = _strides(tst, sst, what)
+    t = _buffer(target, what, "target", True)
+    s = _buffer(source, what, "source", False)
+    n = _sizes(t, s, size, what, tst, sst)
+    off = sym_offset(st, s, what, "source")
+    pe = check_pe(st, pe, what)
+    if n == 0:
+        return
+    seg = st.view(pe)
+    isz = t.itemsize
+    if seg is not None:
+        t[::tst][:n] = np.ndarray((n,), t.dtype, buffer=seg, offset=off,
+                                  strides=(sst * isz,))
+    else:
+        tmp = np.empty(n, t.dtype)
+        st.ep.vis.get_strided(pe, tmp, None, None, off, [sst * isz], isz, [n])
+        t[::tst][:n] = tmp
+
+
+def p(target: np.ndarray, value: Any, pe: int, ctx: Any = None) -> None:
+    """Write one element, ``value``, to the first element of ``target`` (symmetric) on
+    ``pe`` (OpenSHMEM's ``shmem_p``)."""
+    a = _buffer(target, "shmem.p()", "target", True)
+    put(a[:1], np.array([value], dtype=a.dtype), pe, 1, ctx)
+
+
+def g(source: np.ndarray, pe: int, ctx: Any = None) -> Any:
+    """The first element of ``source`` (symmetric) on ``pe``, as a numpy scalar
+    (OpenSHMEM's ``shmem_g``)."""
+    a = _buffer(source, "shmem.g()", "source", False)
+    out = np.empty(1, dtype=a.dtype)
+    get(out, a[:1], pe, 1, ctx)
+    return out[0]
+
+
+# -- signals --------------------------------------------------------------------------------
+class SIGNAL(enum.IntEnum):
+    SET = SIG_SET
+    ADD = SIG_ADD
+
+
+SIGNAL_SET = SIGNAL.SET
+SIGNAL_ADD = SIGNAL.ADD
+
+
+def new_signal() -> np.ndarray:
+    """A symmetric signal word (uint64, zero; collective), for :func:`put_signal`."""
+    st = _state.current()
+    off = alloc_offset(st, 8, 8, "shmem.new_signal()", True)
+    return np.ndarray((1,), np.uint64, buffer=st.seg, offset=off)
+
+
+def del_signal(signal: np.ndarray) -> None:
+    """Free a signal word (collective)."""
+    from ._memory import free
+
+    free(_signal(signal, "shmem.del_signal()"))
+
+
+def _signal(signal: Any, what: str) -> np.ndarray:
+    if not isinstance(signal, np.ndarray) or signal.dtype != np.uint64 or signal.size != 1:
+        raise TypeError(f"{what}: signal must be a symmetric uint64 array of one element "
+                        "(shmem.new_signal() makes one)")
+    return signal
+
+
+def signal_offset(st: _state.PE, signal: Any, what: str) -> int:
+    return sym_offset(st, _signal(signal, what), what, "signal")
+
+
+def signal_fetch(signal: np.ndarray) -> int:
+    """This PE's signal word, read atomically."""
+    st = _state.current()
+    off = signal_offset(st, signal, "shmem.signal_fetch()")
+    return st.ep.atomic(st.me, off, "get", dtype="u8")
+
+
+def _put_signal(what: str, target: np.ndarray, source: np.ndarray, pe: int,
+                signal: np.ndarray, value: int, sigop: int, size: int | None,
+                ctx: Any) -> None:
+    st = _state.current()
+    pe = _ctx(ctx, pe, what)
+    t = _buffer(target, what, "target", True)
+    s = _buffer(source, what, "source", False)
+    n = _sizes(t, s, size, what)
+    off = sym_offset(st, t, what, "target")
+    soff = signal_offset(st, signal, what)
+    pe = check_pe(st, pe, what)
+    if sigop not in (SIG_SET, SIG_ADD):
+        raise ValueError(f"{what}: sigop must be SIGNAL_SET or SIGNAL_ADD, got {sigop!r}")
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) \
+            or not -(1 << 63) <= value < (1 << 64):
+        raise ValueError(f"{what}: value must be an int that fits uint64, got {value!r}")
+    value = int(value) & 0xFFFFFFFFFFFFFFFF
+    data = s[:n]
+    if st.local[pe]:  # the data, then the signal: x86 stores become visible in order
+        st.ep.put(pe, off, data)
+        st.ep.atomic(pe, soff, "set" if sigop == SIG_SET else "fadd", value, dtype="u8")
+        return
+    port = st.port
+    if data.nbytes > port.max_payload:
+        st.ep.put(pe, off, data)  # complete before the signal goes
+        data = None
+    opid, op = port.op(pe, nbi=True)
+    signed = value - (1 << 64) if value >= (1 << 63) else value
+    try:
+        port.send(pe, PUT_SIGNAL, (opid, off, soff, int(sigop), signed), data)
+    except BaseException as e:
+        port.finish(opid, op, error=e)
+        raise
+    st.pending = True
+
+
+def put_signal(target: np.ndarray, source: np.ndarray, pe: int, signal: np.ndarray,
+               value: int, sigop: int, size: int | None = None, ctx: Any = None) -> None:
+    """Put ``source`` into ``target`` on ``pe``, then update ``signal`` there (set to, or
+    add, ``value``): a PE that sees the signal sees the data.
+
+    Raises: as :func:`put`; TypeError for a signal that is no uint64 symmetric word;
+        ValueError for a bad ``sigop`` or ``value``.
+    """
+    _put_signal("shmem.put_signal()", target, source, pe, signal, value, sigop, size, ctx)
+
+
+def put_signal_nbi(target: np.ndarray, source: np.ndarray, pe: int, signal: np.ndarray,
+                   value: int, sigop: int, size: int | None = None, ctx: Any = None) -> None:
+    """:func:`put_signal`, complete after :func:`quiet`."""
+    _put_signal("shmem.put_signal_nbi()", target, source, pe, signal, value, sigop, size,
+                ctx)
+

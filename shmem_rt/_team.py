@@ -1,0 +1,670 @@
+"""Teams, contexts and the team collectives (OpenSHMEM 1.5 §9.2, §9.4, §9.9; shmem4py's
+``Team`` and ``Ctx`` classes, plus the C API's function names).
+
+A team is a per-PE record over an ``amnet.coll`` team (``ep.coll.world`` for TEAM_WORLD,
+``ep.coll.node`` for TEAM_SHARED, ``team.split`` for the teams made by splitting), so every
+collective inherits amnet.coll's guarantees: mismatched calls raise
+``amnet.CollectiveMismatch`` on every member instead of hanging. The module constants
+(TEAM_WORLD, TEAM_SHARED, CTX_DEFAULT) are shared by the rank-threads of a process and
+resolve to the calling PE's record; a team made by a split belongs to the PE that made it.
+
+When every PE is on one node, the world barrier is a dissemination barrier on words in
+shared memory (one store to a partner and one wait per round, no message); otherwise it is
+amnet.coll's barrier.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+import amnet
+import amnet.coll as C
+
+from . import _state
+from ._memory import check_pe
+
+WORLD, SHARED, INVALID = 0, 1, -1
+
+
+class TeamRec:
+    """One PE's view of one team."""
+
+    def __init__(self, coll_team: Any, members: list[int], me: int,
+                 num_contexts: int = 0) -> None:
+        self.coll = coll_team
+        self.members = members  # world PE numbers, in team order
+        self.index = members.index(me)
+        self.n = len(members)
+        self.valid = True
+        self.num_contexts = num_contexts
+
+    def sync(self) -> None:
+        self.coll.barrier()
+
+
+class Teams:
+    """A PE's predefined teams and its world barrier."""
+
+    def __init__(self, pe: _state.PE) -> None:
+        ep = pe.ep
+        self.pe = pe
+        node = [r for r in range(pe.npes) if pe.local[r]]
+        self.recs = {WORLD: TeamRec(ep.coll.world, list(range(pe.npes)), pe.me),
+                     SHARED: TeamRec(ep.coll.node, node, pe.me)}
+        self.n = pe.npes
+        self.rounds = max(0, (self.n - 1).bit_length())
+        self.shared = all(pe.local) and self.n > 1 and 8 * self.rounds <= _state.RESERVED
+        self.epoch = 0
+        if self.shared:
+            self.words = pe.seg[:8 * self.rounds].view(np.int64)
+            self.words[:] = 0
+            self.partners = []
+            for r in range(self.rounds):
+                p = (pe.me + (1 << r)) % self.n
+                self.partners.append(pe.view(p)[:8 * self.rounds].view(np.int64))
+
+    def world_barrier(self) -> None:
+        if not self.shared:
+            self.recs[WORLD].coll.barrier()
+            return
+        self.epoch += 1
+        e = self.epoch
+        w = self.words
+        for r, peer in enumerate(self.partners):
+            peer[r] = e  # the one writer of that word: a plain store
+            if w[r] < e:
+                from ._sync import wait
+
+                wait(self.pe, lambda r=r: w[r] >= e, "shmem.barrier_all()")
+
+
+def setup_teams(pe: _state.PE) -> None:
+    """Make a PE's predefined teams (at init, before its first barrier)."""
+    pe.teams = Teams(pe)
+
+
+def _config(config: Any, kwargs: Mapping[str, int], what: str) -> int:
+    conf = dict(config or {})
+    conf.update(kwargs)
+    for k, v in conf.items():
+        if k.lower() != "num_contexts":
+            raise ValueError(f"{what}: unknown team configuration {k!r} (OpenSHMEM 1.5 has "
+                             "num_contexts)")
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ValueError(f"{what}: num_contexts must be an int >= 0, got {v!r}")
+    return int(next(iter(conf.values()), 0))
+
+
+class Team:
+    """An OpenSHMEM team (shmem4py's class): ``TEAM_WORLD``, ``TEAM_SHARED``, or one made
+    by :meth:`split_strided` / :meth:`split_2d`. ``Team()`` is TEAM_INVALID; a team is
+    false when invalid."""
+
+    __slots__ = ("_id", "_rec")
+
+    def __init__(self, team: Team | None = None) -> None:
+        if team is None:
+            self._id, self._rec = INVALID, None
+        elif isinstance(team, Team):
+            self._id, self._rec = team._id, team._rec
+        else:
+            raise TypeError(f"unexpected type: {type(team).__name__}")
+
+    @classmethod
+    def _of(cls, rec: TeamRec) -> Team:
+        t = cls()
+        t._id, t._rec = None, rec
+        return t
+
+    def __repr__(self) -> str:
+        name = {WORLD: "TEAM_WORLD", SHARED: "TEAM_SHARED", INVALID: "TEAM_INVALID"}.get(
+            self._id)
+        return f"<shmem_rt.Team {name or 'split'}>"
+
+    def __eq__(self, other: Any) -> bool:
+        if not isinstance(other, Team):
+            return NotImplemented
+        return self._id == other._id and self._rec is other._rec
+
+    def __hash__(self) -> int:
+        return hash((self._id, id(self._rec)))
+
+    def __bool__(self) -> bool:
+        if self._rec is not None:
+            return self._rec.valid
+        return self._id is not None and self._id >= 0
+
+    def __enter__(self) -> Team:
+        return self
+
+    def __exit__(self, *args: Any) -> None:
+        self.destroy()
+
+    def rec(self, what: str) -> TeamRec:
+        """This PE's record of the team.
+
+        Raises:
+            ValueError: TEAM_INVALID, or a destroyed team.
+        """
+        r = self._rec
+        if r is not None:
+            if not r.valid:
+                raise ValueError(f"{what}: the team was destroyed")
+            return r
+        if self._id is None or self._id < 0:
+            raise ValueError(f"{what}: TEAM_INVALID is not a team (a PE outside a split "
+                             "gets it)")
+        return _state.current().teams.recs[self._id]
+
+    def destroy(self) -> None:
+        """Destroy a team made by a split (nothing for the predefined ones)."""
+        if self._rec is not None:
+            self._rec.valid = False
+
+    def split_strided(self, start: int = 0, stride: int = 1, size: int | None = None,
+                      config: Mapping[str, int] | None = None, **kwargs: int) -> Team:
+        """A new team of the members ``start, start + stride, ...`` (``size`` of them) of
+        this one, in that order (collective over this team: every member passes the same
+        arguments). Members left out get TEAM_INVALID.
+
+        Raises:
+            ValueError: a start, stride or size that does not fit the team (on every
+                member), an unknown configuration.
+        """
+        what = "Team.split_strided()"
+        rec = self.rec(what)
+        if size is None:
+            size = len(range(start, rec.n, stride)) if isinstance(stride, int) and stride \
+                else 0
+        nctx = _config(config, kwargs, what)
+        bad = None
+        if not all(isinstance(x, int) and not isinstance(x, bool)
+                   for x in (start, stride, size)):
+            bad = "start, stride and size must be ints"
+        elif not (0 <= start < rec.n and stride >= 1 and size >= 1
+                  and start + (size - 1) * stride < rec.n):
+            bad = (f"start {start}, stride {stride} and size {size} do not fit a team of "
+                   f"{rec.n} PEs (start in 0..{rec.n - 1}, stride >= 1, size >= 1, the "
+                   f"last member start + (size - 1) * stride < {rec.n})")
+        _agree_team(rec, what, bad, (start, stride, size) if bad is None else (-1, -1, -1))
+        i = rec.index - start
+        member = i >= 0 and i % stride == 0 and i // stride < size
+        new = rec.coll.split(0 if member else None, i // stride if member else 0)
+        if not member:
+            return Team()
+        members = [rec.members[start + k * stride] for k in range(size)]
+        return Team._of(TeamRec(new, members, rec.members[rec.index], nctx))
+
+    def split_2d(self, xrange: int, xaxis_config: Mapping[str, int] | None = None,
+                 yaxis_config: Mapping[str, int] | None = None) -> tuple[Team, Team]:
+        """Split this team into a 2-D grid with rows of ``xrange`` members: returns
+        ``(xteam, yteam)``, my row and my column (collective over this team)."""
+        what = "Team.split_2d()"
+        rec = self.rec(what)
+        bad = None
+        if isinstance(xrange, bool) or not isinstance(xrange, int) or xrange < 1:
+            bad = f"xrange must be an int >= 1, got {xrange!r}"
+        xn = _config(xaxis_config, {}, what)
+        yn = _config(yaxis_config, {}, what)
+        _agree_team(rec, what, bad, (xrange,) if bad is None else (-1,))
+        xr = min(xrange, rec.n)
+        i = rec.index
+        me = rec.members[i]
+        xt = rec.coll.split(i // xr, i % xr)
+        yt = rec.coll.split(i % xr, i // xr)
+        xm = [rec.members[j] for j in range(rec.n) if j // xr == i // xr]
+        ym = [rec.members[j] for j in range(rec.n) if j % xr == i % xr]
+        return Team._of(TeamRec(xt, xm, me, xn)), Team._of(TeamRec(yt, ym, me, yn))
+
+    def get_config(self) -> dict[str, int]:
+        return {"num_contexts": self.rec("Team.get_config()").num_contexts}
+
+    def my_pe(self) -> int:
+        """My number in the team (-1 for TEAM_INVALID, as OpenSHMEM returns)."""
+        if not self:
+            return -1
+        return self.rec("Team.my_pe()").index
+
+    def n_pes(self) -> int:
+        if not self:
+            return -1
+        return self.rec("Team.n_pes()").n
+
+    def translate_pe(self, pe: int | None = None, team: Team | None = None) -> int:
+        """Member ``pe`` of this team (default: me) as a member of ``team`` (default: the
+        world); -1 when it is not one."""
+        what = "Team.translate_pe()"
+        rec = self.rec(what)
+        if pe is None:
+            pe = rec.index
+        if isinstance(pe, bool) or not isinstance(pe, int | np.integer) \
+                or not 0 <= pe < rec.n:
+            return -1
+        world = rec.members[int(pe)]
+        dest = TEAM_WORLD if team is None else team
+        if not dest:
+            return -1
+        dm = dest.rec(what).members
+        return dm.index(world) if world in dm else -1
+
+    def create_ctx(self, options: int = 0) -> Ctx:
+        return Ctx.create(options, self)
+
+    def sync(self) -> None:
+        """Wait until every member entered."""
+        rec = self.rec("Team.sync()")
+        if self._id == WORLD:
+            _state.current().teams.world_barrier()
+        else:
+            rec.sync()
+
+
+def _agree_team(rec: TeamRec, what: str, bad: str | None, values: tuple) -> None:
+    """Every member passed the same ``values`` (and none is bad), checked with a gather to
+    all on the team, so a mistake raises on every member.
+
+    Raises:
+        ValueError: on every member.
+    """
+    mine = np.array(values, dtype=np.int64)
+    allv = np.empty((rec.n, len(values)), dtype=np.int64)
+    rec.coll.gather_all(allv, mine)
+    if bad is not None:
+        raise ValueError(f"{what}: {bad}")
+    for i in range(rec.n):
+        if (allv[i] == -1).all() and len(values) and values[0] != -1:
+            raise ValueError(f"{what}: member {i} of the team passed arguments that do not "
+                             "fit the team")
+        if not np.array_equal(allv[i], allv[0]):
+            raise ValueError(f"{what}: member {i} passed {tuple(int(v) for v in allv[i])} "
+                             f"but member 0 passed {tuple(int(v) for v in allv[0])}; every "
+                             "member must pass the same arguments")
+
+
+TEAM_WORLD = Team()
+TEAM_WORLD._id = WORLD
+TEAM_SHARED = Team()
+TEAM_SHARED._id = SHARED
+TEAM_INVALID = Team()
+
+
+def team_rec(team: Any, what: str) -> TeamRec:
+    if not isinstance(team, Team):
+        raise TypeError(f"{what}: team must be a shmem_rt.Team, got {type(team).__name__}")
+    return team.rec(what)
+
+
+# -- the C API's team functions (additions to shmem4py's methods) -----------------------
+def team_my_pe(team: Team) -> int:
+    return team.my_pe()
+
+
+def team_n_pes(team: Team) -> int:
+    return team.n_pes()
+
+
+def team_get_config(team: Team) -> dict[str, int]:
+    return team.get_config()
+
+
+def team_translate_pe(src_team: Team, src_pe: int, dest_team: Team) -> int:
+    return src_team.translate_pe(src_pe, dest_team)
+
+
+def team_split_strided(parent_team: Team, start: int, stride: int, size: int,
+                       config: Mapping[str, int] | None = None) -> Team:
+    return parent_team.split_strided(start, stride, size, config)
+
+
+def team_split_2d(parent_team: Team, xrange: int,
+                  xaxis_config: Mapping[str, int] | None = None,
+                  yaxis_config: Mapping[str, int] | None = None) -> tuple[Team, Team]:
+    return parent_team.split_2d(xrange, xaxis_config, yaxis_config)
+
+
+def team_destroy(team: Team) -> None:
+    team.destroy()
+
+
+def team_sync(team: Team) -> None:
+    team.sync()
+
+
+# -- contexts -------------------------------------------------------------------------------
+class CTX(enum.IntFlag):
+    PRIVATE = 1
+    SERIALIZED = 2
+    NOSTORE = 4
+
+
+CTX_PRIVATE, CTX_SERIALIZED, CTX_NOSTORE = CTX.PRIVATE, CTX.SERIALIZED, CTX.NOSTORE
+
+
+class CtxRec:
+    def __init__(self, team: Team, options: int) -> None:
+        self.team = team
+        self.options = options
+        self.valid = True
+
+
+class Ctx:
+    """A communication context (shmem4py's class). Operations on a context take PE numbers
+    of its team. ``quiet``/``fence`` on a context complete every operation of the PE (more
+    than the context's own, which OpenSHMEM allows): amnet tracks completion per rank."""
+
+    __slots__ = ("_default", "_rec")
+
+    def __init__(self, ctx: Ctx | None = None) -> None:
+        if ctx is None:
+            self._default, self._rec = False, None
+        elif isinstance(ctx, Ctx):
+            self._default, self._rec = ctx._default, ctx._rec
+        else:
+            raise TypeError(f"unexpected type: {type(ctx).__name__}")
+
+    def __repr__(self) -> str:
+        return "<shmem_rt.Ctx %s>" % ("CTX_DEFAULT" if self._default else
+                                      "CTX_INVALID" if not self else "created")
+
+    def __eq__(self, other: Any) -> bool:
+        if not isinstance(other, Ctx):
+            return NotImplemented
+        return self._default == other._default and self._rec is other._rec
+
+    def __hash__(self) -> int:
+        return hash((self._default, id(self._rec)))
+
+    def __bool__(self) -> bool:
+        return self._default or (self._rec is not None and self._rec.valid)
+
+    def __enter__(self) -> Ctx:
+        return self
+
+    def __exit__(self, *args: Any) -> None:
+        self.destroy()
+
+    @staticmethod
+    def create(options: int = 0, team: Team | None = None) -> Ctx:
+        """A new context on ``team`` (default: the world).
+
+        Raises:
+            ValueError: unknown options bits, an invalid team.
+        """
+        if isinstance(options, bool) or not isinstance(options, int) \
+                or options & ~int(CTX.PRIVATE | CTX.SERIALIZED | CTX.NOSTORE) or options < 0:
+            raise ValueError(f"Ctx.create(): options must combine CTX_PRIVATE, "
+                             f"CTX_SERIALIZED and CTX_NOSTORE, got {options!r}")
+        t = TEAM_WORLD if team is None else team
+        team_rec(t, "Ctx.create()")
+        c = Ctx()
+        c._rec = CtxRec(Team(t), int(options))
+        return c
+
+    def destroy(self) -> None:
+        """Quiet the context and destroy it (nothing for CTX_DEFAULT)."""
+        if self._rec is not None and self._rec.valid:
+            from ._sync import quiet
+
+            quiet()
+            self._rec.valid = False
+
+    def get_team(self) -> Team:
+        if self._default:
+            return TEAM_WORLD
+        return self._rec.team if self else TEAM_INVALID
+
+    def fence(self) -> None:
+        from ._sync import fence
+
+        fence(self)
+
+    def quiet(self) -> None:
+        from ._sync import quiet
+
+        quiet(self)
+
+
+CTX_DEFAULT = Ctx()
+CTX_DEFAULT._default = True
+CTX_INVALID = Ctx()
+
+
+def check_ctx(ctx: Any, what: str) -> Ctx:
+    """Raises TypeError / ValueError for something that is no live context."""
+    if not isinstance(ctx, Ctx):
+        raise TypeError(f"{what}: ctx must be a shmem_rt.Ctx, got {type(ctx).__name__}")
+    if not ctx:
+        raise ValueError(f"{what}: the context is invalid (CTX_INVALID or destroyed)")
+    return ctx
+
+
+def ctx_pe(ctx: Any, pe: Any, what: str) -> int:
+    """``pe`` of ``ctx``'s team as a world PE (checked)."""
+    c = check_ctx(ctx, what)
+    if c._default or c._rec.team._id == WORLD:
+        return pe
+    rec = c._rec.team.rec(what)
+    if isinstance(pe, bool) or not isinstance(pe, int | np.integer) or not 0 <= pe < rec.n:
+        raise amnet.RankError(f"{what}: pe {pe!r} is not a member of the context's team "
+                              f"(0..{rec.n - 1})")
+    return rec.members[int(pe)]
+
+
+def ctx_create(options: int = 0, team: Team | None = None) -> Ctx:
+    return Ctx.create(options, team)
+
+
+def ctx_destroy(ctx: Ctx) -> None:
+    check_ctx(ctx, "shmem.ctx_destroy()").destroy()
+
+
+def ctx_get_team(ctx: Ctx) -> Team:
+    return check_ctx(ctx, "shmem.ctx_get_team()").get_team()
+
+
+# -- collectives ----------------------------------------------------------------------------
+def _team_of(team: Any, what: str) -> tuple[TeamRec, bool]:
+    t = TEAM_WORLD if team is None else team
+    return team_rec(t, what), t._id == WORLD
+
+
+def _arrays(target: Any, source: Any, what: str) -> tuple[np.ndarray, np.ndarray]:
+    from ._rma import _buffer
+
+    t = _buffer(target, what, "target", True)
+    s = _buffer(source, what, "source", False)
+    if t.dtype != s.dtype:
+        raise TypeError(f"{what}: target has dtype {t.dtype} and source {s.dtype}; they "
+                        "must be the same")
+    return t, s
+
+
+def _size(size: Any, what: str) -> int:
+    if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 0:
+        raise ValueError(f"{what}: size must be an int >= 0, got {size!r}")
+    return int(size)
+
+
+def broadcast(target: np.ndarray, source: np.ndarray, root: int, size: int | None = None,
+              team: Team | None = None) -> None:
+    """``size`` elements of ``source`` on member ``root`` into ``target`` on every member
+    (the root's too, as OpenSHMEM 1.5 says)."""
+    what = "shmem.broadcast()"
+    rec, _ = _team_of(team, what)
+    t, s = _arrays(target, source, what)
+    n = min(t.size, s.size) if size is None else _size(size, what)
+    if n > t.size or n > s.size:
+        raise ValueError(f"{what}: size {n} is more than target ({t.size}) or source "
+                         f"({s.size}) holds")
+    if isinstance(root, bool) or not isinstance(root, int | np.integer) \
+            or not 0 <= root < rec.n:
+        raise amnet.RankError(f"{what}: root {root!r} is not a member of the team "
+                              f"(0..{rec.n - 1})")
+    rec.coll.broadcast(t[:n], s[:n], root=int(root))
+
+
+def collect(target: np.ndarray, source: np.ndarray, size: int | None = None,
+            team: Team | None = None) -> None:
+    """Every member's ``size`` elements (sizes may differ), concatenated in member order,
+    into ``target`` on every member."""
+    what = "shmem.collect()"
+    rec, _ = _team_of(team, what)
+    t, s = _arrays(target, source, what)
+    n = s.size if size is None else _size(size, what)
+    if n > s.size:
+        raise ValueError(f"{what}: size {n} is more than source ({s.size}) holds")
+    sizes = np.empty(rec.n, dtype=np.int64)
+    rec.coll.gather_all(sizes, np.array([n], dtype=np.int64))
+    total = int(sizes.sum())
+    if total > t.size:
+        raise ValueError(f"{what}: the members' blocks add up to {total} elements but "
+                         f"target holds {t.size}")
+    m = int(sizes.max()) if rec.n else 0
+    if m == 0:
+        return
+    mine = np.zeros(m, dtype=s.dtype)
+    mine[:n] = s[:n]
+    allb = np.empty((rec.n, m), dtype=s.dtype)
+    rec.coll.gather_all(allb, mine)
+    pos = 0
+    for i in range(rec.n):
+        k = int(sizes[i])
+        t[pos:pos + k] = allb[i, :k]
+        pos += k
+
+
+def fcollect(target: np.ndarray, source: np.ndarray, size: int | None = None,
+             team: Team | None = None) -> None:
+    """Every member's ``size`` elements (the same size everywhere), in member order, into
+    ``target`` on every member."""
+    what = "shmem.fcollect()"
+    rec, _ = _team_of(team, what)
+    t, s = _arrays(target, source, what)
+    n = s.size if size is None else _size(size, what)
+    if n > s.size or n * rec.n > t.size:
+        raise ValueError(f"{what}: size {n} times {rec.n} members is more than target "
+                         f"({t.size}) holds, or more than source ({s.size})")
+    if n:
+        rec.coll.gather_all(t[:n * rec.n], s[:n])
+
+
+def alltoall(target: np.ndarray, source: np.ndarray, size: int | None = None,
+             team: Team | None = None) -> None:
+    """Block j (``size`` elements) of member i's ``source`` into block i of member j's
+    ``target``."""
+    what = "shmem.alltoall()"
+    rec, _ = _team_of(team, what)
+    t, s = _arrays(target, source, what)
+    if size is None:
+        n, rem = divmod(min(t.size, s.size), rec.n)
+        if rem:
+            raise ValueError(f"{what}: {min(t.size, s.size)} elements do not split into "
+                             f"{rec.n} equal blocks; pass size")
+    else:
+        n = _size(size, what)
+    if n * rec.n > t.size or n * rec.n > s.size:
+        raise ValueError(f"{what}: size {n} times {rec.n} members is more than target "
+                         f"({t.size}) or source ({s.size}) holds")
+    if n:
+        rec.coll.exchange(t[:n * rec.n], s[:n * rec.n])
+
+
+def alltoalls(target: np.ndarray, source: np.ndarray, tst: int = 1, sst: int = 1,
+              size: int | None = None, team: Team | None = None) -> None:
+    """:func:`alltoall` with strides: element k of the block for member j is
+    ``source[(j * size + k) * sst]``, and it lands at ``target[(i * size + k) * tst]``."""
+    from ._rma import _strides
+
+    what = "shmem.alltoalls()"
+    rec, _ = _team_of(team, what)
+    tst, sst = _strides(tst, sst, what)
+    t, s = _arrays(target, source, what)
+    tsize, ssize = -(-t.size // tst), -(-s.size // sst)
+    if size is None:
+        n, rem = divmod(min(tsize, ssize), rec.n)
+        if rem:
+            raise ValueError(f"{what}: the strided elements do not split into {rec.n} "
+                             "equal blocks; pass size")
+    else:
+        n = _size(size, what)
+    if n * rec.n > tsize or n * rec.n > ssize:
+        raise ValueError(f"{what}: size {n} times {rec.n} members is more than target or "
+                         "source holds at those strides")
+    if n:
+        packed = np.ascontiguousarray(s[::sst][:n * rec.n])
+        out = np.empty(n * rec.n, dtype=t.dtype)
+        rec.coll.exchange(out, packed)
+        t[::tst][:n * rec.n] = out
+
+
+class OP(str, enum.Enum):
+    """Reduction operations (shmem4py's)."""
+
+    AND = "and"
+    OR = "or"
+    XOR = "xor"
+    MAX = "max"
+    MIN = "min"
+    SUM = "sum"
+    PROD = "prod"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+OP_AND, OP_OR, OP_XOR, OP_MAX, OP_MIN, OP_SUM, OP_PROD = (OP.AND, OP.OR, OP.XOR, OP.MAX,
+                                                          OP.MIN, OP.SUM, OP.PROD)
+_COLL_OPS = {"and": C.AND, "or": C.OR, "xor": C.XOR, "max": C.MAX, "min": C.MIN,
+             "sum": C.ADD, "prod": C.MULT}
+
+
+def reduce(target: np.ndarray, source: np.ndarray, op: Any = OP_SUM,
+           size: int | None = None, team: Team | None = None) -> None:
+    """``target[k]`` on every member = ``op`` over the members' ``source[k]``, for
+    ``k < size``.
+
+    Raises:
+        ValueError: an unknown op. TypeError: a bitwise op on floats, max/min on complex.
+    """
+    what = "shmem.reduce()"
+    name = str(op).lower() if isinstance(op, str) else None
+    if name not in _COLL_OPS:
+        raise ValueError(f"{what}: op must be one of {', '.join(_COLL_OPS)} (OP_*), got "
+                         f"{op!r}")
+    rec, _ = _team_of(team, what)
+    t, s = _arrays(target, source, what)
+    kind = t.dtype.kind
+    if name in ("and", "or", "xor") and kind not in "iu":
+        raise TypeError(f"{what}: op {name!r} takes integer arrays, not {t.dtype}")
+    if name in ("max", "min") and kind == "c":
+        raise TypeError(f"{what}: op {name!r} does not order complex numbers")
+    n = min(t.size, s.size) if size is None else _size(size, what)
+    if n > t.size or n > s.size:
+        raise ValueError(f"{what}: size {n} is more than target ({t.size}) or source "
+                         f"({s.size}) holds")
+    if n:
+        src = s[:n].copy() if np.shares_memory(t, s) else s[:n]
+        rec.coll.reduce_all(t[:n], src, _COLL_OPS[name])
+
+
+def _named(name: str):
+    def fn(target: np.ndarray, source: np.ndarray, size: int | None = None,
+           team: Team | None = None) -> None:
+        reduce(target, source, name, size, team)
+
+    fn.__name__ = fn.__qualname__ = f"{name}_reduce"
+    fn.__doc__ = f":func:`reduce` with ``op=OP_{name.upper()}``."
+    return fn
+
+
+and_reduce = _named("and")
+or_reduce = _named("or")
+xor_reduce = _named("xor")
+max_reduce = _named("max")
+min_reduce = _named("min")
+sum_reduce = _named("sum")
+prod_reduce = _named("prod")
