@@ -16,7 +16,9 @@ import numpy as np
 
 from . import _state
 from ._memory import alloc_offset, check_pe, sym_offset
-from ._state import PUT_SIGNAL, SIG_ADD, SIG_SET
+from ._state import PUT_SIGNAL, SIG_ADD, SIG_SET, _tls
+
+_ND = np.ndarray
 
 _SHMEM_KINDS = frozenset("biufc")  # the numpy kinds OpenSHMEM has types for (and chars)
 
@@ -73,6 +75,12 @@ def put(target: np.ndarray, source: np.ndarray, pe: int, size: int | None = None
         TypeError: not numpy arrays, different dtypes. ValueError: not contiguous, target
             not symmetric or read-only, ``size`` too large. amnet.RankError: bad ``pe``.
     """
+    st = getattr(_tls, "pe", None)
+    # the common case in one C call: a node-local PE, whole arrays of one dtype
+    if size is None and ctx is None and st is not None and not st.finalized \
+            and type(target) is _ND and type(source) is _ND \
+            and target.dtype == source.dtype and st.ep.put_symmetric(pe, target, source):
+        return
     st = _state.current()
     if ctx is not None:
         pe = _ctx(ctx, pe, "shmem.put()")
@@ -98,6 +106,11 @@ def get(target: np.ndarray, source: np.ndarray, pe: int, size: int | None = None
 
     Raises: as :func:`put` (``source`` must be symmetric, ``target`` writable).
     """
+    st = getattr(_tls, "pe", None)
+    if size is None and ctx is None and st is not None and not st.finalized \
+            and type(target) is _ND and type(source) is _ND \
+            and target.dtype == source.dtype and st.ep.get_symmetric(pe, source, target):
+        return
     st = _state.current()
     if ctx is not None:
         pe = _ctx(ctx, pe, "shmem.get()")
@@ -218,9 +231,23 @@ def iget(target: np.ndarray, source: np.ndarray, pe: int, tst: int = 1, sst: int
         t[::tst][:n] = tmp
 
 
+# element types whose one-element p/g are one amnet atomic (a word store or load)
+_WORD = {np.dtype(np.int32): "i4", np.dtype(np.int64): "i8", np.dtype(np.uint32): "u4",
+         np.dtype(np.uint64): "u8", np.dtype(np.float32): "f4", np.dtype(np.float64): "f8"}
+
+
 def p(target: np.ndarray, value: Any, pe: int, ctx: Any = None) -> None:
     """Write one element, ``value``, to the first element of ``target`` (symmetric) on
     ``pe`` (OpenSHMEM's ``shmem_p``)."""
+    st = getattr(_tls, "pe", None)
+    if ctx is None and st is not None and not st.finalized and type(target) is _ND \
+            and type(pe) is int and 0 <= pe < st.npes:
+        dt = _WORD.get(target.dtype)
+        if dt is not None and type(value) is (float if dt[0] == "f" else int):
+            off = st.ep.segment_offset(target)
+            if off >= st.heap.lo and target.size:
+                st.ep.atomic(pe, off, "set", value, None, dt)
+                return
     a = _buffer(target, "shmem.p()", "target", True)
     put(a[:1], np.array([value], dtype=a.dtype), pe, 1, ctx)
 
@@ -228,6 +255,14 @@ def p(target: np.ndarray, value: Any, pe: int, ctx: Any = None) -> None:
 def g(source: np.ndarray, pe: int, ctx: Any = None) -> Any:
     """The first element of ``source`` (symmetric) on ``pe``, as a numpy scalar
     (OpenSHMEM's ``shmem_g``)."""
+    st = getattr(_tls, "pe", None)
+    if ctx is None and st is not None and not st.finalized and type(source) is _ND \
+            and type(pe) is int and 0 <= pe < st.npes:
+        dt = _WORD.get(source.dtype)
+        if dt is not None:
+            off = st.ep.segment_offset(source)
+            if off >= st.heap.lo and source.size:
+                return source.dtype.type(st.ep.atomic(pe, off, "get", None, None, dt))
     a = _buffer(source, "shmem.g()", "source", False)
     out = np.empty(1, dtype=a.dtype)
     get(out, a[:1], pe, 1, ctx)

@@ -41,6 +41,7 @@ _UFUNCS = {CMP.EQ: np.equal, CMP.NE: np.not_equal, CMP.GT: np.greater,
 _STR = {"==": CMP.EQ, "!=": CMP.NE, ">": CMP.GT, "<=": CMP.LE, "<": CMP.LT, ">=": CMP.GE}
 
 SLICE_S, MAX_SLICE_S = 20e-6, 1e-3
+SPIN_READS = 50  # reads of the word (a few µs) before the first wait with progress
 
 
 def parse_cmp(cmp: Any, what: str) -> CMP:
@@ -61,8 +62,9 @@ def parse_cmp(cmp: Any, what: str) -> CMP:
 
 def wait(st: _state.PE, pred: Callable[[], Any], what: str) -> None:
     """Make progress until ``pred()`` holds (see the module's docstring)."""
-    if pred():
-        return
+    for _ in range(SPIN_READS):  # a PE on my node may be about to store it
+        if pred():
+            return
     port = st.port
     s = SLICE_S
     with port.waiting(what):
@@ -252,6 +254,9 @@ def signal_wait_until(signal: np.ndarray, cmp: Any, value: int) -> int:
 def quiet(ctx: Any = None) -> None:
     """Complete every put, nbi operation and put-with-signal this PE started (on any
     context: completing more than a context's own is allowed)."""
+    st = getattr(_state._tls, "pe", None)
+    if ctx is None and st is not None and not st.pending and not st.finalized:
+        return
     st = _state.current()
     if ctx is not None:
         from ._team import check_ctx

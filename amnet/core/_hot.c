@@ -2953,6 +2953,92 @@ slow:
     return slow_call(ep, "_atomic_slow", args, nargs, kwnames);
 }
 
+/* put_symmetric(dest, local, data) / get_symmetric(src, local, out): the symmetric
+ * addressing of OpenSHMEM-like runtimes. ``local`` is a C-contiguous buffer in my segment;
+ * the same offset of the peer's segment is written from ``data`` (at most local's length)
+ * or read into ``out`` (local's length, ``out`` at least that long). Done here when the
+ * peer is on my node and every buffer is plain: True. Otherwise nothing is done and the
+ * result is False (the caller takes its general route, which also raises the errors). */
+static int
+symmetric_base(EPObject *ep, PyObject *peer, char **mine, char **theirs)
+{
+    HotObject *h = ep->hot;
+    if (h == NULL || h->segs == NULL || h->slots[ep->t].finalized
+            || !PyLong_CheckExact(peer)) {
+        return 0;
+    }
+    long r = PyLong_AsLong(peer);
+    if (r == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    int me = h->first + ep->t - h->node_first;
+    if (r < h->node_first || r >= h->node_first + h->node_ranks || me < 0
+            || me >= h->node_ranks || h->segs[r - h->node_first] == NULL
+            || h->segs[me] == NULL) {
+        return 0;
+    }
+    *mine = h->segs[me];
+    *theirs = h->segs[r - h->node_first];
+    return 1;
+}
+
+static PyObject *
+EP_put_symmetric(EPObject *ep, PyObject *const *args, Py_ssize_t nargs)
+{
+    char *mine, *theirs;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "put_symmetric(dest, local, data) takes 3 arguments");
+        return NULL;
+    }
+    if (!symmetric_base(ep, args[0], &mine, &theirs)) Py_RETURN_FALSE;
+    Py_buffer lb, db;
+    if (PyObject_GetBuffer(args[1], &lb, PyBUF_SIMPLE | PyBUF_WRITABLE) < 0) {
+        PyErr_Clear();
+        Py_RETURN_FALSE;
+    }
+    if (PyObject_GetBuffer(args[2], &db, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&lb);
+        PyErr_Clear();
+        Py_RETURN_FALSE;
+    }
+    int64_t size = ep->hot->seg_size;
+    char *at = lb.buf;
+    int ok = at >= mine && lb.len <= size && at - mine <= size - lb.len && db.len <= lb.len;
+    if (ok) memcpy(theirs + (at - mine), db.buf, db.len);
+    PyBuffer_Release(&db);
+    PyBuffer_Release(&lb);
+    return PyBool_FromLong(ok);
+}
+
+static PyObject *
+EP_get_symmetric(EPObject *ep, PyObject *const *args, Py_ssize_t nargs)
+{
+    char *mine, *theirs;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "get_symmetric(src, local, out) takes 3 arguments");
+        return NULL;
+    }
+    if (!symmetric_base(ep, args[0], &mine, &theirs)) Py_RETURN_FALSE;
+    Py_buffer lb, ob;
+    if (PyObject_GetBuffer(args[1], &lb, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear();
+        Py_RETURN_FALSE;
+    }
+    if (PyObject_GetBuffer(args[2], &ob, PyBUF_SIMPLE | PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&lb);
+        PyErr_Clear();
+        Py_RETURN_FALSE;
+    }
+    int64_t size = ep->hot->seg_size;
+    char *at = lb.buf;
+    int ok = at >= mine && lb.len <= size && at - mine <= size - lb.len && ob.len >= lb.len;
+    if (ok) memcpy(ob.buf, theirs + (at - mine), lb.len);
+    PyBuffer_Release(&ob);
+    PyBuffer_Release(&lb);
+    return PyBool_FromLong(ok);
+}
+
 /* segment_offset(buf): where ``buf``'s memory starts in this rank's segment, or -1 when
  * any of it lies outside (a buffer of any strides; its whole extent is checked). */
 static PyObject *
@@ -3060,6 +3146,19 @@ static PyMethodDef EP_methods[] = {
      "Raises:\n    AtomicError: unknown op/dtype, misaligned offset, bad value (nothing is "
      "sent).\n    RankError, SegmentBoundsError: bad target.\n    AMContextError: inside a "
      "handler, for a word on another node."},
+    {"put_symmetric", (PyCFunction)(void (*)(void))EP_put_symmetric, METH_FASTCALL,
+     "put_symmetric($self, dest, local, data, /)\n--\n\n"
+     "Symmetric addressing, for runtimes whose objects sit at the same offset of every "
+     "rank's segment (shmem_rt): write ``data`` into ``dest``'s segment at the offset where "
+     "``local`` (a C-contiguous writable buffer in my segment, at least as long as ``data``) "
+     "sits in mine. Returns True when done (a direct copy: ``dest`` is on my node and the "
+     "buffers are plain); False when nothing was done, and the caller takes its general "
+     "route (``ep.put``/``put_nbi`` with :meth:`segment_offset`)."},
+    {"get_symmetric", (PyCFunction)(void (*)(void))EP_get_symmetric, METH_FASTCALL,
+     "get_symmetric($self, src, local, out, /)\n--\n\n"
+     "The reverse of :meth:`put_symmetric`: read ``len(local)`` bytes at ``local``'s offset "
+     "of ``src``'s segment into ``out`` (writable, at least that long). True when done, "
+     "False when nothing was done."},
     {"segment_offset", (PyCFunction)EP_segment_offset, METH_O,
      "segment_offset($self, buf, /)\n--\n\n"
      "Where the memory of ``buf`` (any buffer, of any strides) starts in this rank's "
