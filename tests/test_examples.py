@@ -8,6 +8,11 @@ process. examples/hello.py is covered by tests/test_cli.py (test_hello_readme_co
 The UPC examples in examples/upc/ (on upc_rt) follow the same rule, in the two shapes their
 docstrings give: 4 UPC threads as 2 processes of 2 rank-threads on one node, and 4 processes
 on 2 simulated nodes.
+
+The OpenSHMEM examples in examples/shmem/ (on shmem_rt) too, in the three shapes their
+docstrings give: 4 PEs as 4 processes, as 2 processes of 2 rank-threads, and on 2 simulated
+nodes. hello.py prints one line per PE (in no fixed order, sorted here); race_winner.py
+does not name its winner, which varies.
 """
 
 from __future__ import annotations
@@ -65,6 +70,27 @@ UPC_SHAPES = {
     "2nodes": ["--nodes", "2"],  # 2 nodes, 2 procs each
 }
 
+SHMEM_EXPECTED = {
+    "ring.py": "ring: 4 PEs put 1000 int64 to the right and got 1000 from the left, a token "
+               "went around with p/wait_until and came back as 6: ok",
+    "lock_counter.py": "lock_counter: 4 PEs x 25 locked get/+1/put on PE 0, with set_lock and "
+                       "with a Lock -> both counts = 100 (expected 100), every value read "
+                       "exactly once: ok",
+    "pi.py": "pi: 4 PEs, midpoint rule with 100000 intervals -> sum_reduce 3.141592653598 "
+             "(|error| < 1e-9); Monte Carlo, 62828 of 80000 points inside -> 3.1414; every "
+             "reduction equals the serial one: ok",
+    "alltoall.py": "alltoall: 4 PEs exchanged blocks of 5 int64 (world, the team of 2 even "
+                   "PEs, and strided with alltoalls): every block where it belongs: ok",
+    "race_winner.py": "race_winner: 4 PEs raced with atomic_compare_swap on PE 0; exactly one "
+                      "won and told all 4 with put_signal, every PE saw the same winner, "
+                      "finishing positions 0..3 each taken once: ok",
+}
+SHMEM_SHAPES = {
+    "procs": [],  # 4 processes on one node
+    "threads": ["--threads-per-proc", "2"],  # 2 processes x 2 rank-threads
+    "2nodes": ["--nodes", "2"],  # 2 nodes, 2 processes each
+}
+
 
 @pytest.mark.parametrize("threads", [1, 2], ids=["T1", "T2"])
 @pytest.mark.parametrize("example", sorted(EXPECTED))
@@ -82,6 +108,21 @@ def test_upc_example(runner, example, shape):
                  str(EXAMPLES / "upc" / example), timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.splitlines() == [UPC_EXPECTED[example]], out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("shape", sorted(SHMEM_SHAPES))
+@pytest.mark.parametrize("example", ["hello.py", *sorted(SHMEM_EXPECTED)])
+def test_shmem_example(runner, example, shape):
+    out = runner("-n", "4", *SHMEM_SHAPES[shape], "--timeout", "40",
+                 str(EXAMPLES / "shmem" / example), timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    if example == "hello.py":
+        nodes = 2 if shape == "2nodes" else 1
+        expected = sorted(f"Hello from PE {pe} of 4 (node {pe * nodes // 4}, which has "
+                          f"{4 // nodes} PEs)" for pe in range(4))
+        assert sorted(out.stdout.splitlines()) == expected, out.stdout + out.stderr
+    else:
+        assert out.stdout.splitlines() == [SHMEM_EXPECTED[example]], out.stdout + out.stderr
 
 
 def test_run_from_python_example(runner):
