@@ -147,7 +147,7 @@ def atomic_xor(target: np.ndarray, value: Any, pe: int, ctx: Any = None) -> None
 
 # -- the nbi fetching forms: the old value lands in ``fetch`` (local), complete by quiet ----
 def _nbi(what: str, fetch: Any, result_of: Any) -> None:
-    st = _state.current()
+    _state.current()
     if not isinstance(fetch, np.ndarray) or fetch.size != 1 or not fetch.flags.writeable:
         raise TypeError(f"{what}: fetch must be a writable numpy array of one element")
     old = result_of()
@@ -216,7 +216,7 @@ def atomic_fetch_xor_nbi(fetch: np.ndarray, target: np.ndarray, value: Any, pe: 
     _nbi(w, fetch, lambda: _run(w, "fxor", target, pe, value, ctx=ctx))
 
 
-class AMO(str, enum.Enum):
+class AMO(enum.StrEnum):
     """The operations of :func:`atomic_op` and :func:`atomic_fetch_op` (shmem4py's)."""
 
     SET = "set"
@@ -225,9 +225,6 @@ class AMO(str, enum.Enum):
     AND = "and"
     OR = "or"
     XOR = "xor"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 AMO_SET, AMO_INC, AMO_ADD = AMO.SET, AMO.INC, AMO.ADD
