@@ -239,6 +239,14 @@ OPTIONS: dict[str, Option] = {
             lambda v: 0 <= v <= 1_000_000,
         ),
         Option(
+            "upc_runtime",
+            _parse_choice("amnet", "shmem"),
+            "amnet",
+            "amnet or shmem",
+            "upc_rt: what `upc.init()` runs on: amnet directly (`amnet`), or OpenSHMEM, every "
+            "remote operation a public call of shmem_rt (`shmem`; docs/upc.md).",
+        ),
+        Option(
             "coll_algorithm",
             str,
             "",

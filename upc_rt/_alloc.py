@@ -211,6 +211,13 @@ def _free(rt: Runtime, src: int, opid: int, addr: int, sym: bool | None) -> list
         return _sym_free(rt, addr, False)
 
 
+@remote_call("lalloc")
+def _lalloc(rt: Runtime, src: int, opid: int, nbytes: int) -> int:
+    """``nbytes`` of this thread's local heap, above its floor."""
+    with rt.lock:
+        return rt.local_heap.alloc(nbytes, limit=rt.floor, op="upc_alloc")
+
+
 # -- the API ------------------------------------------------------------------------------
 def all_alloc(nblocks: int, nbytes: int) -> SharedPtr:
     """``upc_all_alloc``: collective; ``nblocks`` blocks of ``nbytes`` bytes, block ``i`` on
@@ -262,8 +269,10 @@ def alloc(nbytes: int) -> SharedPtr:
     """
     rt = current("upc.alloc()")
     _sizes("upc_alloc", 1, nbytes)
-    with rt.lock:
-        off = rt.local_heap.alloc(nbytes, limit=rt.floor, op="upc_alloc")
+    if rt.shm is not None:  # my heap's state is in my region, under its SHMEM lock
+        off = rt.call(rt.MYTHREAD, "lalloc", nbytes)
+    else:
+        off = _lalloc(rt, rt.MYTHREAD, 0, nbytes)
     lay = Layout(nbytes, 1, 0, rt.THREADS, off)
     a = Allocation(f"the upc_alloc({nbytes}) of thread {rt.MYTHREAD} at offset {off}", lay,
                    rt.MYTHREAD)

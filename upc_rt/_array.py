@@ -131,7 +131,7 @@ def shared_array(shape: int | tuple[int, ...], dtype: Any = "f8",
     off, b = rt.collective("upc.shared_array", args, decide)
     arr = SharedArray(rt, tuple(int(d) for d in shp), dt, b, off)
     arr.local.view(np.uint8)[:] = 0  # zero-initialised, as a declared UPC shared array is
-    rt.ep.barrier()  # before anyone writes into my part
+    rt.net.barrier()  # before anyone writes into my part
     return arr
 
 
@@ -156,7 +156,7 @@ class SharedArray:
                  base: int) -> None:
         n = math.prod(shape)
         self._rt = rt
-        self._ep = rt.ep
+        self._ep = rt.net  # the endpoint, or over shmem its ShmemNet
         self.shape = shape
         self.dtype = dt
         self.blocksize = blocksize

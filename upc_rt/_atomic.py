@@ -82,7 +82,7 @@ class AtomicDomain:
             rt.cache.flush("atomic")
         touch(rt, p.thread, p.addr, size, op != "get")  # auto_nb: it may hold a put there
         dt = self.dtype.str[1:]
-        ep = rt.ep
+        ep = rt.net
         if op == "mult":  # no native multiply: a compare-and-swap loop at the word
             old = ep.atomic(p.thread, p.addr, "get", dtype=dt)
             while True:

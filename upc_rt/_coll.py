@@ -18,6 +18,13 @@ memory while it is inside the call, so MYSYNC holds by construction: IN_MYSYNC a
 IN_NOSYNC start at once, OUT_MYSYNC and OUT_NOSYNC return as soon as my part is done.
 IN_ALLSYNC adds a barrier before (nobody's data is touched before every thread has
 entered), OUT_ALLSYNC one after. Every call first completes my own relaxed writes (a fence).
+
+Over shmem (``upc.init(runtime="shmem")``) the world team is shmem_rt's
+(:class:`upc_rt._net._World`): broadcast is ``shmem.broadcast``, gather and gather_all
+``shmem.fcollect``, exchange and permute ``shmem.alltoall``, scatter a broadcast of the
+root's blocks; ``all_reduce`` of an op OpenSHMEM has (ADD, MULT, MIN, MAX, AND, OR, XOR)
+is the paper's: each thread reduces its own elements, then one ``shmem.reduce`` combines
+them. ``algorithm`` is amnet.coll's and is not used then.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from amnet import CollectiveMismatch
-from amnet.coll import OP_NAMES, check_op, combine, fold, scan
+from amnet.coll import ADD, AND, MAX, MIN, MULT, OP_NAMES, OR, XOR, check_op, combine, fold, scan
 
 from ._alloc import check_span
 from ._layout import Layout, SharedPtr
@@ -59,7 +66,7 @@ class _Call:
         self.rt.port.forbid_in_handler(self.what)
         self.inmode, self.outmode = _flags(flags, self.what)
         self.T, self.me = self.rt.THREADS, self.rt.MYTHREAD
-        self.team = self.rt.ep.coll.world
+        self.team = self.rt.net.coll.world
 
     def ptr(self, x: Any, name: str, block: int | None, at_least: bool = False) -> SharedPtr:
         """``x`` as a pointer; a shared array's declared block (bytes) must be ``block``
@@ -87,7 +94,7 @@ class _Call:
         return g % self.T, p.addr + (g // self.T) * size
 
     def check(self, p: SharedPtr, thread: int, addr: int, n: int, name: str) -> None:
-        check_span(p, thread, addr, n, self.rt.port.segment_size, f"{self.what} ({name})")
+        check_span(p, thread, addr, n, self.rt.segment_size, f"{self.what} ({name})")
 
     def blocks(self, p: SharedPtr, size: int, n: int, name: str) -> np.ndarray:
         """Check every thread's block of ``p`` (blocks of ``size`` bytes, ``n`` used), then
@@ -293,20 +300,68 @@ class _Red:
         row = np.zeros(self.per, [("has", "u1"), ("v", self.dt)])
         for k, blk in enumerate(self.my_blocks()):
             row[k] = (1, self.fold(blk)[0])
-        head = np.array([self.op, self.lay.n, self.lay.blocksize, self.dt.num], np.int64)
+        head = self.head()
         mine = np.concatenate([head.view(np.uint8), row.view(np.uint8)])
         allb = np.zeros(mine.size * T, np.uint8)
         self.c.team.gather_all(allb, mine, algorithm=algorithm)
         allb = allb.reshape(T, mine.size)
-        heads = allb[:, :head.nbytes].copy().view(np.int64)
-        for t in range(1, T):
+        self.agree(allb[:, :head.nbytes].copy().view(np.int64))
+        allr = allb[:, head.nbytes:].copy().reshape(-1).view(row.dtype)
+        g = np.arange(self.nblocks)
+        return allr[(g % T) * self.per + g // T]["v"]
+
+
+    def head(self) -> np.ndarray:
+        """What this thread called: op, nelems, blk_size, dtype."""
+        return np.array([self.op, self.lay.n, self.lay.blocksize, self.dt.num], np.int64)
+
+    def agree(self, heads: np.ndarray) -> None:
+        """Raise the same amnet.CollectiveMismatch on every thread when the threads'
+        ``heads`` (one row each) differ."""
+        for t in range(1, self.c.T):
             if not np.array_equal(heads[t], heads[0]):
                 raise CollectiveMismatch(f"{self.c.what}: the threads disagree: thread {t} "
                                          f"called it with {_said(heads[t])}, thread 0 with "
                                          f"{_said(heads[0])}")
-        allr = allb[:, head.nbytes:].copy().reshape(-1).view(row.dtype)
-        g = np.arange(self.nblocks)
-        return allr[(g % T) * self.per + g // T]["v"]
+
+    def shmem_total(self) -> np.ndarray | None:
+        """Over shmem, for an op OpenSHMEM reduces: the paper's reduction, my elements
+        reduced here, then one ``shmem.reduce`` of every thread's (after the threads' calls
+        are compared). None for the other ops (their block totals travel by fcollect)."""
+        shm = self.c.rt.shm
+        name = _SHMEM_OPS.get(self.op)
+        if shm is None or name is None or self.dt.kind not in "iuf" or (
+                name in ("and", "or", "xor") and self.dt.kind == "f"):
+            return None
+        T = self.c.T
+        heads = np.zeros((T, 4), np.int64)
+        shm.shmem.fcollect(heads.reshape(-1), self.head())
+        self.agree(heads)
+        mine = self.fold(self.mine) if len(self.mine) else _identity(self.op, self.dt)
+        out = np.zeros(1, self.dt)
+        shm.shmem.reduce(out, np.ascontiguousarray(mine, self.dt), name)
+        return out
+
+
+_SHMEM_OPS = {ADD: "sum", MULT: "prod", MIN: "min", MAX: "max", AND: "and", OR: "or",
+              XOR: "xor"}
+
+
+def _identity(op: int, dt: np.dtype) -> np.ndarray:
+    """The identity of ``op`` on ``dt`` (what a thread without elements contributes)."""
+    if op in (MIN, MAX):
+        if dt.kind == "f":
+            v = np.inf if op == MIN else -np.inf
+        else:
+            info = np.iinfo(dt)
+            v = info.max if op == MIN else info.min
+    elif op == MULT:
+        v = 1
+    elif op == AND:
+        v = -1 if dt.kind == "i" else np.iinfo(dt).max
+    else:
+        v = 0
+    return np.array([v], dt)
 
 
 def _said(head: np.ndarray) -> str:
@@ -327,9 +382,11 @@ def all_reduce(dst: Any, src: Any, op: Any, nelems: int, blk_size: int | None = 
     d = c.ptr(dst, "dst", None)
     root, dv = c.one(d, r.dt.itemsize, "dst")
     c.enter()
-    tot = r.totals(algorithm)
+    total = r.shmem_total()
+    if total is None:
+        total = r.fold(r.totals(algorithm))
     if c.me == root:
-        dv.view(r.dt)[0] = r.fold(tot)[0]
+        dv.view(r.dt)[0] = total[0]
     c.leave()
 
 

@@ -27,7 +27,7 @@ def _shared(rt: Runtime, p: Any, n: Any, what: str) -> tuple[int, int, Any]:
         raise ValueError(f"{what}: the pointer is null")
     if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
         raise ValueError(f"{what}: the byte count must be an int >= 0, got {n!r}")
-    check_span(p, p.thread, p.addr, int(n), rt.port.segment_size, what)
+    check_span(p, p.thread, p.addr, int(n), rt.segment_size, what)
     return p.thread, p.addr, rt.seg(p.thread)
 
 
@@ -71,7 +71,7 @@ def memget(dst: Any, p: SharedPtr, n: int) -> None:
         if rt.nb is not None:
             rt.nb.memget(t, addr, n, out)
         else:
-            rt.ep.get(t, addr, n, out)
+            rt.net.get(t, addr, n, out)
 
 
 def memput(p: SharedPtr, src: Any, n: int) -> None:
@@ -96,7 +96,7 @@ def _put(rt: Runtime, t: int, addr: int, data: Any) -> None:
     if rt.nb is not None:
         rt.nb.memput(t, addr, data)
     else:
-        rt.ep.put_nbi(t, addr, data)
+        rt.net.put_nbi(t, addr, data)
 
 
 def memcpy(dst: SharedPtr, src: SharedPtr, n: int) -> None:
@@ -118,7 +118,7 @@ def memcpy(dst: SharedPtr, src: SharedPtr, n: int) -> None:
         if rt.nb is not None:
             rt.nb.memget(ts, sa, n, data)
         else:
-            rt.ep.get(ts, sa, n, data)
+            rt.net.get(ts, sa, n, data)
     if dseg is not None:
         dseg[da:da + n] = data
     else:
@@ -183,7 +183,7 @@ def memget_nb(dst: Any, p: SharedPtr, n: int) -> CopyHandle:
         return CopyHandle()
     _coherent(rt)
     touch(rt, t, addr, n, False)
-    return CopyHandle(rt.ep.get_nb(t, addr, n, out))
+    return CopyHandle(rt.net.get_nb(t, addr, n, out))
 
 
 def memput_nb(p: SharedPtr, src: Any, n: int) -> CopyHandle:
@@ -197,7 +197,7 @@ def memput_nb(p: SharedPtr, src: Any, n: int) -> CopyHandle:
         return CopyHandle()
     _coherent(rt)
     touch(rt, t, addr, n, True)
-    return CopyHandle(rt.ep.put_nb(t, addr, data))
+    return CopyHandle(rt.net.put_nb(t, addr, data))
 
 
 def memcpy_nb(dst: SharedPtr, src: SharedPtr, n: int) -> CopyHandle:
@@ -214,16 +214,16 @@ def memcpy_nb(dst: SharedPtr, src: SharedPtr, n: int) -> CopyHandle:
             dseg[da:da + n] = data
             return CopyHandle()
         touch(rt, td, da, n, True)
-        return CopyHandle(rt.ep.put_nb(td, da, data))
+        return CopyHandle(rt.net.put_nb(td, da, data))
     data = np.empty(n, np.uint8)
     touch(rt, ts, sa, n, False)
-    h = rt.ep.get_nb(ts, sa, n, data)
+    h = rt.net.get_nb(ts, sa, n, data)
 
     def put() -> Any:
         if dseg is not None:
             dseg[da:da + n] = data
             return None
         touch(rt, td, da, n, True)
-        return rt.ep.put_nb(td, da, data)
+        return rt.net.put_nb(td, da, data)
 
     return CopyHandle(h, put)

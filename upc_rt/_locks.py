@@ -11,6 +11,12 @@ target after the next holder read the old value) is closed by completing, not ju
 issuing, every write before the unlock is sent: ``unlock`` runs a full ``upc.fence()``,
 which waits for the targets' acknowledgements (and writes back the cache). ``lock`` fences
 after it is granted, so nothing of the critical section is read early.
+
+Over shmem (``upc.init(runtime="shmem")``) a lock is a SHMEM lock (``shmem.set_lock``,
+``test_lock``, ``clear_lock``: a fair ticket lock on thread 0's copy of a symmetric word),
+its word allocated in the symmetric heap (``upc_global_lock_alloc`` need not be collective,
+as the paper says): ``host`` is 0 and ``lid`` the word's offset. ``lock_free`` leaves the
+word marked freed (not reused), so a later use is refused.
 """
 
 from __future__ import annotations
@@ -18,7 +24,10 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+import numpy as np
+
 from ._errors import LockError
+from ._net import FREED_LOCK
 from ._rt import PENDING, Runtime, current, remote_call, send_late
 
 
@@ -140,6 +149,14 @@ class Lock:
         from ._sync import fence
 
         rt = current("upc.lock()")
+        if rt.shm is not None:
+            if (self.host, self.lid) in rt.held:
+                raise LockError(f"upc.lock(): thread {rt.MYTHREAD} already holds this lock "
+                                "(UPC locks are not recursive: this would wait forever)")
+            rt.shm.shmem.set_lock(_word(rt, self, "upc.lock()"))
+            rt.held.add((self.host, self.lid))
+            fence()
+            return
         with rt.port.waiting(_LockWait(rt, self)):  # what a timeout's diagnosis says
             rt.call(self.host, "lock", self.lid)
         rt.held.add((self.host, self.lid))
@@ -150,7 +167,11 @@ class Lock:
         from ._sync import fence
 
         rt = current("upc.lock_attempt()")
-        got = rt.call(self.host, "attempt", self.lid)
+        if rt.shm is not None:  # shmem.test_lock returns False when it took the lock
+            got = (self.host, self.lid) not in rt.held and \
+                not rt.shm.shmem.test_lock(_word(rt, self, "upc.lock_attempt()"))
+        else:
+            got = rt.call(self.host, "attempt", self.lid)
         if got:
             rt.held.add((self.host, self.lid))
             fence()
@@ -171,7 +192,10 @@ class Lock:
             raise LockError(f"upc.unlock(): thread {rt.MYTHREAD} does not hold {self!r}")
         fence()  # the release hazard (MuPC Table 4.1): writes complete before the release
         rt.held.discard(key)
-        rt.call(self.host, "unlock", self.lid)
+        if rt.shm is not None:
+            rt.shm.shmem.clear_lock(_word(rt, self, "upc.unlock()", check=False))
+        else:
+            rt.call(self.host, "unlock", self.lid)
 
     def __enter__(self) -> Lock:
         self.lock()
@@ -185,6 +209,8 @@ def all_lock_alloc() -> Lock:
     """``upc_all_lock_alloc``: one lock, the same on every thread (collective). Hosts are
     spread over the threads in turn."""
     rt = current("upc.all_lock_alloc()")
+    if rt.shm is not None:
+        return Lock(0, rt.collective("upc_all_lock_alloc", [], lambda: _new_word(rt)))
 
     def decide() -> list[int]:  # on thread 0
         n = rt.lock_count
@@ -198,6 +224,8 @@ def all_lock_alloc() -> Lock:
 def global_lock_alloc() -> Lock:
     """``upc_global_lock_alloc``: a lock made by one thread (hosted by it)."""
     rt = current("upc.global_lock_alloc()")
+    if rt.shm is not None:
+        return Lock(0, _new_word(rt))
     with rt.lock:
         rt.glock_count += 1
         lid = (rt.glock_count << 1) | 1
@@ -215,5 +243,46 @@ def lock_free(lk: Lock) -> None:
     if not isinstance(lk, Lock):
         raise TypeError(f"upc.lock_free() takes a lock, got {type(lk).__name__}")
     rt = current("upc.lock_free()")
-    rt.call(lk.host, "lock_free", lk.lid)
+    if rt.shm is not None:
+        _free_word(rt, lk)
+    else:
+        rt.call(lk.host, "lock_free", lk.lid)
     rt.held.discard((lk.host, lk.lid))
+
+
+# -- over shmem: SHMEM locks on words of the symmetric heap -----------------------------------
+def _new_word(rt: Runtime) -> int:
+    """A lock word (its offset), unlocked: 8 bytes of the symmetric heap, zeroed at thread 0
+    (the copy a SHMEM lock uses) before anyone can have the lock."""
+    from ._alloc import sym_alloc
+
+    off = sym_alloc(rt, 8, "upc_lock_alloc")
+    rt.shm.put(0, off, np.zeros(1, np.int64))
+    return off
+
+
+def _word(rt: Runtime, lk: Lock, what: str, check: bool = True) -> np.ndarray:
+    """The lock's word (a symmetric int64 view); refused when the lock was freed."""
+    w = rt.shm.region[lk.lid:lk.lid + 8].view(np.int64)
+    if check and rt.shm.atomic(0, lk.lid, "get", dtype="u8") == FREED_LOCK:
+        raise LockError(f"{what}: the lock was freed by upc.lock_free()")
+    return w
+
+
+def _free_word(rt: Runtime, lk: Lock) -> None:
+    """``upc_lock_free``: mark the word freed, unless another thread holds the lock or
+    waits for it (the ticket lock: high half the next ticket, low half the one served)."""
+    mine = (lk.host, lk.lid) in rt.held
+    old = rt.shm.atomic(0, lk.lid, "get", dtype="u8")
+    while True:
+        if old == FREED_LOCK:
+            raise LockError("upc.lock_free(): the lock was freed by upc.lock_free()")
+        queued = ((old >> 32) - (old & 0xFFFFFFFF)) & 0xFFFFFFFF  # holder and waiters
+        if queued > int(mine):
+            raise LockError("upc.lock_free(): another thread holds the lock or waits for it"
+                            if not mine else f"upc.lock_free(): {queued - 1} threads wait "
+                            "for the lock")
+        seen = rt.shm.atomic(0, lk.lid, "cas", old, FREED_LOCK, dtype="u8")
+        if seen == old:
+            return
+        old = seen

@@ -74,21 +74,34 @@ class Runtime:
         self.cache: Any = None
         self.nb: Any = None  # the amnet.nbcomm.Scheduler with auto_nb, else None
         self.notify_name: Any = None
+        self.notified = False  # over shmem: a notify is pending
         self.views: dict[int, Any] = {}  # thread -> its segment when on my node
         self.poll_every = 0  # element accesses between polls (0: none; init() sets it)
+        # the remote primitives (get/put/atomic/fence/barrier/vis/coll): the endpoint itself,
+        # or with upc.init(runtime="shmem") a _net.ShmemNet on shmem_rt's public calls
+        self.net: Any = self.ep
+        self.shm: Any = None  # the ShmemNet in shmem mode, else None
+        self.segment_size = size  # bytes of each thread's heaps (the region's, over shmem)
 
     def seg(self, t: int) -> Any:
-        """Thread ``t``'s segment when it is on my node (direct access), else None."""
+        """Thread ``t``'s segment (its region, over shmem) when it is on my node (direct
+        access), else None."""
         try:
             return self.views[t]
         except KeyError:
-            v = self.views[t] = self.ep.segment_view(t)
+            v = self.views[t] = self.ep.segment_view(t) if self.shm is None \
+                else self.shm.seg(t)
             return v
 
     # -- one-sided calls ------------------------------------------------------------------
     def start_call(self, dest: int, name: str, *args: Any) -> amnet.Handle:
         """Start ``CALLS[name](runtime of dest, my thread, opid, *args)`` at ``dest``; the
-        handle's ``wait()`` returns its result."""
+        handle's ``wait()`` returns its result. Over shmem it runs here, at once, on
+        ``dest``'s allocator state (read and written under its SHMEM lock)."""
+        if self.shm is not None:
+            from ._net import _Done
+
+            return _Done(self.shm.run_at(dest, CALLS[name], args))
         port = self.port
         opid, op = port.op(dest)
         try:
@@ -116,7 +129,10 @@ class Runtime:
         self.coll_seq += 1
         mine = [what, args]
         port = self.port
-        if self.MYTHREAD != 0:
+        if self.shm is not None:  # every thread's arguments by fcollect, the verdict back
+            verdict = _unpack(self.shm.agree(_pack(mine), lambda got: _pack(_judge(
+                what, {t: _unpack(b) for t, b in got.items()}, decide))))
+        elif self.MYTHREAD != 0:
             port.send(0, COLL_ARRIVE, (seq,), _pack(mine))
             port.wait_until(lambda: seq in self.coll_out)
             with self.lock:
@@ -287,7 +303,8 @@ def current(what: str = "upc_rt") -> Runtime:
     return rt
 
 
-def init(auto_nb: bool | None = None, cache: bool | None = None) -> None:
+def init(auto_nb: bool | None = None, cache: bool | None = None,
+         runtime: str | None = None) -> None:
     """Start UPC on this rank-thread (collective): ``amnet.init()`` unless the rank already
     called it, then a barrier. ``upc.MYTHREAD`` and ``upc.THREADS`` are right afterwards,
     in every rank-thread.
@@ -298,14 +315,39 @@ def init(auto_nb: bool | None = None, cache: bool | None = None) -> None:
             ``AMNET_AUTO_NB`` setting); every other access to other nodes tells it, and
             every synchronization point of upc_rt is one of its synchronization events.
         cache: turn the remote-reference cache on (None: the ``AMNET_UPC_CACHE`` setting).
+        runtime: ``"amnet"`` (upc_rt on amnet directly) or ``"shmem"`` (every remote
+            operation a public call of shmem_rt, the mapping of *An OpenSHMEM runtime for
+            UPC*; docs/upc.md); None: the ``AMNET_UPC_RUNTIME`` setting.
 
     Raises:
         amnet.InitError: upc.init() was already called on this rank-thread.
+        amnet.ConfigError: an unknown runtime, or runtime "shmem" with the cache or
+            auto_nb (they work on amnet's messages only).
     """
     if getattr(_tls, "rt", None) is not None:
         raise amnet.InitError("upc.init() was called twice on this thread; call it once")
     ep = amnet.endpoint() or amnet.init()
     rt = ep.extension("upc")
+    if runtime is None:
+        runtime = ep.config.upc_runtime
+    if runtime not in ("amnet", "shmem"):
+        raise amnet.ConfigError(f"upc.init(runtime={runtime!r}): the runtime is 'amnet' or "
+                                "'shmem'")
+    if runtime == "shmem":
+        asked = [w for w, v, c in (("cache", cache, ep.config.upc_cache),
+                                   ("auto_nb", auto_nb, ep.config.auto_nb))
+                 if (c if v is None else v)]
+        if asked:
+            raise amnet.ConfigError(
+                f"upc.init(): runtime 'shmem' cannot run {' and '.join(asked)} (the cache "
+                "and the nonblocking scheduler work on amnet's own messages); turn "
+                f"{'them' if len(asked) > 1 else 'it'} off (AMNET_UPC_CACHE=0, "
+                "AMNET_AUTO_NB=0) or use runtime 'amnet'")
+        from ._net import ShmemNet
+
+        rt.shm = rt.net = ShmemNet(rt)
+        rt.segment_size = rt.shm.heap_size  # the heaps' state lives in the region
+        auto_nb = cache = False
     if auto_nb is None:
         auto_nb = bool(ep.config.auto_nb)
     if auto_nb:
@@ -325,7 +367,7 @@ def init(auto_nb: bool | None = None, cache: bool | None = None) -> None:
         rt.poll_every = int(ep.config.upc_poll_every)
     rt.initialized = True
     _tls.rt = rt
-    ep.barrier()
+    rt.net.barrier()
 
 
 def touch(rt: Runtime, t: int, addr: int, n: int, write: bool) -> None:

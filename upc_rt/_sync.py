@@ -3,6 +3,10 @@ detected), ``fence``, ``poll`` (UPC 1.2 §6.6 and §7.2.1).
 
 Every one implies a fence: this thread's relaxed writes complete at their targets (and the
 cache is written back and emptied) before the barrier is announced or the call returns.
+
+Over shmem (``upc.init(runtime="shmem")``) ``notify``/``wait`` are the paper's split-phase
+barrier on SHMEM atomics and ``shmem.wait_until`` (:mod:`upc_rt._net`), an unnamed
+``barrier`` is ``shmem.barrier_all``, and the fence is ``shmem.quiet``.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ def fence() -> None:
     afterwards (relaxed writes reach their targets; the cache is written back and
     invalidated). With auto_nb it is a synchronization event of the scheduler."""
     rt = current("upc.fence()")
-    rt.ep.fence()  # the cache's sync hook writes it back first
+    rt.net.fence()  # the cache's sync hook writes it back first
     if rt.nb is not None:  # after the fence: the next phase's prefetches are not waited for
         rt.nb.sync(user_site())
 
@@ -32,7 +36,14 @@ def notify(name: Any = None) -> None:
         amnet.BarrierStateError: a notify is already pending on this thread.
     """
     rt = current("upc.notify()")
-    if rt.nb is not None:  # puts complete, notify, unused prefetches retired meanwhile
+    if rt.shm is not None:
+        if rt.notified:
+            raise BarrierStateError("upc.notify() while this thread's notify is pending: "
+                                    "call upc.wait() first")
+        fence()
+        rt.shm.notify(name)
+        rt.notified = True
+    elif rt.nb is not None:  # puts complete, notify, unused prefetches retired meanwhile
         rt.ep.fence()
         rt.nb.notify(name)
     else:
@@ -53,6 +64,15 @@ def wait(name: Any = None) -> None:
     if name is not None and rt.notify_name is not None and name != rt.notify_name:
         raise BarrierStateError(f"upc.wait({name!r}) after upc.notify({rt.notify_name!r}): "
                                 "a wait's name must be its notify's")
+    if rt.shm is not None:
+        if not rt.notified:
+            raise BarrierStateError("upc.wait() without a pending upc.notify(): call "
+                                    "upc.notify() first")
+        rt.notified = False
+        mine, rt.notify_name = rt.notify_name, None
+        rt.shm.wait(mine)
+        rt.net.fence()
+        return
     rt.ep.barrier_wait()
     rt.notify_name = None
     rt.ep.fence()
@@ -65,6 +85,14 @@ def barrier(name: Any = None) -> None:
 
     Raises: as both.
     """
+    rt = current("upc.barrier()")
+    if rt.shm is not None and name is None:  # the paper: shmem_barrier_all, no expression
+        if rt.notified:
+            raise BarrierStateError("upc.barrier() while this thread's notify is pending: "
+                                    "call upc.wait() first")
+        fence()
+        rt.net.barrier()
+        return
     notify(name)
     wait()
 
