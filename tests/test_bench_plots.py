@@ -52,7 +52,7 @@ def _without_matplotlib(tmp_path: Path) -> dict[str, str]:
 
 
 def test_the_plotting_suites_are_those_that_draw_figures():
-    assert PLOTTING == ["apps", "coll", "hybrid", "inject", "nbcomm", "vis"]
+    assert PLOTTING == ["apps", "coll", "hybrid", "inject", "nbcomm", "shmem", "vis"]
 
 
 @pytest.mark.parametrize("name", sorted(SUITES))

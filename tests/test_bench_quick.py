@@ -43,7 +43,7 @@ def _numbers(x, key=""):
 
 def test_every_suite_is_covered():
     assert set(SUITES) == {"am", "apps", "coll", "hybrid", "inject", "model", "nbcomm",
-                           "rma", "startup", "upc", "vis"}
+                           "rma", "shmem", "startup", "upc", "vis"}
 
 
 @pytest.mark.parametrize("suite", sorted(SUITES))

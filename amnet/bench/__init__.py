@@ -68,6 +68,7 @@ from . import inject as inject  # noqa: E402
 from . import model as model  # noqa: E402
 from . import nbcomm as nbcomm  # noqa: E402
 from . import rma as rma  # noqa: E402
+from . import shmem as shmem  # noqa: E402
 from . import startup as startup  # noqa: E402
 from . import upc as upc  # noqa: E402
 from . import vis as vis  # noqa: E402
