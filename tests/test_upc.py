@@ -1,7 +1,10 @@
 """upc_rt in real jobs: every operation at T=1 and T=2, within one node and across 2 nodes,
 with the remote-reference cache off and on; lock fairness, the release hazard, collective
 mismatches, bad input and heap churn have their own jobs. The checks run inside the ranks
-(tests/data/upcjobs.py) against numpy models; these tests check what the ranks returned."""
+(tests/data/upcjobs.py) against numpy models; these tests check what the ranks returned.
+
+The functional jobs run twice, ``runtime`` amnet and shmem (``AMNET_UPC_RUNTIME``: upc_rt
+over shmem_rt's public calls, docs/upc.md): the same jobs, the same checks."""
 
 from __future__ import annotations
 
@@ -28,8 +31,24 @@ TOPOLOGIES = [
 ]
 
 
-def job(fn, topo, **kw):
-    return amnet.run(fn, **topo, segment_size=SEGMENT, timeout=120, **kw)
+def job(fn, topo, runtime="amnet", **kw):
+    if runtime == "shmem":  # every job checks that it ran over shmem_rt
+        fn = functools.partial(_over_shmem, fn)
+    return amnet.run(fn, **topo, segment_size=SEGMENT, timeout=120, upc_runtime=runtime, **kw)
+
+
+def _over_shmem(fn, ep, *a, **kw):
+    out = fn(ep, *a, **kw)
+    import upc_rt
+
+    rt = upc_rt._rt.current()
+    assert rt.shm is not None and rt.net is rt.shm, "upc_rt did not run over shmem_rt"
+    return out
+
+
+# upc_rt on amnet, and over shmem_rt (the same jobs and checks; the cache, auto_nb and the
+# amnet-only jobs stay on amnet)
+RUNTIMES = pytest.mark.parametrize("runtime", ["amnet", "shmem"])
 
 
 def with_cache(topologies, keep_node=()):
@@ -49,10 +68,12 @@ def with_cache(topologies, keep_node=()):
 MPI_T2 = pytest.param(dict(n=4, nodes=2, threads_per_proc=2, conduit="mpi"), id="2nodes-T2-mpi")
 
 
-@pytest.mark.parametrize(("topo", "cache"), with_cache([*TOPOLOGIES, MPI_T2],
-                                                       keep_node=("node-T1",)))
-def test_every_operation(topo, cache):
-    facts = job(functools.partial(upcjobs.suite, cache=cache), topo)
+@pytest.mark.parametrize(("topo", "cache", "runtime"), [
+    *(pytest.param(*p.values, "amnet", id=p.id)
+      for p in with_cache([*TOPOLOGIES, MPI_T2], keep_node=("node-T1",))),
+    *(pytest.param(t.values[0], False, "shmem", id=f"{t.id}-shmem") for t in TOPOLOGIES)])
+def test_every_operation(topo, cache, runtime):
+    facts = job(functools.partial(upcjobs.suite, cache=cache), topo, runtime)
     n = topo["n"]
     assert [f["rank"] for f in facts] == list(range(n))
     tickets = sorted(t for f in facts for t in f["tickets"])
@@ -73,14 +94,16 @@ def test_locks_are_granted_in_request_order(topo):
     assert got[0] == [1, 2, 3]
 
 
-@pytest.mark.parametrize("cache", [False, True], ids=["nocache", "cache"])
-def test_release_hazard_is_closed(cache):
+@pytest.mark.parametrize(("cache", "runtime"), [(False, "amnet"), (True, "amnet"),
+                                               (False, "shmem")],
+                         ids=["nocache", "cache", "shmem"])
+def test_release_hazard_is_closed(cache, runtime):
     # thread 0 writes X on another node inside the critical section: in flight for 20 ms, or
     # (cache on) held in its cache; an unlock that did not complete the write first would
     # let thread 2, next to X, read the old value (the cache variant fails with unlock's
     # fence removed; emulated latency alone keeps messages in order, so it cannot)
     got = job(functools.partial(upcjobs.release_hazard, cache=cache), dict(n=4, nodes=2),
-              net_latency_us=20000)
+              runtime, net_latency_us=20000)
     assert got[2] == list(range(1, 9))
 
 
@@ -108,8 +131,9 @@ def test_a_thread_computing_on_its_own_data_serves_other_nodes(every):
 
 @pytest.mark.parametrize("topo", [dict(n=2), dict(n=4, nodes=2, threads_per_proc=2)],
                          ids=["node", "2nodes-T2"])
-def test_collective_mismatch_fails_every_thread(topo):
-    got = job(upcjobs.mismatch, topo)
+@RUNTIMES
+def test_collective_mismatch_fails_every_thread(topo, runtime):
+    got = job(upcjobs.mismatch, topo, runtime)
     for r, out in enumerate(got):
         assert "upc_all_alloc: thread 1 passed (4, 16) but thread 0 passed (4, 8)" in out[0]
         assert "upc.shared_array: thread 1 passed ('(11,)'" in out[1]
@@ -117,8 +141,9 @@ def test_collective_mismatch_fails_every_thread(topo):
         assert out[3] == "0", r
 
 
-def test_bad_input_is_refused_before_anything_moves():
-    got = job(upcjobs.bad_input, dict(n=4, nodes=2))
+@RUNTIMES
+def test_bad_input_is_refused_before_anything_moves(runtime):
+    got = job(upcjobs.bad_input, dict(n=4, nodes=2), runtime)
     for out in got:
         assert out["before_init"].startswith("NotInitialized: upc.shared_array() before "
                                              "upc.init()")
@@ -148,8 +173,9 @@ def test_bad_input_is_refused_before_anything_moves():
 
 @pytest.mark.parametrize("topo", [dict(n=2, threads_per_proc=2), dict(n=2, nodes=2)],
                          ids=["threads", "2nodes"])
-def test_heap_churn_does_not_fragment(topo):
-    assert job(upcjobs.churn, topo) == [1] * topo["n"]
+@RUNTIMES
+def test_heap_churn_does_not_fragment(topo, runtime):
+    assert job(upcjobs.churn, topo, runtime) == [1] * topo["n"]
 
 
 @pytest.mark.parametrize("args", [["-n", "2"], ["-n", "2", "--threads-per-proc", "2"],
@@ -171,14 +197,18 @@ def test_upc_uses_only_the_public_interface():
     assert "._rs" not in src
 
 
-@pytest.mark.parametrize(("topo", "cache"), with_cache([TOPOLOGIES[1], TOPOLOGIES[2]]))
-def test_nd_slices_move_in_bulk_and_match_numpy(topo, cache):
-    got = job(functools.partial(upcjobs.nd_slices, cache=cache), topo)
+@pytest.mark.parametrize(("topo", "cache", "runtime"), [
+    *(pytest.param(*p.values, "amnet", id=p.id)
+      for p in with_cache([TOPOLOGIES[1], TOPOLOGIES[2]])),
+    pytest.param(dict(n=4, nodes=2, threads_per_proc=2), False, "shmem", id="2nodes-T2-shmem")])
+def test_nd_slices_move_in_bulk_and_match_numpy(topo, cache, runtime):
+    got = job(functools.partial(upcjobs.nd_slices, cache=cache), topo, runtime)
     assert got == [got[0]] * topo["n"] and got[0] > 50
 
 
-def test_index_keys_follow_numpy_and_bad_ones_are_index_errors():
-    got = job(upcjobs.index_keys, dict(n=2, nodes=2))
+@RUNTIMES
+def test_index_keys_follow_numpy_and_bad_ones_are_index_errors(runtime):
+    got = job(upcjobs.index_keys, dict(n=2, nodes=2), runtime)
     for errors in got:  # four IndexErrors naming the array, then both floats refused
         assert len(errors) == 6 and all(e.startswith("shared array 300 of int64")
                                         for e in errors[:4]), errors
@@ -187,18 +217,24 @@ def test_index_keys_follow_numpy_and_bad_ones_are_index_errors():
 
 # the cache across nodes once (2 processes of 2 threads): the collectives' own paths do not
 # change with it (CI time)
-@pytest.mark.parametrize(("topo", "cache"), [
-    *(p for p in with_cache([*TOPOLOGIES, pytest.param(dict(n=3), id="node-T1-3threads"),
-                             pytest.param(dict(n=5, nodes=2), id="2nodes-T1-5threads")])
+@pytest.mark.parametrize(("topo", "cache", "runtime"), [
+    *(pytest.param(*p.values, "amnet", id=p.id)
+      for p in with_cache([*TOPOLOGIES, pytest.param(dict(n=3), id="node-T1-3threads"),
+                           pytest.param(dict(n=5, nodes=2), id="2nodes-T1-5threads")])
       if not p.values[1] or p.id == "2nodes-T2-cache"),
-    pytest.param(dict(n=5, nodes=2, conduit="mpi"), False, id="2nodes-T1-5threads-mpi-nocache")])
-def test_collectives_every_flag_pair_and_algorithm(topo, cache):
-    got = job(functools.partial(upcjobs.collectives, cache=cache), topo)
+    pytest.param(dict(n=5, nodes=2, conduit="mpi"), False, "amnet",
+                 id="2nodes-T1-5threads-mpi-nocache"),
+    pytest.param(dict(n=3), False, "shmem", id="node-T1-3threads-shmem"),
+    pytest.param(dict(n=5, nodes=2), False, "shmem", id="2nodes-T1-5threads-shmem"),
+    pytest.param(dict(n=4, nodes=2, threads_per_proc=2), False, "shmem", id="2nodes-T2-shmem")])
+def test_collectives_every_flag_pair_and_algorithm(topo, cache, runtime):
+    got = job(functools.partial(upcjobs.collectives, cache=cache), topo, runtime)
     assert len(set(got)) == 1 and got[0] > 100
 
 
-def test_collectives_refuse_what_does_not_fit():
-    got = job(upcjobs.coll_bad, dict(n=2, nodes=2))
+@RUNTIMES
+def test_collectives_refuse_what_does_not_fit(runtime):
+    got = job(upcjobs.coll_bad, dict(n=2, nodes=2), runtime)
     want = ["ValueError: upc.all_broadcast(): dst is shared array 16 of uint8 (block size 4)",
             "ValueError: upc.all_broadcast(): nbytes must be an int >= 1, got 0",
             "ValueError: upc.all_broadcast(): flags 3 name two IN_* or two OUT_* modes",
@@ -249,11 +285,12 @@ def test_auto_nb_changes_no_result(cache):
 # -- the shared heap gives space back -------------------------------------------------------
 @pytest.mark.parametrize("topo", [dict(n=2, threads_per_proc=2), dict(n=3, nodes=2)],
                          ids=["threads", "2nodes"])
-def test_heap_gives_space_back_between_phases(topo):
+@RUNTIMES
+def test_heap_gives_space_back_between_phases(topo, runtime):
     # 5/8 of the segment, symmetric then local then symmetric: each phase fits only if the
     # one before gave its space back (freeing the symmetric heap's top lowers every thread's
     # floor; freeing a local block lets the symmetric heap grow again)
-    got = job(upcjobs2.heap_phases, topo)
+    got = job(upcjobs2.heap_phases, topo, runtime)
     for out in got:
         assert out[:4] == ["all_alloc 0: no error", "alloc 0: no error",
                            "all_alloc 1: no error", "alloc 1: no error"], out
@@ -274,11 +311,15 @@ def test_heap_gives_space_back_between_phases(topo):
     pytest.param(dict(n=2, threads_per_proc=2), False, id="threads"),
     pytest.param(dict(n=2, nodes=2), False, id="2nodes-nocache"),
     pytest.param(dict(n=2, nodes=2), True, id="2nodes-cache")])
-def test_structured_element_reads_are_snapshots(topo, cache):
+@RUNTIMES
+def test_structured_element_reads_are_snapshots(topo, cache, runtime):
+    if cache and runtime == "shmem":
+        pytest.skip("the cache runs on amnet only")
     # numpy gives a structured element as a view of its array's memory; a shared array's
     # element read is a copy on every route (UPC's s = X[i]): it keeps what it read when the
     # owner writes later, and a second read does not overwrite the first
-    for me, out in enumerate(job(functools.partial(upcjobs2.struct_reads, cache=cache), topo)):
+    for me, out in enumerate(job(functools.partial(upcjobs2.struct_reads, cache=cache), topo,
+                                 runtime)):
         want = out.pop("want")
         # records are written from tuples too, as numpy takes them
         assert out.pop("tuple") == (me, -1.5)
@@ -303,8 +344,9 @@ def _row_owner(shape, b, threads, i):
 
 
 @pytest.mark.parametrize("topo", [dict(n=3), dict(n=4, nodes=2)], ids=["node", "2nodes"])
-def test_forall_on_an_nd_array_gives_row_i_to_the_owner_of_its_first_element(topo):
-    got = job(upcjobs2.forall_rows, topo)
+@RUNTIMES
+def test_forall_on_an_nd_array_gives_row_i_to_the_owner_of_its_first_element(topo, runtime):
+    got = job(upcjobs2.forall_rows, topo, runtime)
     T = topo["n"]
     for me, out in enumerate(got):
         for k, (shape, b) in enumerate(upcjobs2.FORALL_CASES):
@@ -321,8 +363,9 @@ def test_forall_on_an_nd_array_gives_row_i_to_the_owner_of_its_first_element(top
 
 # -- atomic domains and the types they are used on ------------------------------------------
 @pytest.mark.parametrize("topo", [dict(n=2), dict(n=2, nodes=2)], ids=["node", "2nodes"])
-def test_atomic_domain_of_another_type_is_refused(topo):
-    for out in job(upcjobs2.atomic_types, topo):
+@RUNTIMES
+def test_atomic_domain_of_another_type_is_refused(topo, runtime):
+    for out in job(upcjobs2.atomic_types, topo, runtime):
         assert out["i8 on f8"].startswith("TypeError: upc atomic get: this domain's type is "
                                           "int64, but the pointer points into shared array "), out
         assert out["i8 on f8"].endswith(", of float64: use a domain of float64 (atomics must "
@@ -345,8 +388,9 @@ def test_atomic_domain_of_another_type_is_refused(topo):
 # -- local_indices: the global indices of X.local -------------------------------------------
 @pytest.mark.parametrize("topo", [dict(n=3), dict(n=4, nodes=2, threads_per_proc=2)],
                          ids=["node", "2nodes-T2"])
-def test_local_indices_follow_the_layout_in_local_order(topo):
-    got = job(upcjobs2.local_indices, topo)
+@RUNTIMES
+def test_local_indices_follow_the_layout_in_local_order(topo, runtime):
+    got = job(upcjobs2.local_indices, topo, runtime)
     T = topo["n"]
     for me, out in enumerate(got):
         for (shape, b), idx in zip(upcjobs2.LOCAL_CASES, out, strict=True):
