@@ -84,7 +84,7 @@ def init_thread(requested: int = THREAD_MULTIPLE) -> THREAD:
 def query_thread() -> THREAD:
     """The thread level this PE was given (:func:`init` gives FUNNELED)."""
     pe = _state.current()
-    return THREAD(pe.thread_level if pe.thread_level else min(PROVIDED, THREAD.MULTIPLE))
+    return THREAD(PROVIDED if pe.thread_level is None else pe.thread_level)
 
 
 def _level(x: object, what: str) -> int:

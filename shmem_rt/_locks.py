@@ -61,6 +61,7 @@ def test_lock(lock: np.ndarray) -> bool:
     """Take the lock if it is free and return False; return True (taking nothing) if it
     is held: OpenSHMEM's ``shmem_test_lock`` returns 0 on success."""
     st, off = _word(lock, "shmem.test_lock()")
+    st.port.poll()  # a test_lock loop on the lock's home PE must serve the other nodes' AMs
     ep = st.ep
     old = ep.atomic(HOME, off, "get", dtype="u8")
     if (old >> 32) & LOW != old & LOW:

@@ -186,6 +186,9 @@ def alloc(count: int, size: int = 1, align: int | None = None, hints: int | None
     nbytes = int(count) * int(size)
     a = _align(align, what)
     _hints(hints, what)
+    if nbytes == 0:  # as shmem_malloc(0): no block (an empty buffer names no offset)
+        _agree(st, what, nbytes, a)
+        return memoryview(bytearray(0))
     off = alloc_offset(st, nbytes, a, what, bool(clear))
     return memoryview(st.seg[off:off + nbytes])
 
@@ -199,6 +202,9 @@ def free(mem: memoryview | np.ndarray) -> None:
         ValueError: ``mem`` is not the start of an allocation, or PEs freed different ones.
     """
     st = _state.current()
+    if memoryview(mem).nbytes == 0:  # what alloc(0) gave: nothing to free (as shmem_free(NULL))
+        _agree(st, "shmem.free()", -1)
+        return
     off = st.ep.segment_offset(mem)
     if off < st.heap.lo or st.heap.size_of(off) is None:
         raise ValueError("shmem.free(): that memory is not an allocation of the symmetric "

@@ -27,8 +27,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import amnet
 import numpy as np
+
+import amnet
 
 PUT_SIGNAL, DONE = range(2)
 RESERVED = 512  # bytes at the start of every segment that no allocation gets: the world
@@ -52,7 +53,7 @@ class PE:
         self.local = [self.ep.is_local(p) for p in range(self.npes)]
         self.initialized = False
         self.finalized = False
-        self.thread_level = 0
+        self.thread_level: int | None = None  # set by init_thread
         self.pending = False  # puts/gets to other nodes started since the last quiet
         self.teams: Any = None  # _team.Teams, made by init
         self.locks: dict[int, Any] = {}

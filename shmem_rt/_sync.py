@@ -51,7 +51,7 @@ def parse_cmp(cmp: Any, what: str) -> CMP:
         ValueError: no comparison.
     """
     if isinstance(cmp, str):
-        c = _STR.get(cmp) or CMP.__members__.get(cmp.upper())
+        c = _STR.get(cmp, CMP.__members__.get(cmp.upper()))  # (CMP.EQ is 0: no `or`)
         if c is not None:
             return c
     elif isinstance(cmp, int | np.integer) and not isinstance(cmp, bool) and cmp in _OPS:

@@ -1,0 +1,330 @@
+"""shmem_rt (OpenSHMEM 1.5 with shmem4py's API): its public surface against shmem4py's (the
+names and signatures are written here from shmem4py's shmem.py, not read from an installed
+shmem4py), that it imports nothing private of amnet, and every routine in real jobs, one
+per mapping (tests/data/shmem_jobs.py checks inside the PEs against numpy models), leaving
+nothing behind in /dev/shm."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import pytest
+import shmem_jobs
+
+import amnet
+import shmem_rt
+
+ROOT = Path(__file__).resolve().parent.parent
+SEGMENT = 8 << 20
+
+NAMES = """
+MAJOR_VERSION MINOR_VERSION VENDOR_STRING THREAD THREAD_SINGLE THREAD_FUNNELED
+THREAD_SERIALIZED THREAD_MULTIPLE CTX CTX_PRIVATE CTX_SERIALIZED CTX_NOSTORE Ctx CTX_DEFAULT
+CTX_INVALID Team TEAM_WORLD TEAM_SHARED TEAM_INVALID MALLOC MALLOC_ATOMICS_REMOTE
+MALLOC_SIGNAL_REMOTE AMO AMO_SET AMO_INC AMO_ADD AMO_AND AMO_OR AMO_XOR SIGNAL SIGNAL_SET
+SIGNAL_ADD OP OP_AND OP_OR OP_XOR OP_MAX OP_MIN OP_SUM OP_PROD CMP CMP_EQ CMP_NE CMP_GT
+CMP_LE CMP_LT CMP_GE Lock
+""".split()
+SIGNATURES = {
+    "info_get_version": "",
+    "info_get_name": "",
+    "init": "",
+    "finalize": "",
+    "global_exit": "status=0",
+    "init_thread": "requested=THREAD_MULTIPLE",
+    "query_thread": "",
+    "Ctx.create": "options=0, team=None",
+    "Ctx.destroy": "",
+    "Ctx.get_team": "",
+    "Ctx.fence": "",
+    "Ctx.quiet": "",
+    "Team.destroy": "",
+    "Team.split_strided": "start=0, stride=1, size=None, config=None, **kwargs",
+    "Team.get_config": "",
+    "Team.my_pe": "",
+    "Team.n_pes": "",
+    "Team.translate_pe": "pe=None, team=None",
+    "Team.create_ctx": "options=0",
+    "Team.sync": "",
+    "my_pe": "",
+    "n_pes": "",
+    "pe_accessible": "pe",
+    "addr_accessible": "addr, pe",
+    "ptr": "target, pe",
+    "alloc": "count, size=1, align=None, hints=None, clear=True",
+    "free": "mem",
+    "fromalloc": "mem, shape=None, dtype=None, order='C'",
+    "new_array": "shape, dtype=float, order='C', *, align=None, hints=None, clear=True",
+    "del_array": "a",
+    "array": "obj, dtype=None, *, order='K', align=None, hints=None",
+    "empty": "shape, dtype=float, order='C', *, align=None, hints=None",
+    "zeros": "shape, dtype=float, order='C', *, align=None, hints=None",
+    "ones": "shape, dtype=float, order='C', *, align=None, hints=None",
+    "full": "shape, fill_value, dtype=None, order='C', *, align=None, hints=None",
+    "put": "target, source, pe, size=None, ctx=None",
+    "get": "target, source, pe, size=None, ctx=None",
+    "iput": "target, source, pe, tst=1, sst=1, size=None, ctx=None",
+    "iget": "target, source, pe, tst=1, sst=1, size=None, ctx=None",
+    "put_nbi": "target, source, pe, size=None, ctx=None",
+    "get_nbi": "target, source, pe, size=None, ctx=None",
+    "atomic_set": "target, value, pe, ctx=None",
+    "atomic_inc": "target, pe, ctx=None",
+    "atomic_add": "target, value, pe, ctx=None",
+    "atomic_and": "target, value, pe, ctx=None",
+    "atomic_or": "target, value, pe, ctx=None",
+    "atomic_xor": "target, value, pe, ctx=None",
+    "atomic_fetch": "source, pe, ctx=None",
+    "atomic_swap": "target, value, pe, ctx=None",
+    "atomic_compare_swap": "target, cond, value, pe, ctx=None",
+    "atomic_fetch_inc": "target, pe, ctx=None",
+    "atomic_fetch_add": "target, value, pe, ctx=None",
+    "atomic_fetch_and": "target, value, pe, ctx=None",
+    "atomic_fetch_or": "target, value, pe, ctx=None",
+    "atomic_fetch_xor": "target, value, pe, ctx=None",
+    "atomic_fetch_nbi": "fetch, source, pe, ctx=None",
+    "atomic_swap_nbi": "fetch, target, value, pe, ctx=None",
+    "atomic_compare_swap_nbi": "fetch, target, cond, value, pe, ctx=None",
+    "atomic_fetch_inc_nbi": "fetch, target, pe, ctx=None",
+    "atomic_fetch_add_nbi": "fetch, target, value, pe, ctx=None",
+    "atomic_fetch_and_nbi": "fetch, target, value, pe, ctx=None",
+    "atomic_fetch_or_nbi": "fetch, target, value, pe, ctx=None",
+    "atomic_fetch_xor_nbi": "fetch, target, value, pe, ctx=None",
+    "atomic_op": "target, value, op, pe, ctx=None",
+    "atomic_fetch_op": "target, value, op, pe, ctx=None",
+    "atomic_fetch_op_nbi": "fetch, target, value, op, pe, ctx=None",
+    "new_signal": "",
+    "del_signal": "signal",
+    "signal_fetch": "signal",
+    "put_signal": "target, source, pe, signal, value, sigop, size=None, ctx=None",
+    "put_signal_nbi": "target, source, pe, signal, value, sigop, size=None, ctx=None",
+    "barrier_all": "",
+    "sync_all": "",
+    "sync": "team=None",
+    "broadcast": "target, source, root, size=None, team=None",
+    "collect": "target, source, size=None, team=None",
+    "fcollect": "target, source, size=None, team=None",
+    "alltoall": "target, source, size=None, team=None",
+    "alltoalls": "target, source, tst=1, sst=1, size=None, team=None",
+    "reduce": "target, source, op=OP_SUM, size=None, team=None",
+    "and_reduce": "target, source, size=None, team=None",
+    "or_reduce": "target, source, size=None, team=None",
+    "xor_reduce": "target, source, size=None, team=None",
+    "max_reduce": "target, source, size=None, team=None",
+    "min_reduce": "target, source, size=None, team=None",
+    "sum_reduce": "target, source, size=None, team=None",
+    "prod_reduce": "target, source, size=None, team=None",
+    "wait_until": "ivar, cmp, value",
+    "wait_until_all": "ivars, cmp, value, status=None",
+    "wait_until_any": "ivars, cmp, value, status=None",
+    "wait_until_some": "ivars, cmp, value, status=None",
+    "wait_until_all_vector": "ivars, cmp, values, status=None",
+    "wait_until_any_vector": "ivars, cmp, values, status=None",
+    "wait_until_some_vector": "ivars, cmp, values, status=None",
+    "test": "ivar, cmp, value",
+    "test_all": "ivars, cmp, value, status=None",
+    "test_any": "ivars, cmp, value, status=None",
+    "test_some": "ivars, cmp, value, status=None",
+    "test_all_vector": "ivars, cmp, values, status=None",
+    "test_any_vector": "ivars, cmp, values, status=None",
+    "test_some_vector": "ivars, cmp, values, status=None",
+    "signal_wait_until": "signal, cmp, value",
+    "fence": "ctx=None",
+    "quiet": "ctx=None",
+    "new_lock": "",
+    "del_lock": "lock",
+    "set_lock": "lock",
+    "test_lock": "lock",
+    "clear_lock": "lock",
+    "Lock.destroy": "",
+    "Lock.acquire": "blocking=True",
+    "Lock.release": "",
+    "pcontrol": "level=1",
+}
+
+
+# -- the public surface ---------------------------------------------------------------------
+def _params(spec: str) -> list[tuple[str, str, object]]:
+    """``"a, b=1, *, c=None, **kw"`` as (name, kind, default) triples."""
+    out, kwonly = [], False
+    for part in (p.strip() for p in spec.split(",") if p.strip()):
+        if part == "*":
+            kwonly = True
+            continue
+        if part.startswith("**"):
+            out.append((part[2:], "VAR_KEYWORD", inspect.Parameter.empty))
+            continue
+        name, _, default = part.partition("=")
+        value = eval(default, vars(shmem_rt)) if default else inspect.Parameter.empty
+        out.append((name, "KEYWORD_ONLY" if kwonly else "POSITIONAL_OR_KEYWORD", value))
+    return out
+
+
+def _actual(obj) -> list[tuple[str, str, object]]:
+    ps = list(inspect.signature(obj).parameters.values())
+    if ps and ps[0].name == "self":
+        ps = ps[1:]
+    return [(p.name, p.kind.name, p.default) for p in ps]
+
+
+def test_every_public_name_of_shmem4py_is_there():
+    missing = [n for n in [*NAMES, *SIGNATURES] if not _has(n)]
+    assert missing == []
+
+
+def _has(dotted: str) -> bool:
+    obj = shmem_rt
+    for part in dotted.split("."):
+        if not hasattr(obj, part):
+            return False
+        obj = getattr(obj, part)
+    return True
+
+
+@pytest.mark.parametrize("name", sorted(SIGNATURES))
+def test_signature_matches_shmem4py(name):
+    obj = shmem_rt
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    want = _params(SIGNATURES[name])
+    got = _actual(obj)
+    assert [w[:2] for w in want] == [g[:2] for g in got], name  # names, order and kinds
+    for (pname, _, wd), (_, _, gd) in zip(want, got, strict=True):
+        assert gd == wd, f"{name}: default of {pname} is {gd!r}, shmem4py's is {wd!r}"
+
+
+def test_constants_match_shmem4py():
+    s = shmem_rt
+    assert [a.value for a in s.AMO] == ["set", "inc", "add", "and", "or", "xor"]
+    assert [o.value for o in s.OP] == ["and", "or", "xor", "max", "min", "sum", "prod"]
+    assert isinstance(s.AMO_ADD, str) and isinstance(s.OP_SUM, str)
+    assert [c.name for c in s.CMP] == ["EQ", "NE", "GT", "LE", "LT", "GE"]
+    assert [t.name for t in s.THREAD] == ["SINGLE", "FUNNELED", "SERIALIZED", "MULTIPLE"]
+    assert list(s.THREAD) == sorted(s.THREAD)
+    assert [x.name for x in s.SIGNAL] == ["SET", "ADD"]
+    assert [x.name for x in s.CTX] == ["PRIVATE", "SERIALIZED", "NOSTORE"]
+    assert [x.name for x in s.MALLOC] == ["ATOMICS_REMOTE", "SIGNAL_REMOTE"]
+    assert (s.MAJOR_VERSION, s.MINOR_VERSION) == (1, 5) and isinstance(s.VENDOR_STRING, str)
+    for n in NAMES:
+        if n.startswith(("AMO_", "OP_", "CMP_", "THREAD_", "SIGNAL_", "CTX_", "MALLOC_")) \
+                and n not in ("CTX_DEFAULT", "CTX_INVALID"):
+            cls, member = n.split("_", 1)
+            assert getattr(s, n) is getattr(s, cls)[member], n
+    assert not s.TEAM_INVALID and not s.CTX_INVALID
+    assert set(s.__all__) >= set(NAMES) | {k for k in SIGNATURES if "." not in k}
+
+
+# -- nothing private of amnet -----------------------------------------------------------------
+PUBLIC_MODULES = {"amnet", "amnet.coll"}
+
+
+def private_imports(source: str) -> list[str]:
+    """Imports of amnet's private parts in ``source``: a module other than ``amnet`` and
+    ``amnet.coll``, or a name starting with ``_`` taken from them."""
+    bad = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] == "amnet" and a.name not in PUBLIC_MODULES:
+                    bad.append(f"import {a.name}")
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                and node.module.split(".")[0] == "amnet":
+            if node.module not in PUBLIC_MODULES:
+                bad.append(f"from {node.module} import ...")
+            for a in node.names:
+                sub = node.module == "amnet" and a.name in _AMNET_MODULES  # a module
+                if a.name.startswith("_") or (sub and f"amnet.{a.name}" not in PUBLIC_MODULES):
+                    bad.append(f"from {node.module} import {a.name}")
+    return bad
+
+
+_AMNET_MODULES = {p.stem for p in (ROOT / "amnet").iterdir()}  # amnet.core, amnet.pshm...
+
+
+def test_shmem_rt_imports_nothing_private_of_amnet():
+    files = sorted((ROOT / "shmem_rt").glob("*.py"))
+    assert len(files) >= 8
+    found = {f.name: private_imports(f.read_text()) for f in files}
+    assert {k: v for k, v in found.items() if v} == {}
+
+
+@pytest.mark.parametrize("line", [
+    "from amnet.core._hot import EndpointBase",
+    "import amnet.core._hot",
+    "import amnet._config as c",
+    "from amnet import _guard",
+    "from amnet.core import _hot",
+    "from amnet.coll import _algos",
+    "from amnet.core import endpoint",
+    "def f():\n    from amnet.pshm._network import x\n",
+])
+def test_the_private_import_check_catches(line):
+    assert private_imports(line) != []
+
+
+def test_the_private_import_check_allows_the_public_api():
+    ok = "import amnet\nimport amnet.coll as C\nfrom amnet.coll import AND, ADD\n" \
+         "from amnet import Port, Extension, RankError\nfrom . import _state\n"
+    assert private_imports(ok) == []
+
+
+# -- real jobs ----------------------------------------------------------------------------------
+MAPPINGS = [
+    pytest.param(dict(n=1), id="n1"),
+    pytest.param(dict(n=2), id="n2"),
+    pytest.param(dict(n=4), id="n4"),
+    pytest.param(dict(n=4, threads_per_proc=2), id="n4-T2"),
+    pytest.param(dict(n=4, nodes=2), id="n4-2nodes"),
+]
+
+
+@pytest.mark.parametrize("topo", MAPPINGS)
+def test_every_routine_in_a_job(topo, marked):
+    facts = amnet.run(shmem_jobs.suite, **topo, segment_size=SEGMENT, timeout=100)
+    n = topo["n"]
+    assert [f["rank"] for f in facts] == list(range(n))
+    # fetch_inc on one word from every PE handed out every ticket once
+    assert sorted(t for f in facts for t in f["tickets"]) == list(range(20 * n))
+    assert all(f["heap_left"] == {} for f in facts)  # every allocation was freed
+    nodes = topo.get("nodes", 1)
+    per = n // nodes
+    for f in facts:  # TEAM_SHARED is the PEs of my node
+        first = f["rank"] // per * per
+        assert f["node"] == list(range(first, first + per))
+
+
+SCRIPT = """
+import numpy as np
+import shmem_rt as shmem
+me, n = shmem.my_pe(), shmem.n_pes()
+a = shmem.zeros(4, dtype="i8")
+shmem.put(a, np.arange(4, dtype="i8") + 10 * me, (me + 1) % n)
+shmem.barrier_all()
+assert list(a) == list(np.arange(4) + 10 * ((me - 1) % n)), a
+r = shmem.zeros(1, "i8")
+shmem.reduce(r, shmem.full(1, me + 1, dtype="i8"), shmem.OP_SUM)
+assert r[0] == n * (n + 1) // 2
+print("ok", me, n, shmem.ptr(a, (me + 1) % n) is not None, flush=True)
+shmem.finalize()
+try:
+    shmem.barrier_all()
+except Exception as e:
+    print("after finalize:", type(e).__name__, flush=True)
+"""
+
+
+@pytest.mark.parametrize("args", [["-n", "2"], ["-n", "4", "--nodes", "2"]],
+                         ids=["n2", "n4-2nodes"])
+def test_a_shmem4py_style_script_under_amnet_run(runner, args):
+    # a script as shmem4py programs are written: no init, the first call starts the PE
+    script = runner.script("prog.py", SCRIPT)
+    out = runner(*args, script, timeout=100)
+    assert out.returncode == 0, out.stderr
+    n = int(args[1])
+    lines = out.stdout.splitlines()
+    local = "--nodes" not in args
+    for me in range(n):
+        ok = f"ok {me} {n} {local or me % 2 == 0}"
+        assert ok in lines, out.stdout
+    assert lines.count("after finalize: InitError") == n
