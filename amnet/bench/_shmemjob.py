@@ -30,12 +30,16 @@ from ._shmem4pyjob import batches, cpi_part, iters_for, ra_expected, ra_initial,
 
 
 def _upc(plan: dict[str, Any]) -> Any:
+    import inspect
+
     import upc_rt as upc
 
-    if plan["runtime"] == "amnet":
+    if "runtime" in inspect.signature(upc.init).parameters:
+        upc.init(runtime=plan["runtime"])  # explicit: $AMNET_UPC_RUNTIME must not decide
+    elif plan["runtime"] == "amnet":
         upc.init()
     else:
-        upc.init(runtime=plan["runtime"])
+        raise RuntimeError("this upc_rt has no upc.init(runtime=...)")
     return upc
 
 

@@ -1,0 +1,173 @@
+"""amnet-bench `shmem`: the figures it returns, from tiny real runs.
+
+Behaviour only (benchmarks are never timed tests): the suite runs real upc_rt, shmem_rt and,
+where it is installed, shmem4py jobs with tiny sizes; the returned dict is checked for its
+tables, every form present or reported missing with why, and the ratios computed from the
+figures. The peer is taken from where it is (present or not) in one test, and pointed at a
+path with nothing there in the others, so both cases run on every machine.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import sys
+
+import pytest
+
+from amnet.bench import SUITES
+from amnet.bench import shmem as shmem_mod
+from amnet.bench._report import markdown, median
+
+TINY = ["--reps", "1", "--sizes", "8,4K", "--threads", "2", "--coll-sizes", "8,1K",
+        "--app-threads", "1,2", "--iters", "4", "--samples", "2", "--cpi-n", "4096",
+        "--triad-m", "256", "--ra-words", "64", "--ra-updates", "16", "--osu-sizes", "8,4K"]
+UPC_SECTIONS = ["put_node", "get_node", "put_2nodes", "get_2nodes", "barrier", "broadcast",
+                "reduce", "reduce_threaded", "cpi", "triad_time", "triad_bw", "ra_gups",
+                "ra_error"]
+MISSING = ("not installed: ", "not available: ", "failed: ")
+
+
+def test_registry_has_shmem():
+    assert SUITES["shmem"] is shmem_mod.shmem
+    assert all(p.startswith("shmem_") for p in shmem_mod.shmem.plots)
+
+
+def _check_report(res: dict) -> None:
+    tables = res["tables"]
+    assert [t["section"] for t in tables] == res["config"]["sections"]
+    assert res["table"] == {"columns": tables[0]["columns"], "rows": tables[0]["rows"]}
+    assert res["notes"] == [n for t in tables for n in t["notes"]]
+    for t in tables:
+        assert t["rows"] and all(len(r) == len(t["columns"]) for r in t["rows"])
+    text = markdown(res)
+    assert text.startswith("## amnet-bench shmem")
+    assert all(f"### {t['title']}" in text for t in tables)
+    for fig in res["figures"]:
+        assert any(fnmatch.fnmatch(fig["file"], p.replace("<topology>", "*"))
+                   for p in shmem_mod.PLOTS), fig["file"]
+        assert fig["series"]
+
+
+def _check_forms(res: dict) -> None:
+    """Every form of every upc table: a figure, or its reason for none in every cell."""
+    missing = res["config"]["missing"]
+    for t in res["tables"]:
+        if t["section"] == "osu":
+            continue
+        assert t["columns"][1].startswith("upc-amnet") and t["columns"][2].startswith(
+            "upc-shmem") and t["columns"][3] == "upc-shmem / upc-amnet"
+        forms = {1: "upc-amnet", 2: "upc-shmem"}
+        if t["section"] != "reduce_threaded":
+            assert t["columns"][4].startswith("shmem4py")
+            forms[4] = "shmem4py"
+        for row in t["rows"]:
+            for i, form in forms.items():
+                if form in missing:
+                    assert row[i] == missing[form]
+                elif form == "shmem4py" and t["section"].endswith("2nodes"):
+                    assert row[i] == shmem_mod.ONE_HOST
+                else:
+                    float(row[i])  # a figure
+    for r in res["results"]:
+        if r["section"] == "osu":
+            assert r["shmem_rt"] > 0
+            if "shmem4py" in missing:
+                assert r["shmem4py"] is None and r["ratio"] is None
+            else:
+                assert r["shmem4py"] > 0 and r["ratio"] == pytest.approx(
+                    r["shmem_rt"] / r["shmem4py"])
+            continue
+        assert r["upc-amnet"] >= 0 and r["upc-amnet"] == median(r["samples"]["upc-amnet"])
+        if "upc-shmem" in missing:
+            assert r["upc-shmem"] is None and r["ratio"] is None
+        else:
+            assert r["upc-shmem"] >= 0
+            if r["upc-amnet"] > 0:
+                assert r["ratio"] == pytest.approx(r["upc-shmem"] / r["upc-amnet"])
+        peer = r.get("shmem4py")
+        if "shmem4py" in missing or r["section"].endswith("2nodes") or \
+                r["section"] == "reduce_threaded":
+            assert peer is None
+        else:
+            assert peer >= 0
+        if r["section"] == "ra_error":
+            assert all(v is None or 0 <= v <= 100 for v in (r["upc-amnet"], r["upc-shmem"],
+                                                              peer))
+        elif r["section"] != "ra_error":
+            assert r["upc-amnet"] > 0
+
+
+def test_shmem_every_form(marked):
+    """The peer where it is: run when installed, reported as not installed otherwise."""
+    launcher, why = shmem_mod.find_peer(shmem_mod.peer_python(None), None)
+    res = SUITES["shmem"](TINY, progress=False)
+    assert res["suite"] == "shmem"
+    assert res["config"]["sections"] == [*UPC_SECTIONS, "osu"]
+    _check_report(res)
+    _check_forms(res)
+    missing = res["config"]["missing"]
+    assert "upc-shmem" not in missing  # upc_rt runs over shmem_rt
+    if launcher is None:
+        assert missing["shmem4py"] == f"not installed: {why}"
+    else:
+        assert "shmem4py" not in missing, missing
+        assert any("shmem4py peer: shmem4py" in n for n in res["notes"])
+    osu = res["tables"][-1]
+    assert osu["columns"] == ["figure", "shmem_rt, 1 node", "shmem4py, 1 node",
+                              "shmem_rt / shmem4py", "shmem_rt, 2 nodes"]
+    assert len(osu["rows"]) == len(shmem_mod.OSU_LAT) + 2
+
+
+def test_missing_peer_is_reported_and_the_rest_runs(marked, tmp_path):
+    nowhere = tmp_path / "no-venv" / "bin" / "python"
+    res = SUITES["shmem"]([*TINY, "--shmem-peer", str(nowhere), "--parts",
+                           "putget,reduce,osu", "--nodes", "1"], progress=False)
+    why = f"not installed: no Python at {nowhere}"
+    assert res["config"]["missing"] == {"shmem4py": why}
+    assert res["config"]["sections"] == ["put_node", "get_node", "reduce", "reduce_threaded",
+                                         "osu"]
+    _check_report(res)
+    _check_forms(res)
+    assert f"shmem4py: {why}." in res["notes"]
+    osu = res["tables"][-1]
+    assert osu["columns"] == ["figure", "shmem_rt, 1 node", "shmem4py, 1 node",
+                              "shmem_rt / shmem4py"]
+    assert all(row[2] == why for row in osu["rows"])
+    # no peer curve is drawn from nothing
+    assert all(s["label"] != "shmem4py" for f in res["figures"] for s in f["series"])
+
+
+def test_peer_from_the_environment(marked, tmp_path, monkeypatch):
+    nowhere = tmp_path / "python"
+    monkeypatch.setenv(shmem_mod.PEER_ENV, str(nowhere))
+    res = SUITES["shmem"]([*TINY, "--parts", "barrier", "--forms", "upc-amnet,shmem4py"],
+                          progress=False)
+    assert res["config"]["missing"] == {"shmem4py": f"not installed: no Python at {nowhere}"}
+    assert res["config"]["forms_run"] == ["upc-amnet"]
+    (row,) = res["tables"][0]["rows"]
+    assert row[0] == "2" and float(row[1]) > 0 and row[2] == "-" and row[3] == "-"
+    assert row[4].startswith("not installed: no Python at")
+
+
+def test_a_python_without_shmem4py_is_not_installed():
+    launcher, why = shmem_mod.find_peer(sys.executable, None)
+    assert launcher is None
+    assert "oshrun" in why or "import shmem4py fails" in why
+
+
+def test_oshrun_flags():
+    argv = shmem_mod.oshrun_argv("oshrun", 64)
+    assert argv[:3] == ["oshrun", "-np", "64"]
+    assert "--oversubscribe" in argv and argv[argv.index("--mca") + 1:][:2] == ["btl",
+                                                                                "^openib"]
+    assert "--oversubscribe" not in shmem_mod.oshrun_argv("oshrun", 1)
+
+
+@pytest.mark.parametrize("bad", [["--ra-words", "100"], ["--threads-per-proc", "3"],
+                                 ["--coll-threads", "1"], ["--samples", "0"],
+                                 ["--parts", "gups"], ["--nodes", "3"], ["--splits", "2"]])
+def test_bad_options(bad, capsys):
+    with pytest.raises(SystemExit) as e:
+        SUITES["shmem"](bad, progress=False)
+    assert e.value.code == 2
+    assert "amnet-bench shmem" in capsys.readouterr().err
