@@ -7,7 +7,8 @@ process. examples/hello.py is covered by tests/test_cli.py (test_hello_readme_co
 
 The UPC examples in examples/upc/ (on upc_rt) follow the same rule, in the two shapes their
 docstrings give: 4 UPC threads as 2 processes of 2 rank-threads on one node, and 4 processes
-on 2 simulated nodes.
+on 2 simulated nodes; each on amnet and over shmem_rt (``AMNET_UPC_RUNTIME=shmem``), with the
+same output.
 
 The OpenSHMEM examples in examples/shmem/ (on shmem_rt) too, in the three shapes their
 docstrings give: 4 PEs as 4 processes, as 2 processes of 2 rank-threads, and on 2 simulated
@@ -101,11 +102,13 @@ def test_am_example(runner, example, threads):
     assert out.stdout.splitlines() == [EXPECTED[example]], out.stdout + out.stderr
 
 
+@pytest.mark.parametrize("runtime", ["amnet", "shmem"])  # AMNET_UPC_RUNTIME (docs/upc.md)
 @pytest.mark.parametrize("shape", sorted(UPC_SHAPES))
 @pytest.mark.parametrize("example", sorted(UPC_EXPECTED))
-def test_upc_example(runner, example, shape):
+def test_upc_example(runner, example, shape, runtime):
     out = runner("-n", "4", *UPC_SHAPES[shape], "--timeout", "40",
-                 str(EXAMPLES / "upc" / example), timeout=60)
+                 str(EXAMPLES / "upc" / example), timeout=60,
+                 env={"AMNET_UPC_RUNTIME": runtime})
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.splitlines() == [UPC_EXPECTED[example]], out.stdout + out.stderr
 

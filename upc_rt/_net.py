@@ -378,13 +378,35 @@ def _chunks(base: int, strides: Any, counts: Any) -> np.ndarray:
     return o
 
 
+DENSE = 64 << 10  # a gather of pieces spanning at most this (or 8x their bytes): one get
+
+
 class _Vis:
-    """The strided and indexed transfers upc_rt's bulk access uses, as shmem get/put of
-    each piece (OpenSHMEM's iget/iput take one stride in elements; VIS takes several in
-    bytes, negative ones too)."""
+    """The strided and indexed transfers upc_rt's bulk access uses, on shmem get/put
+    (OpenSHMEM's iget/iput take one stride in elements; VIS takes several in bytes,
+    negative ones too, and indexed lists): a put of each piece (nonblocking, completed by
+    the next quiet); a gather as one get of the span of its pieces when they are dense in
+    it, else a get of each piece."""
 
     def __init__(self, net: ShmemNet) -> None:
         self.net = net
+
+    def _gather(self, t: int, so: np.ndarray, b: np.ndarray, bo: np.ndarray,
+                elem: int) -> None:
+        """The pieces of ``elem`` bytes at offsets ``so`` of thread ``t``'s region into
+        ``b`` at ``bo``."""
+        net = self.net
+        if not so.size:
+            return
+        lo, hi = int(so.min()), int(so.max()) + elem
+        if hi - lo <= max(8 * so.size * elem, DENSE):
+            tmp = np.empty(hi - lo, np.uint8)
+            net.shmem.get(tmp, net.region[lo:hi], t)
+            e = np.arange(elem, dtype=np.int64)[None, :]
+            b[(bo[:, None] + e).ravel()] = tmp[((so - lo)[:, None] + e).ravel()]
+            return
+        for s_, o in zip(so.tolist(), bo.tolist(), strict=True):
+            net.shmem.get(b[o:o + elem], net.region[s_:s_ + elem], t)
 
     def _buf(self, buf: Any, offset: int | None, strides: Any, elem: int,
              counts: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -395,11 +417,8 @@ class _Vis:
 
     def get_strided_nb(self, t: int, dst: Any, dst_off: int | None, dst_strides: Any,
                        src_off: int, src_strides: Any, elem: int, counts: Any) -> _Done:
-        net = self.net
         b, bo = self._buf(dst, dst_off, dst_strides, elem, counts)
-        for so, o in zip(_chunks(src_off, src_strides, counts).tolist(), bo.tolist(),
-                         strict=True):
-            net.shmem.get(b[o:o + elem], net.region[so:so + elem], t)
+        self._gather(t, _chunks(src_off, src_strides, counts), b, bo, elem)
         if not np.shares_memory(b, dst):
             np.copyto(dst, b.view(dst.dtype).reshape(dst.shape))
         return _Done()
@@ -418,10 +437,9 @@ class _Vis:
 
     def get_indexed_nb(self, t: int, dst_bufs: Any, dst_len: int, src_offsets: Any,
                        src_len: int) -> _Done:
-        net = self.net
         b = np.ascontiguousarray(dst_bufs[0]).reshape(-1).view(np.uint8)
-        for i, so in enumerate(src_offsets):
-            net.shmem.get(b[i * src_len:(i + 1) * src_len], net.region[so:so + src_len], t)
+        so = np.asarray(src_offsets, np.int64)
+        self._gather(t, so, b, np.arange(so.size, dtype=np.int64) * src_len, src_len)
         if not np.shares_memory(b, dst_bufs[0]):
             np.copyto(dst_bufs[0], b.view(dst_bufs[0].dtype).reshape(dst_bufs[0].shape))
         return _Done()
