@@ -54,7 +54,8 @@ def broadcast(target: np.ndarray, source: np.ndarray, root: int, size: int | Non
             or not 0 <= root < rec.n:
         raise amnet.RankError(f"{what}: root {root!r} is not a member of the team "
                               f"(0..{rec.n - 1})")
-    rec.coll.broadcast(t[:n], s[:n], root=int(root))
+    if n:  # (amnet.coll moves at least one byte)
+        rec.coll.broadcast(t[:n], s[:n], root=int(root))
 
 
 def collect(target: np.ndarray, source: np.ndarray, size: int | None = None,

@@ -328,3 +328,21 @@ def test_a_shmem4py_style_script_under_amnet_run(runner, args):
         ok = f"ok {me} {n} {local or me % 2 == 0}"
         assert ok in lines, out.stdout
     assert lines.count("after finalize: InitError") == n
+
+
+EXIT_SCRIPT = """
+import shmem_rt as shmem
+shmem.barrier_all()
+if shmem.my_pe() == 1:
+    shmem.global_exit(3)
+shmem.barrier_all()  # the others wait here until the job ends
+print("not reached", flush=True)
+"""
+
+
+def test_global_exit_ends_every_pe_with_its_status(runner):
+    script = runner.script("exit.py", EXIT_SCRIPT)
+    out = runner("-n", "4", "--nodes", "2", script, timeout=60)
+    assert out.returncode == 3, (out.returncode, out.stderr)
+    assert "not reached" not in out.stdout
+    assert "shmem.global_exit(3)" in out.stderr

@@ -203,6 +203,34 @@ def check_rma(me: int, n: int) -> None:
     eq(g, s[(left - 1) % n], "get_nbi")
     shmem.barrier_all()
     shmem.free(t)
+    # large transfers (several network messages to another node)
+    N = 50_000
+    t = shmem.zeros(N, "i8")
+    shmem.barrier_all()
+    shmem.put(t, np.arange(N, dtype="i8") * 7 + me, right)
+    shmem.barrier_all()
+    eq(t, np.arange(N) * 7 + left, "large put")
+    got = np.zeros(N, "i8")
+    shmem.get(got, t, right)
+    eq(got, np.arange(N) * 7 + me, "large get")
+    got[:] = 0
+    shmem.get_nbi(got, t, left)
+    shmem.quiet()
+    eq(got, np.arange(N) * 7 + (left - 1) % n, "large get_nbi")
+    shmem.barrier_all()
+    shmem.put_nbi(t, np.arange(N, dtype="i8") - me, right)
+    shmem.iput(t[N // 2:], np.arange(N, dtype="i8"), right, 2, 3)
+    shmem.barrier_all()
+    want = np.arange(N) - left
+    want[N // 2::2] = np.arange(N)[::3][:N // 4]
+    eq(t, want, "large put_nbi + iput")
+    got[:] = 0
+    shmem.iget(got, t, right, 1, 2)
+    want = np.arange(N) - me  # what my right neighbour holds
+    want[N // 2::2] = np.arange(N)[::3][:N // 4]
+    eq(got[:N // 2], want[::2], "large iget")
+    shmem.barrier_all()
+    shmem.free(t)
     # strided: iput/iget against numpy slicing
     for tst, sst, size in ((1, 1, None), (3, 2, 4), (2, 5, 3), (1, 3, None), (4, 1, 6)):
         T = shmem.full(24, -1, dtype="i8")
@@ -535,6 +563,7 @@ def _coll_member(team, tag, I8, J8, F8, G8, I4, J4) -> None:
         shmem.broadcast(dst, src, root, team=team)
         eq(dst, np.arange(6) + 10 * root, f"{tag} broadcast root {root}")
         dst[:] = -1
+        shmem.broadcast(dst, src, root, 0, team)  # nothing moves
         shmem.broadcast(dst, src, root, 4, team)
         eq(dst, np.r_[np.arange(4) + 10 * root, [-1, -1]], f"{tag} broadcast size 4")
         team.sync()
@@ -551,6 +580,9 @@ def _coll_member(team, tag, I8, J8, F8, G8, I4, J4) -> None:
     src, dst = I4[:3], J4[:3 * tn]
     src[:] = np.arange(3) + 100 * members[ti]
     shmem.fcollect(dst, src, team=team)
+    shmem.fcollect(dst, src, 0, team)
+    shmem.alltoall(dst, src, 0, team)
+    shmem.reduce(dst, src, shmem.OP_MAX, 0, team)
     eq(dst, np.concatenate([np.arange(3) + 100 * m for m in members]), f"{tag} fcollect")
     # alltoall: block j of member i -> block i of member j
     B = 2
@@ -619,7 +651,8 @@ def check_teams(me: int, n: int) -> dict:
     for p in range(n):
         assert W.translate_pe(p, S) == (node.index(p) if p in node else -1)
         assert shmem.team_translate_pe(W, p, W) == p
-    assert W.translate_pe(n) == -1
+    assert W.translate_pe(n) == -1 and W.translate_pe(0, shmem.TEAM_INVALID) == -1
+    raises(ValueError, shmem.TEAM_INVALID.translate_pe, 0, match="TEAM_INVALID")
     assert W.get_config() == {"num_contexts": 0} == shmem.team_get_config(W)
     assert shmem.Team(W) == W and shmem.Team() == shmem.TEAM_INVALID
     shmem.sync(W)
@@ -785,6 +818,7 @@ def check_contexts(me: int, n: int) -> None:
     shmem.barrier_all()
     assert c[0] == 6
     # a context on the odd PEs: PE numbers are team-relative
+    sig_area = shmem.zeros(8, "u1")
     od = shmem.TEAM_WORLD.split_strided(1, 2) if n > 1 else shmem.TEAM_INVALID
     if od:
         tn, ti = od.n_pes(), od.my_pe()
@@ -799,6 +833,14 @@ def check_contexts(me: int, n: int) -> None:
         eq(t, np.full(8, 1000 + src), "put on a team context")
         assert c[0] == 16
         assert shmem.g(t, tr, tctx) == 1000 + me
+        tsig = np.ndarray((1,), np.uint64, buffer=sig_area)  # a view: symmetric
+        od.sync()
+        shmem.put_signal(t[:2], np.full(2, 7 + me, "i8"), tr, tsig, 1, shmem.SIGNAL_ADD,
+                         ctx=tctx)
+        assert shmem.signal_wait_until(tsig, shmem.CMP_EQ, 1) == 1
+        assert (t[:2] == 7 + src).all()
+        assert shmem.atomic_fetch(c, tr, tctx) == 16
+        assert shmem.atomic_compare_swap(c, 16, 17, (ti - 1) % tn, tctx) == 16
         raises(amnet.RankError, shmem.put, t, out, tn, ctx=tctx,
                match=("not a member", f"0..{tn - 1}"))
         shmem.ctx_destroy(tctx)
@@ -808,6 +850,7 @@ def check_contexts(me: int, n: int) -> None:
         c3.destroy()
         od.destroy()
     shmem.barrier_all()
+    shmem.free(sig_area)
     shmem.free(c)
     shmem.free(t)
 
