@@ -927,7 +927,22 @@ def check_errors(me: int, n: int) -> None:
     raises(TypeError, shmem.atomic_fetch_nbi, np.zeros(2, "i8"), t[:1], right,
            match="one element")
     raises(ValueError, shmem.reduce, t, t, "mean", match="op must be one of")
+    i4 = shmem.zeros(1, "i4")
+    raises(amnet.AtomicError, shmem.atomic_set, i4, 2**40, right,
+           match=("does not fit", "2147483647"))
+    shmem.free(i4)
     shmem.barrier_all()
+    # collectives whose arguments differ across PEs raise on every PE, and go on after
+    if n > 1:
+        r, o = shmem.zeros(4, "i8"), shmem.ones(4, "i8")
+        raises(amnet.CollectiveMismatch, shmem.reduce, r, o, "sum", 3 + (me == 1),
+               match="disagree")
+        raises(amnet.CollectiveMismatch, shmem.reduce, r, o, "max" if me == n - 1 else "sum",
+               match="disagree")
+        shmem.reduce(r, o, "sum")
+        assert (r == n).all()
+        shmem.free(o)
+        shmem.free(r)
     # nothing moved: every PE's t is still zero
     assert (t == 0).all(), t
     assert (t2 == 0).all() and i2[0] == 0 and (f8 == 0).all()
