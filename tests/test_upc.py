@@ -402,3 +402,34 @@ def test_local_indices_follow_the_layout_in_local_order(topo, runtime):
             else:
                 want = np.unravel_index(np.array(mine, dtype=np.int64), shape)
                 assert idx == [d.tolist() for d in want], (me, shape, b)
+
+
+# -- split-phase and named barriers; the runtime option --------------------------------------
+@pytest.mark.parametrize("topo", [dict(n=3), dict(n=4, nodes=2, threads_per_proc=2)],
+                         ids=["node", "2nodes-T2"])
+@RUNTIMES
+def test_named_barriers_match_and_a_mismatch_fails_every_thread(topo, runtime):
+    for out in job(upcjobs2.barriers, topo, runtime):
+        assert out[0].startswith("BarrierMismatch: "), out
+        assert out[1] == "no error", out
+        assert out[2].startswith("BarrierStateError: "), out
+        assert out[3].startswith("BarrierStateError: "), out
+
+
+def _runtime_errors(ep) -> list[str]:
+    import upc_rt as upc
+
+    out = [upcjobs2._err(lambda: upc.init(runtime="gasnet")),
+           upcjobs2._err(lambda: upc.init(runtime="shmem", cache=True))]
+    upc.init(runtime="shmem")
+    return out
+
+
+def test_runtime_option_is_checked():
+    got = amnet.run(_runtime_errors, n=2, segment_size=SEGMENT, timeout=60)
+    for out in got:
+        assert out[0].startswith("ConfigError: upc.init(runtime='gasnet'): the runtime is "
+                                 "'amnet' or 'shmem'"), out
+        assert out[1].startswith("ConfigError: upc.init(): runtime 'shmem' cannot run cache"), out
+    with pytest.raises(amnet.ConfigError, match=r"upc_runtime.*amnet or shmem"):
+        amnet.run(_runtime_errors, n=1, upc_runtime="gasnet")

@@ -5,8 +5,10 @@ Every one implies a fence: this thread's relaxed writes complete at their target
 cache is written back and emptied) before the barrier is announced or the call returns.
 
 Over shmem (``upc.init(runtime="shmem")``) ``notify``/``wait`` are the paper's split-phase
-barrier on SHMEM atomics and ``shmem.wait_until`` (:mod:`upc_rt._net`), an unnamed
-``barrier`` is ``shmem.barrier_all``, and the fence is ``shmem.quiet``.
+barrier on SHMEM atomics and ``shmem.wait_until`` (:mod:`upc_rt._net`), and the fence is
+``shmem.quiet``. An unnamed ``barrier`` is notify and wait too, not the paper's
+``shmem_barrier_all``: UPC lets it meet another thread's named barrier, which a
+``shmem_barrier_all`` would never meet.
 """
 
 from __future__ import annotations
@@ -85,14 +87,6 @@ def barrier(name: Any = None) -> None:
 
     Raises: as both.
     """
-    rt = current("upc.barrier()")
-    if rt.shm is not None and name is None:  # the paper: shmem_barrier_all, no expression
-        if rt.notified:
-            raise BarrierStateError("upc.barrier() while this thread's notify is pending: "
-                                    "call upc.wait() first")
-        fence()
-        rt.net.barrier()
-        return
     notify(name)
     wait()
 

@@ -222,3 +222,30 @@ def local_indices(ep) -> list:
         out.append(idx.tolist() if isinstance(idx, np.ndarray) else [a.tolist() for a in idx])
         upc.barrier()
     return out
+
+
+def barriers(ep) -> list[str]:
+    """Split-phase and named barriers: work between notify and wait, matching names, an
+    unnamed notify matching any name, a mismatch (BarrierMismatch on every thread, then the
+    next barrier works), and the state errors."""
+    upc.init()
+    me, T = upc.MYTHREAD, upc.THREADS
+    X = upc.shared_array(T, "i8", 1)
+    for r in range(6):  # a write before notify is seen after wait, phase after phase
+        X[(me + 1) % T] = 10 * r + me
+        upc.notify(r if r % 2 else None)
+        np.sort(np.arange(1000))  # local work between notify and wait
+        upc.wait()
+        assert X[me] == 10 * r + (me - 1) % T, (me, r)
+        upc.barrier()
+    upc.barrier("same name")
+    upc.barrier(None if me == 0 else 42)  # an unnamed barrier matches any name
+    out = [_err(lambda: upc.barrier("a" if me == 0 else "b"))]
+    upc.barrier()  # the next barrier works
+    out.append(_err(lambda: upc.barrier(7)))
+    upc.notify()
+    out.append(_err(upc.notify))
+    upc.wait()
+    out.append(_err(upc.wait))
+    upc.barrier()
+    return out
