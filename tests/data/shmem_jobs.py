@@ -840,6 +840,7 @@ def check_contexts(me: int, n: int) -> None:
         assert shmem.signal_wait_until(tsig, shmem.CMP_EQ, 1) == 1
         assert (t[:2] == 7 + src).all()
         assert shmem.atomic_fetch(c, tr, tctx) == 16
+        od.sync()
         assert shmem.atomic_compare_swap(c, 16, 17, (ti - 1) % tn, tctx) == 16
         raises(amnet.RankError, shmem.put, t, out, tn, ctx=tctx,
                match=("not a member", f"0..{tn - 1}"))
