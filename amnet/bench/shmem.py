@@ -2,7 +2,8 @@
 
 Every experiment of the paper's Figs. 13-24 in three forms measured in one run:
 
-``upc-amnet``  upc_rt on amnet directly (``upc.init()``): the paper's Berkeley UPC on GASNet;
+``upc-amnet``  upc_rt on amnet directly (``upc.init(runtime="amnet")``): the paper's
+               Berkeley UPC on GASNet;
 ``upc-shmem``  upc_rt over shmem_rt (``upc.init(runtime="shmem")``): the paper's SHMEM-UPC;
 ``shmem4py``   the same operation in shmem4py on Open MPI's OpenSHMEM, the peer: this suite's
                :mod:`amnet.bench._shmem4pyjob` run by ``oshrun -np N PEER_PYTHON``, on this
@@ -202,7 +203,7 @@ DEFAULTS = {"reps": 3, "sizes": "1,8,64,512,4K,32K,256K,1M,4M", "threads": "2,4"
             "iters": 100, "samples": 5, "cpi_n": 1 << 21, "triad_m": 1 << 18,
             "ra_words": 1 << 14, "ra_updates": 2048, "osu_sizes": "8,64,512,4K,32K,256K,1M"}
 QUICK = {"reps": 1, "sizes": parse_sizes("8,64K"), "threads": [2],
-         "coll_sizes": parse_sizes("8,4K"), "app_threads": [1, 2], "iters": 10,
+         "coll_sizes": parse_sizes("8,4K"), "app_threads": [2], "iters": 10,
          "samples": 2, "cpi_n": 1 << 14, "triad_m": 1 << 12, "ra_words": 1 << 10,
          "ra_updates": 64, "osu_sizes": parse_sizes("8,64K")}
 
@@ -223,7 +224,7 @@ def shmem(args: Sequence[str] | None = None, *, progress: bool = True) -> dict[s
     """OpenSHMEM-for-UPC paper Figs. 13-24: upc_rt direct vs over shmem_rt vs shmem4py."""
     p = _parser(DEFAULTS)
     opts = quick_parse(p, args, QUICK, "1 repetition, 2 samples of 10 operations, sizes "
-                       "8 B and 64 KiB, 2 threads (1, 2 for the applications), tiny "
+                       "8 B and 64 KiB, 2 threads, tiny "
                        "kernels", fixed={"--splits": ("1", "a thread is a process, except "
                                                             "in the threaded reduce "
                                                             "(--threads-per-proc)")},
@@ -603,7 +604,8 @@ def _osu_tables(o: argparse.Namespace, run: _Runner, missing: dict[str, str],
 
 def _notes(o: argparse.Namespace, run: _Runner, peer: dict[str, Any],
            missing: dict[str, str]) -> list[str]:
-    notes = ["upc-amnet: upc_rt on amnet (upc.init()), the paper's Berkeley UPC on GASNet; "
+    notes = ["upc-amnet: upc_rt on amnet (upc.init(runtime='amnet')), the paper's Berkeley "
+             "UPC on GASNet; "
              "upc-shmem: upc_rt over shmem_rt (upc.init(runtime='shmem')), the paper's "
              "SHMEM-UPC; shmem4py: the same operation in shmem4py on Open MPI's OpenSHMEM "
              "(the peer), on this one host only.",
