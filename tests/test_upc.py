@@ -195,6 +195,8 @@ def test_upc_uses_only_the_public_interface():
     assert "amnet." in src
     assert "from amnet._" not in src and "from amnet.core" not in src and "._eng" not in src
     assert "._rs" not in src
+    # over shmem (runtime "shmem") it uses shmem_rt's public calls only
+    assert "shmem_rt._" not in src and "from shmem_rt" not in src and "import shmem_rt as" in src
 
 
 @pytest.mark.parametrize(("topo", "cache", "runtime"), [
