@@ -51,10 +51,14 @@ def set_lock(lock: np.ndarray) -> None:
     mine = (ep.atomic(HOME, off, "fadd", TICKET, dtype="u8") >> 32) & LOW
     if ep.atomic(HOME, off, "get", dtype="u8") & LOW == mine:
         return
-    from ._sync import wait
+    from ._sync import wait, wait_remote
 
-    wait(st, lambda: ep.atomic(HOME, off, "get", dtype="u8") & LOW == mine,
-         f"{what} of the lock at offset {off}")
+    if st.local[HOME]:  # the word is read where it is: a condition a wait may poll
+        wait(st, lambda: ep.atomic(HOME, off, "get", dtype="u8") & LOW == mine,
+             f"{what} of the lock at offset {off}")
+    else:  # a read of PE 0's word is a round trip: never inside a wait's condition
+        wait_remote(st, lambda: ep.atomic(HOME, off, "get", dtype="u8") & LOW == mine,
+                    f"{what} of the lock at offset {off}")
 
 
 def test_lock(lock: np.ndarray) -> bool:

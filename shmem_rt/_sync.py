@@ -5,7 +5,8 @@ A wait reads the word where it is: another PE's put or atomic within the node is
 into this PE's memory, seen without a message; from another node it arrives as an AM that
 the wait's progress runs. The wait spins while amnet spins (the ``spin`` wait mode) and
 otherwise re-reads the word after slices that grow from 20 µs to 1 ms, serving AMs
-meanwhile, so a job with more PEs than cores shares them.
+meanwhile; with more PEs than cores (amnet's ``block`` wait mode) every slice is 2 ms of
+real sleep, so the PEs share the cores.
 """
 
 from __future__ import annotations
@@ -41,7 +42,17 @@ _UFUNCS = {CMP.EQ: np.equal, CMP.NE: np.not_equal, CMP.GT: np.greater,
 _STR = {"==": CMP.EQ, "!=": CMP.NE, ">": CMP.GT, "<=": CMP.LE, "<": CMP.LT, ">=": CMP.GE}
 
 SLICE_S, MAX_SLICE_S = 20e-6, 1e-3
+#: With more ranks than cores (amnet's ``block`` wait mode) a slice really sleeps: amnet
+#: turns a wait shorter than its conduit's 1 ms poll into polling, which would keep every
+#: core busy while the PE that is to store the word waits for one.
+BLOCK_SLICE_S = 2e-3
 SPIN_READS = 50  # reads of the word (a few µs) before the first wait with progress
+
+
+def _slices(st: _state.PE) -> tuple[float, float]:
+    if st.ep.wait_mode == "block":
+        return BLOCK_SLICE_S, BLOCK_SLICE_S
+    return SLICE_S, MAX_SLICE_S
 
 
 def parse_cmp(cmp: Any, what: str) -> CMP:
@@ -66,10 +77,26 @@ def wait(st: _state.PE, pred: Callable[[], Any], what: str) -> None:
         if pred():
             return
     port = st.port
-    s = SLICE_S
+    s, top = _slices(st)
     with port.waiting(what):
         while not port.wait_until(pred, timeout=s):
-            s = min(2 * s, MAX_SLICE_S)
+            s = min(2 * s, top)
+
+
+def wait_remote(st: _state.PE, check: Callable[[], Any], what: str) -> None:
+    """Make progress until ``check()`` holds, where ``check`` itself communicates (reads a
+    word on another node): it runs between waits, never as a wait's condition (a
+    condition runs inside the progress engine, where a blocking call must not)."""
+    port = st.port
+    s, top = _slices(st)
+    with port.waiting(what):
+        while not check():
+            port.wait_until(_never, timeout=s)
+            s = min(2 * s, top)
+
+
+def _never() -> bool:
+    return False
 
 
 def _ivar(ivar: Any, what: str, one: bool) -> np.ndarray:
