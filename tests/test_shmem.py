@@ -346,3 +346,31 @@ def test_global_exit_ends_every_pe_with_its_status(runner):
     assert out.returncode == 3, (out.returncode, out.stderr)
     assert "not reached" not in out.stdout
     assert "shmem.global_exit(3)" in out.stderr
+
+
+LOCK_SCRIPT = """
+import sys
+import shmem_rt as shmem
+me, n = shmem.my_pe(), shmem.n_pes()
+lock, ctr = shmem.new_lock(), shmem.zeros(1, "i8")
+for i in range(int(sys.argv[1])):
+    shmem.set_lock(lock)
+    v = shmem.g(ctr, n - 1)
+    shmem.p(ctr, v + 1, n - 1)
+    shmem.clear_lock(lock)
+shmem.barrier_all()
+if me == n - 1:
+    print("count", int(ctr[0]), flush=True)
+"""
+
+
+@pytest.mark.parametrize("args", [["-n", "8", "--nodes", "2", "--threads-per-proc", "2"],
+                                  ["-n", "6", "--nodes", "1"]],
+                         ids=["n8-2nodes-T2", "n6-1node"])
+def test_a_contended_lock_with_more_pes_than_cores(runner, args):
+    # more PEs than cores (amnet's block wait mode): waits sleep instead of polling, and a
+    # PE on another node than the lock's home reads the lock between waits (it once hung)
+    script = runner.script("lock.py", LOCK_SCRIPT)
+    out = runner(*args, script, "15", timeout=100)
+    assert out.returncode == 0, out.stderr
+    assert f"count {15 * int(args[1])}" in out.stdout.splitlines()
