@@ -308,15 +308,17 @@ def test_heap_gives_space_back_between_phases(topo, runtime):
 
 
 # -- element reads are values ---------------------------------------------------------------
-@pytest.mark.parametrize(("topo", "cache"), [
-    pytest.param(dict(n=2), False, id="node"),
-    pytest.param(dict(n=2, threads_per_proc=2), False, id="threads"),
-    pytest.param(dict(n=2, nodes=2), False, id="2nodes-nocache"),
-    pytest.param(dict(n=2, nodes=2), True, id="2nodes-cache")])
-@RUNTIMES
+_STRUCT_TOPOS = [pytest.param(dict(n=2), False, id="node"),
+                 pytest.param(dict(n=2, threads_per_proc=2), False, id="threads"),
+                 pytest.param(dict(n=2, nodes=2), False, id="2nodes-nocache"),
+                 pytest.param(dict(n=2, nodes=2), True, id="2nodes-cache")]
+
+
+@pytest.mark.parametrize(("topo", "cache", "runtime"), [
+    *(pytest.param(*p.values, "amnet", id=p.id) for p in _STRUCT_TOPOS),
+    *(pytest.param(*p.values, "shmem", id=f"{p.id}-shmem") for p in _STRUCT_TOPOS
+      if not p.values[1])])  # the cache runs on amnet only
 def test_structured_element_reads_are_snapshots(topo, cache, runtime):
-    if cache and runtime == "shmem":
-        pytest.skip("the cache runs on amnet only")
     # numpy gives a structured element as a view of its array's memory; a shared array's
     # element read is a copy on every route (UPC's s = X[i]): it keeps what it read when the
     # owner writes later, and a second read does not overwrite the first
