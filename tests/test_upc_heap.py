@@ -439,3 +439,35 @@ def test_give_back_overtaken_by_a_growth_does_not_lower_its_floor() -> None:
     rt.local_heap.alloc(SEG - (3 << 16), limit=rt.floor)  # leaves [0, 192 KiB) free
     assert CALLS["cede"](rt, 2, 0, 4 << 16, 4 << 16, 7) == 3 << 16  # refused: names its low
     assert (rt.floor, rt.floor_epoch) == (1 << 16, 7)
+
+
+# -- over shmem: a heap's state travels as bytes (upc_rt._net) -------------------------------
+@pytest.mark.parametrize("direction", ["up", "down"])
+def test_heap_state_survives_the_trip_through_bytes(direction: str) -> None:
+    # runtime "shmem" keeps each thread's allocator state in its region and runs the calls on
+    # a copy read back from bytes: the copy must allocate, free and refuse as the original
+    from upc_rt._net import _dump_heap, _load_heap
+    from upc_rt._rt import _pack, _unpack
+
+    rng = random.Random(7)
+    h = Heap(LO, HI, direction=direction, name="shared heap")
+    live: list[int] = []
+    for _ in range(300):
+        if live and rng.random() < 0.45:
+            h.free(live.pop(rng.randrange(len(live))))
+        else:
+            try:
+                live.append(h.alloc(rng.randrange(1, 700)))
+            except MemoryError:
+                pass
+        h2 = _load_heap(_unpack(_pack(_dump_heap(h))))
+        h2.check()
+        assert (h2.free_extents(), h2.used(), h2.live_blocks(), h2.high_water,
+                h2.low_water) == (h.free_extents(), h.used(), h.live_blocks(), h.high_water,
+                                  h.low_water)
+        h = h2
+    gone = h.alloc(64)
+    h.free(gone)
+    h3 = _load_heap(_unpack(_pack(_dump_heap(h))))
+    with pytest.raises(ValueError, match="already freed"):
+        h3.free(gone)
