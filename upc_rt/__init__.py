@@ -8,6 +8,8 @@ optional remote-reference cache.
 
 upc_rt reaches amnet only through its public extension interface (``amnet.Extension``,
 ``amnet.Port``): it is built the way a runtime outside the amnet repository would be.
+``upc.init(runtime="shmem")`` (``AMNET_UPC_RUNTIME=shmem``) runs it over OpenSHMEM instead,
+every remote operation a public call of shmem_rt (``upc_rt/_net.py``, docs/upc.md).
 ``MYTHREAD`` and ``THREADS`` are resolved per rank-thread: rank-threads of one process share
 this module.
 """
