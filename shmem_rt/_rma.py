@@ -65,6 +65,40 @@ def _ctx(ctx: Any, pe: Any, what: str) -> Any:
     return ctx_pe(ctx, pe, what)
 
 
+def _checked(what: str, target: Any, source: Any, pe: Any, size: Any, ctx: Any,
+             put: bool) -> tuple[_state.PE, int, np.ndarray, int]:
+    """The general route's checks of a put (``put``) or get: the PE (a world PE), the
+    local side cut to the elements that move, and the symmetric side's offset."""
+    st = _state.current()
+    pe = _ctx(ctx, pe, what)
+    t = _buffer(target, what, "target", True)
+    s = _buffer(source, what, "source", False)
+    n = _sizes(t, s, size, what)
+    off = sym_offset(st, t if put else s, what, "target" if put else "source")
+    pe = check_pe(st, pe, what)
+    local = s if put else t
+    return st, pe, local if n == local.size else local[:n], off
+
+
+def _put(what: str, target: Any, source: Any, pe: Any, size: Any, ctx: Any) -> None:
+    st, pe, s, off = _checked(what, target, source, pe, size, ctx, True)
+    if st.local[pe]:
+        st.ep.put(pe, off, s)
+    else:  # amnet copies the source: it may be reused at once, as OpenSHMEM's put says
+        st.ep.put_nbi(pe, off, s)
+        st.pending = True
+
+
+def _get(what: str, target: Any, source: Any, pe: Any, size: Any, ctx: Any,
+         nbi: bool) -> None:
+    st, pe, t, off = _checked(what, target, source, pe, size, ctx, False)
+    if nbi and not st.local[pe]:
+        st.ep.get_nbi(pe, off, t.nbytes, t)
+        st.pending = True
+    else:
+        st.ep.get(pe, off, t.nbytes, t)
+
+
 def put(target: np.ndarray, source: np.ndarray, pe: int, size: int | None = None,
         ctx: Any = None) -> None:
     """Copy ``size`` elements of ``source`` (local) into ``target`` (symmetric) on PE
@@ -81,22 +115,7 @@ def put(target: np.ndarray, source: np.ndarray, pe: int, size: int | None = None
             and type(target) is _ND and type(source) is _ND \
             and target.dtype == source.dtype and st.ep.put_symmetric(pe, target, source):
         return
-    st = _state.current()
-    if ctx is not None:
-        pe = _ctx(ctx, pe, "shmem.put()")
-    t = _buffer(target, "shmem.put()", "target", True)
-    s = _buffer(source, "shmem.put()", "source", False)
-    n = _sizes(t, s, size, "shmem.put()")
-    off = sym_offset(st, t, "shmem.put()", "target")
-    if type(pe) is not int or not 0 <= pe < st.npes:
-        pe = check_pe(st, pe, "shmem.put()")
-    if n != s.size:
-        s = s[:n]
-    if st.local[pe]:
-        st.ep.put(pe, off, s)
-    else:
-        st.ep.put_nbi(pe, off, s)
-        st.pending = True
+    _put("shmem.put()", target, source, pe, size, ctx)
 
 
 def get(target: np.ndarray, source: np.ndarray, pe: int, size: int | None = None,
@@ -111,59 +130,20 @@ def get(target: np.ndarray, source: np.ndarray, pe: int, size: int | None = None
             and type(target) is _ND and type(source) is _ND \
             and target.dtype == source.dtype and st.ep.get_symmetric(pe, source, target):
         return
-    st = _state.current()
-    if ctx is not None:
-        pe = _ctx(ctx, pe, "shmem.get()")
-    t = _buffer(target, "shmem.get()", "target", True)
-    s = _buffer(source, "shmem.get()", "source", False)
-    n = _sizes(t, s, size, "shmem.get()")
-    off = sym_offset(st, s, "shmem.get()", "source")
-    if type(pe) is not int or not 0 <= pe < st.npes:
-        pe = check_pe(st, pe, "shmem.get()")
-    if n != t.size:
-        t = t[:n]
-    st.ep.get(pe, off, n * t.itemsize, t)
+    _get("shmem.get()", target, source, pe, size, ctx, False)
 
 
 def put_nbi(target: np.ndarray, source: np.ndarray, pe: int, size: int | None = None,
             ctx: Any = None) -> None:
     """:func:`put` that may return before ``source`` is read: reuse ``source`` only after
     :func:`quiet` (shmem_rt copies it anyway, so reuse is safe at once)."""
-    st = _state.current()
-    if ctx is not None:
-        pe = _ctx(ctx, pe, "shmem.put_nbi()")
-    t = _buffer(target, "shmem.put_nbi()", "target", True)
-    s = _buffer(source, "shmem.put_nbi()", "source", False)
-    n = _sizes(t, s, size, "shmem.put_nbi()")
-    off = sym_offset(st, t, "shmem.put_nbi()", "target")
-    pe = check_pe(st, pe, "shmem.put_nbi()")
-    if n != s.size:
-        s = s[:n]
-    if st.local[pe]:
-        st.ep.put(pe, off, s)
-    else:
-        st.ep.put_nbi(pe, off, s)
-        st.pending = True
+    _put("shmem.put_nbi()", target, source, pe, size, ctx)
 
 
 def get_nbi(target: np.ndarray, source: np.ndarray, pe: int, size: int | None = None,
             ctx: Any = None) -> None:
     """:func:`get` completed by :func:`quiet`: read ``target`` only after it."""
-    st = _state.current()
-    if ctx is not None:
-        pe = _ctx(ctx, pe, "shmem.get_nbi()")
-    t = _buffer(target, "shmem.get_nbi()", "target", True)
-    s = _buffer(source, "shmem.get_nbi()", "source", False)
-    n = _sizes(t, s, size, "shmem.get_nbi()")
-    off = sym_offset(st, s, "shmem.get_nbi()", "source")
-    pe = check_pe(st, pe, "shmem.get_nbi()")
-    if n != t.size:
-        t = t[:n]
-    if st.local[pe]:
-        st.ep.get(pe, off, n * t.itemsize, t)
-    else:
-        st.ep.get_nbi(pe, off, n * t.itemsize, t)
-        st.pending = True
+    _get("shmem.get_nbi()", target, source, pe, size, ctx, True)
 
 
 def _strides(tst: Any, sst: Any, what: str) -> tuple[int, int]:

@@ -4,7 +4,7 @@ rank-thread's PE.
 shmem_rt is built the way an outside runtime would be: an :class:`amnet.Extension` (entry
 point ``shmem`` in the ``amnet.extensions`` group), the endpoint's public API (put/get,
 atomics, segment views, ``ep.coll``) and its :class:`amnet.Port`. It imports nothing
-private of amnet (tests/test_shmem_api.py checks).
+private of amnet (tests/test_shmem.py checks).
 
 A PE is an amnet rank. Every PE's segment holds its symmetric heap: the same allocation
 sits at the same offset of every PE's segment, so an offset names a symmetric object on
