@@ -2892,8 +2892,9 @@ EP_atomic(EPObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnam
     HotObject *h = ep->hot;
     PyObject *a[6] = {NULL, NULL, NULL, Py_None, Py_None, NULL};
     Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
-    /* no handler-context check: a node-local atomic neither sends nor waits, so a handler
-     * may run one (on its own rank's words, say); the slow path refuses the rest there */
+    /* an atomic on the rank's own word neither sends nor waits: a handler may run one (it
+     * touches its own memory); the slow path refuses every other atomic there */
+    int in_handler = PyThread_tss_get(&cur_token) != NULL;
     if (nargs < 3 || nargs > 6 || h == NULL || h->segs == NULL
             || h->slots[ep->t].finalized) {
         goto slow;
@@ -2931,7 +2932,7 @@ EP_atomic(EPObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnam
     int size = (di == DT_I8 || di == DT_U8 || di == DT_F8) ? 8 : 4;
     if (dest < h->node_first || dest >= h->node_first + h->node_ranks
             || h->segs[dest - h->node_first] == NULL || off < 0 || off % size != 0
-            || off > h->seg_size - size) {
+            || off > h->seg_size - size || (in_handler && dest != h->first + ep->t)) {
         goto slow;
     }
     char *p = h->segs[dest - h->node_first] + off;
@@ -3140,12 +3141,12 @@ static PyMethodDef EP_methods[] = {
      "return the old value.\n\n"
      "``op``: get, set, swap, cas (``value`` expected, ``value2`` new), fadd, fsub, fand, "
      "for, fxor, fmin, fmax. ``dtype``: i4, i8, u4, u8, f4, f8 (bitwise ops: ints only). "
-     "Within the node it is a hardware atomic on the word, run by the caller; such an atomic "
-     "(plain int or float values) may also run inside a handler, as it neither sends nor "
-     "waits.\n\n"
+     "Within the node it is a hardware atomic on the word, run by the caller. A handler may "
+     "run one on its own rank's word (plain int or float values): it touches only its own "
+     "memory, neither sending nor waiting.\n\n"
      "Raises:\n    AtomicError: unknown op/dtype, misaligned offset, bad value (nothing is "
      "sent).\n    RankError, SegmentBoundsError: bad target.\n    AMContextError: inside a "
-     "handler, for a word on another node."},
+     "handler, for a word of another rank."},
     {"put_symmetric", (PyCFunction)(void (*)(void))EP_put_symmetric, METH_FASTCALL,
      "put_symmetric($self, dest, local, data, /)\n--\n\n"
      "Symmetric addressing, for runtimes whose objects sit at the same offset of every "
