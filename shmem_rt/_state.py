@@ -51,6 +51,8 @@ class PE:
         self.heap = SymHeap(RESERVED, port.segment_size)
         self.views: dict[int, Any] = {}  # pe -> its segment (numpy uint8) when on my node
         self.local = [self.ep.is_local(p) for p in range(self.npes)]
+        #: other PEs run as rank-threads of my process (sharing its interpreter lock)
+        self.siblings = any(self.ep.same_process(p) for p in range(self.npes) if p != self.me)
         self.initialized = False
         self.finalized = False
         self.thread_level: int | None = None  # set by init_thread

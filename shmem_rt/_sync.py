@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import enum
 import operator
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -47,6 +48,7 @@ SLICE_S, MAX_SLICE_S = 20e-6, 1e-3
 #: core busy while the PE that is to store the word waits for one.
 BLOCK_SLICE_S = 2e-3
 SPIN_READS = 50  # reads of the word (a few µs) before the first wait with progress
+NAP_S = 10e-6  # a wait's nap when other PEs share its process (the kernel makes it ~60 µs)
 
 
 def _slices(st: _state.PE) -> tuple[float, float]:
@@ -79,6 +81,17 @@ def wait(st: _state.PE, pred: Callable[[], Any], what: str) -> None:
     port = st.port
     s, top = _slices(st)
     with port.waiting(what):
+        if st.siblings and s < BLOCK_SLICE_S:
+            # PEs of my process share one interpreter lock: a spinning wait would keep the
+            # sibling that is to store the word from running for a whole switch interval
+            # (5 ms). Sleeping a moment hands it the lock (and polls between the naps).
+            while True:
+                port.poll()
+                if pred():
+                    return
+                time.sleep(NAP_S)
+                if pred():
+                    return
         while not port.wait_until(pred, timeout=s):
             s = min(2 * s, top)
 
