@@ -316,8 +316,10 @@ def fence(ctx: Any = None) -> None:
 # -- barriers -------------------------------------------------------------------------------
 def barrier_all() -> None:
     """:func:`quiet`, then wait until every PE entered (OpenSHMEM's ``shmem_barrier_all``)."""
-    st = _state.current()
-    quiet()
+    st = getattr(_state._tls, "pe", None)
+    if st is None or st.pending or st.finalized:
+        st = _state.current()
+        quiet()
     st.teams.world_barrier()
 
 

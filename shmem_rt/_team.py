@@ -57,13 +57,13 @@ class Teams:
         self.rounds = max(0, (self.n - 1).bit_length())
         self.shared = all(pe.local) and self.n > 1 and 8 * self.rounds <= _state.RESERVED
         self.epoch = 0
-        if self.shared:
-            self.words = pe.seg[:8 * self.rounds].view(np.int64)
-            self.words[:] = 0
+        if self.shared:  # memoryviews: their items are plain ints, cheaper than numpy's
+            pe.seg[:8 * self.rounds] = 0
+            self.words = memoryview(pe.seg[:8 * self.rounds]).cast("q")
             self.partners = []
             for r in range(self.rounds):
                 p = (pe.me + (1 << r)) % self.n
-                self.partners.append(pe.view(p)[:8 * self.rounds].view(np.int64))
+                self.partners.append(memoryview(pe.view(p)[:8 * self.rounds]).cast("q"))
 
     def world_barrier(self) -> None:
         if not self.shared:
@@ -75,9 +75,13 @@ class Teams:
         for r, peer in enumerate(self.partners):
             peer[r] = e  # the one writer of that word: a plain store
             if w[r] < e:
-                from ._sync import wait
+                from ._sync import SPIN_READS, wait
 
-                wait(self.pe, lambda r=r: w[r] >= e, "shmem.barrier_all()")
+                for _ in range(SPIN_READS):
+                    if w[r] >= e:
+                        break
+                else:
+                    wait(self.pe, lambda r=r: w[r] >= e, "shmem.barrier_all()")
 
 
 def setup_teams(pe: _state.PE) -> None:
