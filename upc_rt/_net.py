@@ -152,6 +152,10 @@ class ShmemNet:
             return v
 
     def get(self, t: int, addr: int, n: int, out: Any) -> None:
+        if type(out) is np.ndarray and out.dtype == _U8 and out.shape == (n,) \
+                and out.strides == (1,):  # what memget passes: bytes, contiguous
+            self.shmem.get(out, self.region[addr:addr + n], t)
+            return
         o = _bytes(out, n)
         if o.base is None or o.flags.c_contiguous:
             self.shmem.get(o, self.region[addr:addr + n], t)
@@ -161,7 +165,11 @@ class ShmemNet:
             o[:] = tmp
 
     def put_nbi(self, t: int, addr: int, data: Any) -> None:
-        d = _src(data)
+        if type(data) is np.ndarray and data.dtype == _U8 and data.ndim == 1 \
+                and data.strides == (1,):  # what memput passes: bytes, contiguous
+            d = data
+        else:
+            d = _src(data)
         self.shmem.put(self.region[addr:addr + d.size], d, t)
 
     def put(self, t: int, addr: int, data: Any) -> None:
@@ -352,6 +360,9 @@ def _wrap(v: int, dt: np.dtype) -> int:
     if dt.kind == "i" and v > m >> 1:
         v -= m + 1
     return v
+
+
+_U8 = np.dtype(np.uint8)
 
 
 def _bytes(out: Any, n: int) -> np.ndarray:
