@@ -99,6 +99,21 @@ def _get(what: str, target: Any, source: Any, pe: Any, size: Any, ctx: Any,
         st.ep.get(pe, off, t.nbytes, t)
 
 
+def _put_here(target: Any, source: Any, pe: Any, size: Any) -> bool:
+    """The common put in one C call (``ep.put_symmetric``): a PE on my node, arrays of one
+    dtype, whole or cut to ``size`` elements that both hold. False: nothing was done."""
+    st = getattr(_tls, "pe", None)
+    if st is None or st.finalized or type(target) is not _ND or type(source) is not _ND \
+            or target.dtype != source.dtype:
+        return False
+    if size is not None:
+        if type(size) is not int or target.ndim != 1 or source.ndim != 1 \
+                or not 0 < size <= min(target.size, source.size):
+            return False
+        target, source = target[:size], source[:size]
+    return st.ep.put_symmetric(pe, target, source)
+
+
 def put(target: np.ndarray, source: np.ndarray, pe: int, size: int | None = None,
         ctx: Any = None) -> None:
     """Copy ``size`` elements of ``source`` (local) into ``target`` (symmetric) on PE
@@ -109,11 +124,7 @@ def put(target: np.ndarray, source: np.ndarray, pe: int, size: int | None = None
         TypeError: not numpy arrays, different dtypes. ValueError: not contiguous, target
             not symmetric or read-only, ``size`` too large. amnet.RankError: bad ``pe``.
     """
-    st = getattr(_tls, "pe", None)
-    # the common case in one C call: a node-local PE, whole arrays of one dtype
-    if size is None and ctx is None and st is not None and not st.finalized \
-            and type(target) is _ND and type(source) is _ND \
-            and target.dtype == source.dtype and st.ep.put_symmetric(pe, target, source):
+    if ctx is None and _put_here(target, source, pe, size):
         return
     _put("shmem.put()", target, source, pe, size, ctx)
 
@@ -137,6 +148,8 @@ def put_nbi(target: np.ndarray, source: np.ndarray, pe: int, size: int | None = 
             ctx: Any = None) -> None:
     """:func:`put` that may return before ``source`` is read: reuse ``source`` only after
     :func:`quiet` (shmem_rt copies it anyway, so reuse is safe at once)."""
+    if ctx is None and _put_here(target, source, pe, size):
+        return
     _put("shmem.put_nbi()", target, source, pe, size, ctx)
 
 
