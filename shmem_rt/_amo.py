@@ -68,7 +68,10 @@ def _run(what: str, op: str, target: Any, pe: Any, value: Any = None, value2: An
         if dt is not None and dt[0] != "f":
             off = st.ep.segment_offset(target)
             if off >= st.heap.lo:
-                return st.ep.atomic(pe, off, op, value, value2, dt)
+                old = st.ep.atomic(pe, off, op, value, value2, dt)
+                if st.nudging and op != "get":
+                    st.touched(pe)
+                return old
     st = _state.current()
     if ctx is not None:
         from ._team import ctx_pe
@@ -81,7 +84,10 @@ def _run(what: str, op: str, target: Any, pe: Any, value: Any = None, value2: An
         value = _value(value, dt, what)
     if value2 is not None:
         value2 = _value(value2, dt, what)
-    return st.ep.atomic(pe, off, op, value, value2, dt)
+    old = st.ep.atomic(pe, off, op, value, value2, dt)
+    if st.nudging and op != "get":
+        st.touched(pe)
+    return old
 
 
 def atomic_fetch(source: np.ndarray, pe: int, ctx: Any = None) -> Any:
@@ -123,7 +129,10 @@ def atomic_fetch_add(target: np.ndarray, value: Any, pe: int, ctx: Any = None) -
         if dt is not None and target.size == 1 and 0 <= pe < st.npes and not st.finalized:
             off = st.ep.segment_offset(target)
             if off >= st.heap.lo:
-                return st.ep.atomic(pe, off, "fadd", value, None, dt)
+                old = st.ep.atomic(pe, off, "fadd", value, None, dt)
+                if st.nudging:
+                    st.touched(pe)
+                return old
     return _run("shmem.atomic_fetch_add()", "fadd", target, pe, value, ctx=ctx)
 
 

@@ -84,6 +84,8 @@ def _put(what: str, target: Any, source: Any, pe: Any, size: Any, ctx: Any) -> N
     st, pe, s, off = _checked(what, target, source, pe, size, ctx, True)
     if st.local[pe]:
         st.ep.put(pe, off, s)
+        if st.nudging:
+            st.touched(pe)
     else:  # amnet copies the source: it may be reused at once, as OpenSHMEM's put says
         st.ep.put_nbi(pe, off, s)
         st.pending = True
@@ -111,7 +113,11 @@ def _put_here(target: Any, source: Any, pe: Any, size: Any) -> bool:
                 or not 0 < size <= min(target.size, source.size):
             return False
         target, source = target[:size], source[:size]
-    return st.ep.put_symmetric(pe, target, source)
+    if st.ep.put_symmetric(pe, target, source):
+        if st.nudging:
+            st.touched(pe)
+        return True
+    return False
 
 
 def put(target: np.ndarray, source: np.ndarray, pe: int, size: int | None = None,
@@ -189,6 +195,8 @@ def iput(target: np.ndarray, source: np.ndarray, pe: int, tst: int = 1, sst: int
     isz = t.itemsize
     if seg is not None:
         np.ndarray((n,), t.dtype, buffer=seg, offset=off, strides=(tst * isz,))[:] = data
+        if st.nudging:
+            st.touched(pe)
     else:
         st.ep.vis.put_strided_nbi(pe, off, [tst * isz], np.ascontiguousarray(data), 0,
                                   [isz], isz, [n])
@@ -240,6 +248,8 @@ def p(target: np.ndarray, value: Any, pe: int, ctx: Any = None) -> None:
             off = st.ep.segment_offset(target)
             if off >= st.heap.lo and target.size:
                 st.ep.atomic(pe, off, "set", value, None, dt)
+                if st.nudging:
+                    st.touched(pe)
                 return
     a = _buffer(target, "shmem.p()", "target", True)
     put(a[:1], np.array([value], dtype=a.dtype), pe, 1, ctx)
@@ -325,6 +335,8 @@ def _put_signal(what: str, target: np.ndarray, source: np.ndarray, pe: int,
     if st.local[pe]:  # the data, then the signal: x86 stores become visible in order
         st.ep.put(pe, off, data)
         st.ep.atomic(pe, soff, "set" if sigop == SIG_SET else "fadd", value, dtype="u8")
+        if st.nudging:
+            st.touched(pe)
         return
     port = st.port
     if data.nbytes > port.max_payload:

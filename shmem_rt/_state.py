@@ -12,13 +12,15 @@ every PE. The first :data:`RESERVED` bytes are shmem_rt's own symmetric words (t
 barrier's, one int64 per round of its dissemination); everything else is allocated from
 the heap.
 
-Messages (system AMs of the extension), used only between nodes; within a node every
-operation is a direct copy or a hardware atomic on the target's segment:
+Messages (system AMs of the extension); within a node every operation is a direct copy or a
+hardware atomic on the target's segment:
 
 =============  ===========================================================================
 PUT_SIGNAL     ``(opid, offset, sig_offset, sigop, value)`` + data: write the data, then
                update the signal word (set or add), then reply DONE
 DONE           completes the sender's put_signal (counted by ``quiet``)
+NUDGE          nothing: its arrival wakes a PE of my node that sleeps in a wait on a word
+               this PE just stored into (more PEs than cores only; :meth:`PE.touched`)
 =============  ===========================================================================
 """
 
@@ -31,9 +33,11 @@ import numpy as np
 
 import amnet
 
-PUT_SIGNAL, DONE = range(2)
-RESERVED = 512  # bytes at the start of every segment that no allocation gets: the world
-#                barrier's words (one int64 per round of its dissemination)
+PUT_SIGNAL, DONE, NUDGE = range(3)
+RESERVED = 1024  # bytes at the start of every segment that no allocation gets: the world
+#                 barrier's words (one int64 per round of its dissemination, up to 512
+#                 bytes), then SLEEPING
+SLEEPING = 512  # an int64: how many waits of this PE sleep on a stored word (block mode)
 SIG_SET, SIG_ADD = 0, 1
 
 
@@ -53,12 +57,30 @@ class PE:
         self.local = [self.ep.is_local(p) for p in range(self.npes)]
         #: other PEs run as rank-threads of my process (sharing its interpreter lock)
         self.siblings = any(self.ep.same_process(p) for p in range(self.npes) if p != self.me)
+        #: PEs of my node in other processes: a store into their memory wakes no one
+        self.other_proc = [self.local[p] and not self.ep.same_process(p)
+                           for p in range(self.npes)]
+        #: with more PEs than cores (amnet's block wait mode) waits sleep: a store into a
+        #: PE of another process then nudges it when it sleeps (:meth:`touched`)
+        self.nudging = self.ep.wait_mode == "block" and any(self.other_proc)
+        self.nudged = 0  # NUDGE messages received
         self.initialized = False
         self.finalized = False
         self.thread_level: int | None = None  # set by init_thread
         self.pending = False  # puts/gets to other nodes started since the last quiet
         self.teams: Any = None  # _team.Teams, made by init
         self.locks: dict[int, Any] = {}
+
+    def touched(self, pe: int) -> None:
+        """After this PE stored into (or ran an atomic on) node-local PE ``pe``'s memory,
+        with ``nudging`` on: if ``pe`` sleeps in a wait on a stored word, wake it with an
+        empty message (its arrival ends the sleep; the wait then reads the word again).
+
+        The waiter raises its SLEEPING count with an atomic before its last look at the
+        word, and the check here is an atomic after the store: both are full barriers, so
+        either the waiter sees the store or this sees the count."""
+        if self.other_proc[pe] and self.ep.atomic(pe, SLEEPING, "fadd", 0):
+            self.port.send(pe, NUDGE)
 
     def view(self, pe: int) -> Any:
         """PE ``pe``'s segment when it is on my node (a numpy uint8 view), else None."""
@@ -94,7 +116,14 @@ def h_done(port: amnet.Port, src: int, args: tuple, payload: Any, is_reply: bool
         port.finish(args[0], op, None)
 
 
-EXTENSION = amnet.Extension("shmem", (h_put_signal, h_done), attach=PE)
+def h_nudge(port: amnet.Port, src: int, args: tuple, payload: Any, is_reply: bool) -> None:
+    """Nothing to do but count it: the message's arrival woke this PE's sleeping wait."""
+    if is_reply or args or payload is not None:
+        return port.refuse()
+    port.state.nudged += 1
+
+
+EXTENSION = amnet.Extension("shmem", (h_put_signal, h_done, h_nudge), attach=PE)
 
 # -- identity per rank-thread ---------------------------------------------------------------
 _tls = threading.local()

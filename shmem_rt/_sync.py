@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from . import _state
+from ._state import SLEEPING
 
 
 class CMP(enum.IntEnum):
@@ -92,6 +93,16 @@ def wait(st: _state.PE, pred: Callable[[], Any], what: str) -> None:
                 time.sleep(NAP_S)
                 if pred():
                     return
+        if st.nudging:  # a sleep that a store into my memory can end: see PE.touched
+            ep = st.ep
+            while True:
+                ep.atomic(st.me, SLEEPING, "fadd", 1)
+                try:
+                    if port.wait_until(pred, timeout=s):
+                        return
+                finally:
+                    ep.atomic(st.me, SLEEPING, "fadd", -1)
+                s = min(2 * s, top)
         while not port.wait_until(pred, timeout=s):
             s = min(2 * s, top)
 

@@ -61,9 +61,11 @@ class Teams:
             pe.seg[:8 * self.rounds] = 0
             self.words = memoryview(pe.seg[:8 * self.rounds]).cast("q")
             self.partners = []
+            self.partner_pes = []
             for r in range(self.rounds):
                 p = (pe.me + (1 << r)) % self.n
                 self.partners.append(memoryview(pe.view(p)[:8 * self.rounds]).cast("q"))
+                self.partner_pes.append(p)
 
     def world_barrier(self) -> None:
         if not self.shared:
@@ -74,6 +76,8 @@ class Teams:
         w = self.words
         for r, peer in enumerate(self.partners):
             peer[r] = e  # the one writer of that word: a plain store
+            if self.pe.nudging:
+                self.pe.touched(self.partner_pes[r])
             if w[r] < e:
                 from ._sync import SPIN_READS, wait
 

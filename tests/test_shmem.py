@@ -374,3 +374,38 @@ def test_a_contended_lock_with_more_pes_than_cores(runner, args):
     out = runner(*args, script, "15", timeout=100)
     assert out.returncode == 0, out.stderr
     assert f"count {15 * int(args[1])}" in out.stdout.splitlines()
+
+
+NUDGE_SCRIPT = """
+import numpy as np
+import shmem_rt as shmem
+from shmem_rt import _state
+st = _state.current()
+me = shmem.my_pe()
+assert st.nudging, "4 processes on this machine's cores should wait in block mode"
+flag = shmem.zeros(1, "i8")
+sleeping = np.ndarray((1,), np.int64, buffer=st.view(0), offset=_state.SLEEPING)
+shmem.barrier_all()
+for rnd in range(3):
+    if me == 0:
+        shmem.wait_until(flag, shmem.CMP_EQ, rnd + 1)  # sleeps: only PE 1's store ends it
+    elif me == 1:
+        while sleeping[0] == 0:  # PE 0 sleeps in its wait now
+            pass
+        shmem.atomic_set(flag, rnd + 1, 0)
+    shmem.barrier_all()
+if me == 0:
+    print("nudged", st.nudged, flush=True)
+"""
+
+
+def test_a_store_wakes_a_sleeping_wait_of_another_process(runner):
+    # more PEs than cores: a PE waiting on a word sleeps, and a store into its memory from
+    # another process of the node sends it a nudge (else it would wake only when its slice
+    # ends): PE 0 sleeps each round before PE 1 stores, so every round takes a nudge
+    script = runner.script("nudge.py", NUDGE_SCRIPT)
+    out = runner("-n", "4", script, timeout=100)
+    assert out.returncode == 0, out.stderr
+    nudged = [int(line.split()[1]) for line in out.stdout.splitlines()
+              if line.startswith("nudged")]
+    assert nudged and nudged[0] >= 3, out.stdout
