@@ -55,7 +55,7 @@ class Teams:
                      SHARED: TeamRec(ep.coll.node, node, pe.me)}
         self.n = pe.npes
         self.rounds = max(0, (self.n - 1).bit_length())
-        self.shared = all(pe.local) and self.n > 1 and 8 * self.rounds <= _state.RESERVED
+        self.shared = all(pe.local) and self.n > 1 and 8 * self.rounds <= _state.SLEEPING
         self.epoch = 0
         if self.shared:  # memoryviews: their items are plain ints, cheaper than numpy's
             pe.seg[:8 * self.rounds] = 0
