@@ -57,12 +57,11 @@ class PE:
         self.local = [self.ep.is_local(p) for p in range(self.npes)]
         #: other PEs run as rank-threads of my process (sharing its interpreter lock)
         self.siblings = any(self.ep.same_process(p) for p in range(self.npes) if p != self.me)
-        #: PEs of my node in other processes: a store into their memory wakes no one
-        self.other_proc = [self.local[p] and not self.ep.same_process(p)
-                           for p in range(self.npes)]
-        #: with more PEs than cores (amnet's block wait mode) waits sleep: a store into a
-        #: PE of another process then nudges it when it sleeps (:meth:`touched`)
-        self.nudging = self.ep.wait_mode == "block" and any(self.other_proc)
+        #: the other PEs of my node: a store into their memory wakes no one by itself
+        self.others = [self.local[p] and p != self.me for p in range(self.npes)]
+        #: with more PEs than cores (amnet's block wait mode) waits sleep: a store into
+        #: another PE of my node then nudges it when it sleeps (:meth:`touched`)
+        self.nudging = self.ep.wait_mode == "block" and any(self.others)
         self.nudged = 0  # NUDGE messages received
         self.initialized = False
         self.finalized = False
@@ -74,12 +73,13 @@ class PE:
     def touched(self, pe: int) -> None:
         """After this PE stored into (or ran an atomic on) node-local PE ``pe``'s memory,
         with ``nudging`` on: if ``pe`` sleeps in a wait on a stored word, wake it with an
-        empty message (its arrival ends the sleep; the wait then reads the word again).
+        empty message (its arrival ends the sleep, in another process or in a rank-thread
+        of mine; the wait then reads the word again).
 
         The waiter raises its SLEEPING count with an atomic before its last look at the
         word, and the check here is an atomic after the store: both are full barriers, so
         either the waiter sees the store or this sees the count."""
-        if self.other_proc[pe] and self.ep.atomic(pe, SLEEPING, "fadd", 0):
+        if self.others[pe] and self.ep.atomic(pe, SLEEPING, "fadd", 0):
             self.port.send(pe, NUDGE)
 
     def view(self, pe: int) -> Any:

@@ -88,7 +88,9 @@ def test_a_quick_run_predicts_every_kernel_in_both_topologies(res):
         assert r["delta"] == pytest.approx(median(rd["delta"]))
         lo, hi = r["delta_iqr"]
         assert min(rd["delta"]) <= lo <= r["delta"] <= hi <= max(rd["delta"])
-        assert r["comp_s"] > 0 and r["comm_s"] > 0 and r["sync_s"] > 0
+        # communication is the cost beyond private accesses: never negative, and 0 where
+        # the shared accesses measured no dearer than private ones (within noise)
+        assert r["comp_s"] > 0 and r["comm_s"] >= 0 and r["sync_s"] > 0
     assert res["worst_delta"] == pytest.approx(max(abs(r["delta"]) for r in rows))
     assert markdown(res).startswith("## amnet-bench model")
 

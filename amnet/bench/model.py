@@ -143,7 +143,9 @@ def predict(rnd: dict[str, Any], parts: list[dict[str, Any]], kernel: str) -> di
     kr, plat, cc = rnd["kernels"][kernel], rnd["platform"], rnd.get("cache")
 
     def cost(pattern: str, op: str) -> float:
-        return plat[f"{pattern}/{op}"]["wall"] - plat[f"private/{op}"]["wall"]
+        # what an access costs beyond a private one; a shared access is never cheaper, so a
+        # negative difference (the two measured within noise of each other) counts as none
+        return max(0.0, plat[f"{pattern}/{op}"]["wall"] - plat[f"private/{op}"]["wall"])
 
     comm = waiting = requests = accesses = 0.0
     remote = {"read": 0.0, "write": 0.0}
