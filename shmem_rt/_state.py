@@ -54,7 +54,9 @@ class PE:
         self.seg = port.segment  # my segment, numpy uint8
         self.heap = SymHeap(RESERVED, port.segment_size)
         self.views: dict[int, Any] = {}  # pe -> its segment (numpy uint8) when on my node
-        self.local = [self.ep.is_local(p) for p in range(self.npes)]
+        #: PEs whose memory this PE addresses directly (its node's; with ``--no-pshm`` only
+        #: the rank-threads of its process): stores and hardware atomics, no message
+        self.local = [self.ep.segment_view(p) is not None for p in range(self.npes)]
         #: other PEs run as rank-threads of my process (sharing its interpreter lock)
         self.siblings = any(self.ep.same_process(p) for p in range(self.npes) if p != self.me)
         #: the other PEs of my node: a store into their memory wakes no one by itself

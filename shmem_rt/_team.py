@@ -50,7 +50,7 @@ class Teams:
     def __init__(self, pe: _state.PE) -> None:
         ep = pe.ep
         self.pe = pe
-        node = [r for r in range(pe.npes) if pe.local[r]]
+        node = [r for r in range(pe.npes) if ep.is_local(r)]
         self.recs = {WORLD: TeamRec(ep.coll.world, list(range(pe.npes)), pe.me),
                      SHARED: TeamRec(ep.coll.node, node, pe.me)}
         self.n = pe.npes

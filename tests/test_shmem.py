@@ -314,8 +314,9 @@ except Exception as e:
 """
 
 
-@pytest.mark.parametrize("args", [["-n", "2"], ["-n", "4", "--nodes", "2"]],
-                         ids=["n2", "n4-2nodes"])
+@pytest.mark.parametrize("args", [["-n", "2"], ["-n", "4", "--nodes", "2"],
+                                  ["-n", "4", "--threads-per-proc", "2", "--no-pshm"]],
+                         ids=["n2", "n4-2nodes", "n4-T2-nopshm"])
 def test_a_shmem4py_style_script_under_amnet_run(runner, args):
     # a script as shmem4py programs are written: no init, the first call starts the PE
     script = runner.script("prog.py", SCRIPT)
@@ -323,7 +324,8 @@ def test_a_shmem4py_style_script_under_amnet_run(runner, args):
     assert out.returncode == 0, out.stderr
     n = int(args[1])
     lines = out.stdout.splitlines()
-    local = "--nodes" not in args
+    # ptr of my right neighbour: a view on my node, except across processes without PSHM
+    local = "--nodes" not in args and "--no-pshm" not in args
     for me in range(n):
         ok = f"ok {me} {n} {local or me % 2 == 0}"
         assert ok in lines, out.stdout

@@ -114,12 +114,20 @@ class ExtendedMixin:
         import numpy as np
 
         a = np.asarray(memoryview(buf)) if not isinstance(buf, np.ndarray) else buf
+        start = a.__array_interface__["data"][0]
+        lo = hi = start
+        if a.size:  # the extent of any strides (numpy 2 has no np.byte_bounds)
+            for n, st in zip(a.shape, a.strides, strict=True):
+                if st > 0:
+                    hi += (n - 1) * st
+                else:
+                    lo += (n - 1) * st
+            hi += a.itemsize
         base = self.segment
-        lo, hi = np.byte_bounds(a) if a.size else (a.__array_interface__["data"][0],) * 2
         b0 = base.__array_interface__["data"][0]
         if lo < b0 or hi > b0 + base.nbytes:
             return -1
-        return a.__array_interface__["data"][0] - b0
+        return start - b0
 
     def fence(self) -> None:
         """Wait until every operation this rank started (any completion kind) completed,
