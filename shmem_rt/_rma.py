@@ -172,6 +172,20 @@ def _strides(tst: Any, sst: Any, what: str) -> tuple[int, int]:
     return int(tst), int(sst)
 
 
+def _strided(what: str, target: Any, source: Any, pe: Any, tst: Any, sst: Any, size: Any,
+             ctx: Any, put: bool) -> tuple[_state.PE, int, np.ndarray, np.ndarray, int, int]:
+    """iput's and iget's checks: the PE, both sides, the element count and the symmetric
+    side's offset."""
+    st = _state.current()
+    pe = _ctx(ctx, pe, what)
+    tst, sst = _strides(tst, sst, what)
+    t = _buffer(target, what, "target", True)
+    s = _buffer(source, what, "source", False)
+    n = _sizes(t, s, size, what, tst, sst)
+    off = sym_offset(st, t if put else s, what, "target" if put else "source")
+    return st, check_pe(st, pe, what), t, s, n, off
+
+
 def iput(target: np.ndarray, source: np.ndarray, pe: int, tst: int = 1, sst: int = 1,
          size: int | None = None, ctx: Any = None) -> None:
     """Strided put: element ``i * sst`` of ``source`` to element ``i * tst`` of ``target``
@@ -179,15 +193,9 @@ def iput(target: np.ndarray, source: np.ndarray, pe: int, tst: int = 1, sst: int
 
     Raises: as :func:`put`, and ValueError for a stride < 1.
     """
-    st = _state.current()
     what = "shmem.iput()"
-    pe = _ctx(ctx, pe, what)
-    tst, sst = _strides(tst, sst, what)
-    t = _buffer(target, what, "target", True)
-    s = _buffer(source, what, "source", False)
-    n = _sizes(t, s, size, what, tst, sst)
-    off = sym_offset(st, t, what, "target")
-    pe = check_pe(st, pe, what)
+    st, pe, t, s, n, off = _strided(what, target, source, pe, tst, sst, size, ctx, True)
+    tst, sst = int(tst), int(sst)
     if n == 0:
         return
     data = s[::sst][:n]
@@ -210,15 +218,9 @@ def iget(target: np.ndarray, source: np.ndarray, pe: int, tst: int = 1, sst: int
 
     Raises: as :func:`get`, and ValueError for a stride < 1.
     """
-    st = _state.current()
     what = "shmem.iget()"
-    pe = _ctx(ctx, pe, what)
-    tst, sst = _strides(tst, sst, what)
-    t = _buffer(target, what, "target", True)
-    s = _buffer(source, what, "source", False)
-    n = _sizes(t, s, size, what, tst, sst)
-    off = sym_offset(st, s, what, "source")
-    pe = check_pe(st, pe, what)
+    st, pe, t, _, n, off = _strided(what, target, source, pe, tst, sst, size, ctx, False)
+    tst, sst = int(tst), int(sst)
     if n == 0:
         return
     seg = st.view(pe)
