@@ -101,9 +101,12 @@ def _get(what: str, target: Any, source: Any, pe: Any, size: Any, ctx: Any,
         st.ep.get(pe, off, t.nbytes, t)
 
 
-def _put_here(target: Any, source: Any, pe: Any, size: Any) -> bool:
-    """The common put in one C call (``ep.put_symmetric``): a PE on my node, arrays of one
-    dtype, whole or cut to ``size`` elements that both hold. False: nothing was done."""
+def _fast(target: Any, source: Any, pe: Any, size: Any, put: bool) -> bool:
+    """The common put (``put``) or get without the general route's checks: plain 1-D
+    arrays of one dtype, whole or cut to ``size`` elements that both hold. To a PE on my
+    node one C call (``ep.put_symmetric``/``get_symmetric``); to another node amnet's
+    ``put_nbi`` (completed by :func:`quiet`) or ``get`` at the symmetric side's offset.
+    False: nothing was done (the general route raises what is wrong)."""
     st = getattr(_tls, "pe", None)
     if st is None or st.finalized or type(target) is not _ND or type(source) is not _ND \
             or target.dtype != source.dtype:
@@ -113,11 +116,33 @@ def _put_here(target: Any, source: Any, pe: Any, size: Any) -> bool:
                 or not 0 < size <= min(target.size, source.size):
             return False
         target, source = target[:size], source[:size]
-    if st.ep.put_symmetric(pe, target, source):
-        if st.nudging:
-            st.touched(pe)
+    ep = st.ep
+    if put:
+        if ep.put_symmetric(pe, target, source):
+            if st.nudging:
+                st.touched(pe)
+            return True
+    elif ep.get_symmetric(pe, source, target):
         return True
-    return False
+    if type(pe) is not int or not 0 <= pe < st.npes or st.local[pe] or target.ndim != 1 \
+            or source.ndim != 1 or target.dtype.kind not in _SHMEM_KINDS:
+        return False
+    sym, loc = (target, source) if put else (source, target)
+    if not (loc.flags.c_contiguous and sym.flags.c_contiguous) \
+            or (put and not sym.flags.writeable) or (not put and not loc.flags.writeable):
+        return False
+    off = ep.segment_offset(sym)
+    if off < st.heap.lo:
+        return False
+    if loc.size != sym.size:  # size None: the shorter of the two
+        n = min(loc.size, sym.size)
+        loc = loc[:n]
+    if put:
+        ep.put_nbi(pe, off, loc)
+        st.pending = True
+    else:
+        ep.get(pe, off, loc.nbytes, loc)
+    return True
 
 
 def put(target: np.ndarray, source: np.ndarray, pe: int, size: int | None = None,
@@ -130,7 +155,7 @@ def put(target: np.ndarray, source: np.ndarray, pe: int, size: int | None = None
         TypeError: not numpy arrays, different dtypes. ValueError: not contiguous, target
             not symmetric or read-only, ``size`` too large. amnet.RankError: bad ``pe``.
     """
-    if ctx is None and _put_here(target, source, pe, size):
+    if ctx is None and _fast(target, source, pe, size, True):
         return
     _put("shmem.put()", target, source, pe, size, ctx)
 
@@ -142,10 +167,7 @@ def get(target: np.ndarray, source: np.ndarray, pe: int, size: int | None = None
 
     Raises: as :func:`put` (``source`` must be symmetric, ``target`` writable).
     """
-    st = getattr(_tls, "pe", None)
-    if size is None and ctx is None and st is not None and not st.finalized \
-            and type(target) is _ND and type(source) is _ND \
-            and target.dtype == source.dtype and st.ep.get_symmetric(pe, source, target):
+    if ctx is None and _fast(target, source, pe, size, False):
         return
     _get("shmem.get()", target, source, pe, size, ctx, False)
 
@@ -154,7 +176,7 @@ def put_nbi(target: np.ndarray, source: np.ndarray, pe: int, size: int | None = 
             ctx: Any = None) -> None:
     """:func:`put` that may return before ``source`` is read: reuse ``source`` only after
     :func:`quiet` (shmem_rt copies it anyway, so reuse is safe at once)."""
-    if ctx is None and _put_here(target, source, pe, size):
+    if ctx is None and _fast(target, source, pe, size, True):
         return
     _put("shmem.put_nbi()", target, source, pe, size, ctx)
 

@@ -185,6 +185,15 @@ def check_rma(me: int, n: int) -> None:
         shmem.get(out, t, left, 3)
         eq(out[:3], np.full(3, 99, dt), f"get size=3 {dt}")
         assert (out[3:] == 0).all()
+        # no size: the shorter of target and source decides
+        shmem.barrier_all()
+        shmem.put(t, np.full(4, 55, dt), right)
+        shmem.barrier_all()
+        want[:4] = 55
+        eq(t, want, f"put of a shorter source {dt}")
+        small = np.zeros(2, dt)
+        shmem.get(small, t, left)
+        eq(small, np.full(2, 55, dt), f"get into a shorter target {dt}")
         shmem.barrier_all()
         shmem.free(t)
     # 2-D symmetric arrays, nbi, and a source reused at once
