@@ -59,19 +59,23 @@ def _value(v: Any, dt: str, what: str, name: str = "value") -> int | float:
 def _run(what: str, op: str, target: Any, pe: Any, value: Any = None, value2: Any = None,
          table: dict = _INT, ctx: Any = None) -> Any:
     st = getattr(_tls, "pe", None)
-    # the common case straight to amnet's C atomic: plain ints, a PE in range, one word
     if ctx is None and st is not None and not st.finalized and type(target) is _ND \
-            and target.size == 1 and type(pe) is int and 0 <= pe < st.npes \
-            and (value is None or type(value) is int) and (value2 is None
-                                                            or type(value2) is int):
-        dt = table.get(target.dtype)
-        if dt is not None and dt[0] != "f":
-            off = st.ep.segment_offset(target)
-            if off >= st.heap.lo:
-                old = st.ep.atomic(pe, off, op, value, value2, dt)
-                if st.nudging and op != "get":
-                    st.touched(pe)
-                return old
+            and target.dtype.kind in ("iu" if table is _INT else "iuf"):
+        # a PE on my node: one C call (plain values, one native word in my segment)
+        old = st.ep.atomic_symmetric(pe, target, op, value, value2)
+        if old is not NotImplemented:
+            if st.nudging and op != "get":
+                st.touched(pe)
+            return old
+        # another node: straight to amnet's atomic when the values are plain ints
+        if target.size == 1 and type(pe) is int and 0 <= pe < st.npes \
+                and (value is None or type(value) is int) \
+                and (value2 is None or type(value2) is int):
+            dt = table.get(target.dtype)
+            if dt is not None and dt[0] != "f":
+                off = st.ep.segment_offset(target)
+                if off >= st.heap.lo:
+                    return st.ep.atomic(pe, off, op, value, value2, dt)
     st = _state.current()
     if ctx is not None:
         from ._team import ctx_pe
@@ -122,17 +126,14 @@ def atomic_inc(target: np.ndarray, pe: int, ctx: Any = None) -> None:
 def atomic_fetch_add(target: np.ndarray, value: Any, pe: int, ctx: Any = None) -> Any:
     """Add ``value`` to ``target`` on ``pe``; return the old value."""
     st = getattr(_tls, "pe", None)
-    # the OSU figure's operation: its common case without _run's general checks
-    if ctx is None and type(value) is int and type(target) is _ND and type(pe) is int \
-            and st is not None:
-        dt = _INT.get(target.dtype)
-        if dt is not None and target.size == 1 and 0 <= pe < st.npes and not st.finalized:
-            off = st.ep.segment_offset(target)
-            if off >= st.heap.lo:
-                old = st.ep.atomic(pe, off, "fadd", value, None, dt)
-                if st.nudging:
-                    st.touched(pe)
-                return old
+    # the OSU figure's operation: a PE on my node in one C call, without _run's layers
+    if ctx is None and st is not None and not st.finalized and type(target) is _ND \
+            and target.dtype.kind in "iu":
+        old = st.ep.atomic_symmetric(pe, target, "fadd", value)
+        if old is not NotImplemented:
+            if st.nudging:
+                st.touched(pe)
+            return old
     return _run("shmem.atomic_fetch_add()", "fadd", target, pe, value, ctx=ctx)
 
 

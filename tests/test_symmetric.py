@@ -1,4 +1,5 @@
-"""Symmetric addressing (ep.segment_offset, put_symmetric, get_symmetric) and node-local
+"""Symmetric addressing (ep.segment_offset, put_symmetric, get_symmetric,
+atomic_symmetric) and node-local
 atomics run in C (docs/am-guide.md sections 7 and 9), in real jobs."""
 
 from __future__ import annotations
@@ -16,6 +17,13 @@ def test_atomics_in_c_match_the_owner_path():
 def test_atomics_in_c_match_the_owner_path_threads():
     got = amnet.run(symjobs.atomics_c_vs_owner, n=4, nodes=2, threads_per_proc=2,
                     timeout=60)
+    assert got[0] and got[0] > 60
+
+
+def test_atomic_symmetric_matches_atomic_by_offset():
+    got = amnet.run(symjobs.atomics_symmetric, n=4, nodes=2, timeout=60)
+    assert got[0] and got[0] > 60
+    got = amnet.run(symjobs.atomics_symmetric, n=4, nodes=2, threads_per_proc=2, timeout=60)
     assert got[0] and got[0] > 60
 
 

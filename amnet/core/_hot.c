@@ -2886,6 +2886,37 @@ atomic_bits(PyObject *v, int di, uint64_t *out)
     }
 }
 
+/* The atomic ``op`` on the word at ``p`` with the values' bits for dtype ``di``: the old
+ * value, or NULL (no exception set) when an argument is not plain (the Python path judges). */
+static PyObject *
+word_atomic(char *p, int op, int di, PyObject *v, PyObject *v2)
+{
+    int isfloat = di == DT_F4 || di == DT_F8;
+    if (isfloat && (op == OP_FAND || op == OP_FOR || op == OP_FXOR)) return NULL;
+    if ((op == OP_CAS) != (v2 != Py_None)) return NULL;
+    uint64_t b1 = 0, b2 = 0;
+    if (op == OP_GET) {
+        if (v != Py_None) return NULL;
+    } else if (v == Py_None || atomic_bits(v, di, &b1) < 0) {
+        return NULL;
+    }
+    if (op == OP_CAS && atomic_bits(v2, di, &b2) < 0) return NULL;
+    if (di == DT_I4 || di == DT_U4 || di == DT_F4) {
+        uint32_t old = atomic32((uint32_t *)p, op, di, (uint32_t)b1, (uint32_t)b2);
+        switch (di) {
+        case DT_I4: return PyLong_FromLong((long)(int32_t)old);
+        case DT_U4: return PyLong_FromUnsignedLong((unsigned long)old);
+        default: return PyFloat_FromDouble((double)f4_of(old));
+        }
+    }
+    uint64_t old = atomic64((uint64_t *)p, op, di, b1, b2);
+    switch (di) {
+    case DT_I8: return PyLong_FromLongLong((long long)(int64_t)old);
+    case DT_U8: return PyLong_FromUnsignedLongLong((unsigned long long)old);
+    default: return PyFloat_FromDouble(f8_of(old));
+    }
+}
+
 static PyObject *
 EP_atomic(EPObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
@@ -2913,16 +2944,6 @@ EP_atomic(EPObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnam
     int op = name_index(a[2], ATOMIC_OPS, N_OPS);
     int di = a[5] == NULL ? DT_I8 : name_index(a[5], ATOMIC_DTYPES, N_DTYPES);
     if (op < 0 || di < 0) goto slow;
-    int isfloat = di == DT_F4 || di == DT_F8;
-    if (isfloat && (op == OP_FAND || op == OP_FOR || op == OP_FXOR)) goto slow;
-    if ((op == OP_CAS) != (a[4] != Py_None)) goto slow;
-    uint64_t b1 = 0, b2 = 0;
-    if (op == OP_GET) {
-        if (a[3] != Py_None) goto slow;
-    } else if (a[3] == Py_None || atomic_bits(a[3], di, &b1) < 0) {
-        goto slow;
-    }
-    if (op == OP_CAS && atomic_bits(a[4], di, &b2) < 0) goto slow;
     long dest = PyLong_AsLong(a[0]);
     long long off = PyLong_AsLongLong(a[1]);
     if (PyErr_Occurred()) {
@@ -2935,24 +2956,12 @@ EP_atomic(EPObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnam
             || off > h->seg_size - size || (in_handler && dest != h->first + ep->t)) {
         goto slow;
     }
-    char *p = h->segs[dest - h->node_first] + off;
-    if (size == 4) {
-        uint32_t old = atomic32((uint32_t *)p, op, di, (uint32_t)b1, (uint32_t)b2);
-        switch (di) {
-        case DT_I4: return PyLong_FromLong((long)(int32_t)old);
-        case DT_U4: return PyLong_FromUnsignedLong((unsigned long)old);
-        default: return PyFloat_FromDouble((double)f4_of(old));
-        }
-    }
-    uint64_t old = atomic64((uint64_t *)p, op, di, b1, b2);
-    switch (di) {
-    case DT_I8: return PyLong_FromLongLong((long long)(int64_t)old);
-    case DT_U8: return PyLong_FromUnsignedLongLong((unsigned long long)old);
-    default: return PyFloat_FromDouble(f8_of(old));
-    }
+    PyObject *r = word_atomic(h->segs[dest - h->node_first] + off, op, di, a[3], a[4]);
+    if (r != NULL) return r;
 slow:
     return slow_call(ep, "_atomic_slow", args, nargs, kwnames);
 }
+
 
 /* put_symmetric(dest, local, data) / get_symmetric(src, local, out): the symmetric
  * addressing of OpenSHMEM-like runtimes. ``local`` is a C-contiguous buffer in my segment;
@@ -3038,6 +3047,67 @@ EP_get_symmetric(EPObject *ep, PyObject *const *args, Py_ssize_t nargs)
     PyBuffer_Release(&ob);
     PyBuffer_Release(&lb);
     return PyBool_FromLong(ok);
+}
+
+/* atomic_symmetric(dest, local, op, value=None, value2=None): ep.atomic on the word at
+ * ``local``'s offset of dest's segment, ``local`` being one element (i4 i8 u4 u8 f4 f8, by
+ * its buffer format) in my segment. Done here for a node-local dest and plain arguments;
+ * otherwise NotImplemented (nothing done: the caller takes its general route, which also
+ * raises the errors). */
+static int
+format_dtype(const char *f, Py_ssize_t itemsize)
+{
+    if (f == NULL) return -1;
+    if (*f == '@' || *f == '=' || *f == '<') f++; /* native, little-endian builds only */
+    if (f[0] == 0 || f[1] != 0) return -1;
+    switch (f[0]) {
+    case 'i': case 'l': case 'q':
+        return itemsize == 4 ? DT_I4 : itemsize == 8 ? DT_I8 : -1;
+    case 'I': case 'L': case 'Q':
+        return itemsize == 4 ? DT_U4 : itemsize == 8 ? DT_U8 : -1;
+    case 'f': return itemsize == 4 ? DT_F4 : -1;
+    case 'd': return itemsize == 8 ? DT_F8 : -1;
+    default: return -1;
+    }
+}
+
+static PyObject *
+EP_atomic_symmetric(EPObject *ep, PyObject *const *args, Py_ssize_t nargs)
+{
+    char *mine, *theirs;
+    if (nargs < 3 || nargs > 5) {
+        PyErr_SetString(PyExc_TypeError,
+                        "atomic_symmetric(dest, local, op, value=None, value2=None) takes 3 "
+                        "to 5 arguments");
+        return NULL;
+    }
+#if PY_BIG_ENDIAN
+    Py_RETURN_NOTIMPLEMENTED;
+#endif
+    if (!symmetric_base(ep, args[0], &mine, &theirs)) Py_RETURN_NOTIMPLEMENTED;
+    HotObject *h = ep->hot;
+    if (PyThread_tss_get(&cur_token) != NULL
+            && PyLong_AsLong(args[0]) != h->first + ep->t) {
+        Py_RETURN_NOTIMPLEMENTED; /* a handler: only its own rank's word (as ep.atomic) */
+    }
+    int op = name_index(args[2], ATOMIC_OPS, N_OPS);
+    if (op < 0) Py_RETURN_NOTIMPLEMENTED;
+    Py_buffer b;
+    if (PyObject_GetBuffer(args[1], &b, PyBUF_FORMAT | PyBUF_WRITABLE) < 0) {
+        PyErr_Clear();
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    int di = format_dtype(b.format, b.itemsize);
+    char *at = b.buf;
+    int ok = di >= 0 && b.len == b.itemsize && at >= mine && at - mine <= h->seg_size - b.len
+             && (at - mine) % b.len == 0;
+    Py_ssize_t off = at - mine;
+    PyBuffer_Release(&b);
+    if (!ok) Py_RETURN_NOTIMPLEMENTED;
+    PyObject *r = word_atomic(theirs + off, op, di, nargs > 3 ? args[3] : Py_None,
+                              nargs > 4 ? args[4] : Py_None);
+    if (r == NULL) Py_RETURN_NOTIMPLEMENTED;
+    return r;
 }
 
 /* segment_offset(buf): where ``buf``'s memory starts in this rank's segment, or -1 when
@@ -3160,6 +3230,14 @@ static PyMethodDef EP_methods[] = {
      "The reverse of :meth:`put_symmetric`: read ``len(local)`` bytes at ``local``'s offset "
      "of ``src``'s segment into ``out`` (writable, at least that long). True when done, "
      "False when nothing was done."},
+    {"atomic_symmetric", (PyCFunction)(void (*)(void))EP_atomic_symmetric, METH_FASTCALL,
+     "atomic_symmetric($self, dest, local, op, value=None, value2=None, /)\n--\n\n"
+     ":meth:`atomic` on the word at ``local``'s offset of ``dest``'s segment, ``local`` "
+     "being one element (int32, int64, uint32, uint64, float32 or float64, by its buffer "
+     "format) in my segment. Done in one C call when ``dest`` is on my node and every "
+     "argument is plain: the old value. Otherwise nothing is done and the result is "
+     "NotImplemented: the caller takes its general route (:meth:`atomic` at "
+     "``segment_offset(local)``), which also raises the errors."},
     {"segment_offset", (PyCFunction)EP_segment_offset, METH_O,
      "segment_offset($self, buf, /)\n--\n\n"
      "Where the memory of ``buf`` (any buffer, of any strides) starts in this rank's "

@@ -13,7 +13,19 @@ BITS = [("fand", 0b1100, None), ("for", 0b0011, None), ("fxor", 0b1111, None)]
 DTYPES = {"i4": 0, "i8": 8, "u4": 16, "u8": 24, "f4": 32, "f8": 40}
 
 
-def _sequence(ep, dest, base):
+NP = {"i4": np.int32, "i8": np.int64, "u4": np.uint32, "u8": np.uint64, "f4": np.float32,
+      "f8": np.float64}
+
+
+def _sequence(ep, dest, base, symmetric=False):
+    """Every op on every dtype at ``base`` of ``dest``: by offset (``ep.atomic``) or by a
+    local word at that offset (``ep.atomic_symmetric``)."""
+    def run(op, v, v2, dt, off):
+        if not symmetric:
+            return ep.atomic(dest, off, op, v, v2, dtype=dt)
+        word = ep.segment[off:off + int(dt[1])].view(NP[dt])
+        return ep.atomic_symmetric(dest, word, op, v, v2)
+
     out = []
     for dt, off in DTYPES.items():
         for op, v, v2 in OPS + (BITS if dt[0] != "f" else []):
@@ -22,9 +34,9 @@ def _sequence(ep, dest, base):
                 v2 = None if v2 is None else float(v2)
             if dt[0] == "u" and v is not None and v < 0:
                 v = 2
-            out.append((dt, op, ep.atomic(dest, base + off, op, v, v2, dtype=dt)))
-    big = ep.atomic(dest, base + 24, "fadd", 2**64 - 1, dtype="u8")  # wraps: u8 beyond i8
-    out.append(("u8", "wrap", big, ep.atomic(dest, base + 24, "get", dtype="u8")))
+            out.append((dt, op, run(op, v, v2, dt, base + off)))
+    big = run("fadd", 2**64 - 1, None, "u8", base + 24)  # wraps: u8 beyond i8
+    out.append(("u8", "wrap", big, run("get", None, None, "u8", base + 24)))
     return out
 
 
@@ -45,6 +57,41 @@ def atomics_c_vs_owner(ep):
     return results
 
 
+def atomics_symmetric(ep):
+    """ep.atomic_symmetric on a node-local peer gives what ep.atomic gives (the same old
+    values, the same words); anything it cannot do in C is NotImplemented, untouched."""
+    ep.segment[:8192] = 0
+    ep.barrier()
+    results = None
+    if ep.rank == 0:
+        near = next(r for r in range(ep.size) if r != 0 and ep.is_local(r))
+        far = next(r for r in range(ep.size) if not ep.is_local(r))
+        a = _sequence(ep, near, 0)
+        b = _sequence(ep, near, 1024, symmetric=True)
+        assert a == b, [(x, y) for x, y in zip(a, b, strict=True) if x != y]
+        view = ep.segment_view(near)
+        assert bytes(view[:48]) == bytes(view[1024:1072])  # the same words after
+        seg = ep.segment
+        w = seg[2048:2056].view(np.int64)
+        NI = NotImplemented
+        assert ep.atomic_symmetric(far, w, "fadd", 1) is NI  # another node
+        assert ep.atomic_symmetric(near, seg[2048:2064].view(np.int64), "fadd", 1) is NI
+        assert ep.atomic_symmetric(near, seg[2049:2057].view(np.int64), "fadd", 1) is NI
+        assert ep.atomic_symmetric(near, np.zeros(1, np.int64), "fadd", 1) is NI  # not mine
+        assert ep.atomic_symmetric(near, seg[2048:2056].view(">i8"), "fadd", 1) is NI
+        assert ep.atomic_symmetric(near, seg[2048:2050].view(np.float16), "get") is NI
+        assert ep.atomic_symmetric(near, w, "fadd", np.int64(1)) is NI  # the Python path
+        assert ep.atomic_symmetric(near, w, "fadd", 2**63) is NI  # does not fit i8
+        assert ep.atomic_symmetric(near, w, "fand", 1.0) is NI
+        assert ep.atomic_symmetric(near, w, "nope", 1) is NI
+        assert ep.atomic_symmetric(near, w, "cas", 1) is NI  # cas needs value2
+        assert ep.atomic_symmetric(True, w, "fadd", 1) is NI
+        assert int(view[2048:2056].view(np.int64)[0]) == 0  # none of them touched it
+        results = len(a)
+    ep.barrier()
+    return results
+
+
 def handler_atomic(ep):
     """A handler runs an atomic on its own rank's word; one on any other rank's word is
     refused there with AMContextError."""
@@ -53,7 +100,10 @@ def handler_atomic(ep):
     def h(token, off):
         e = token.endpoint
         got.append(e.atomic(e.rank, off, "fadd", 1))
+        word = e.segment[off:off + 8].view(np.int64)
+        assert e.atomic_symmetric(e.rank, word, "fadd", 0) is not NotImplemented  # mine
         for other in (r for r in range(e.size) if r != e.rank):  # on my node or not
+            assert e.atomic_symmetric(other, word, "fadd", 1) is NotImplemented
             try:
                 e.atomic(other, off, "fadd", 1)
             except amnet.AMContextError:
