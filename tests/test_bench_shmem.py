@@ -76,6 +76,11 @@ def _check_forms(res: dict) -> None:
             else:
                 assert r["shmem4py"] > 0 and r["ratio"] == pytest.approx(
                     r["shmem_rt"] / r["shmem4py"])
+            assert r["amnet"] > 0  # the same operations on amnet's endpoint, same job
+            if r["shmem_rt_2nodes"] is not None:
+                a, s = r["amnet_2nodes"], r["shmem_rt_2nodes"]
+                assert r["mapping_2nodes"] == pytest.approx(
+                    a / s if r["figure"].startswith("osu/bw") else s / a)
             continue
         assert r["upc-amnet"] >= 0 and r["upc-amnet"] == median(r["samples"]["upc-amnet"])
         if "upc-shmem" in missing:
@@ -114,7 +119,8 @@ def test_shmem_every_form(marked):
         assert any("shmem4py peer: shmem4py" in n for n in res["notes"])
     osu = res["tables"][-1]
     assert osu["columns"] == ["figure", "shmem_rt, 1 node", "shmem4py, 1 node",
-                              "shmem_rt / shmem4py", "shmem_rt, 2 nodes"]
+                              "shmem_rt / shmem4py", "amnet, 1 node", "shmem_rt, 2 nodes",
+                              "amnet, 2 nodes", "shmem_rt / amnet, 2 nodes"]
     assert len(osu["rows"]) == len(shmem_mod.OSU_LAT) + 2
 
 
@@ -131,8 +137,9 @@ def test_missing_peer_is_reported_and_the_rest_runs(marked, tmp_path):
     assert f"shmem4py: {why}." in res["notes"]
     osu = res["tables"][-1]
     assert osu["columns"] == ["figure", "shmem_rt, 1 node", "shmem4py, 1 node",
-                              "shmem_rt / shmem4py"]
+                              "shmem_rt / shmem4py", "amnet, 1 node"]
     assert all(row[2] == why for row in osu["rows"])
+    assert all(float(row[4]) > 0 for row in osu["rows"])  # amnet's floor needs no peer
     # no peer curve is drawn from nothing
     assert all(s["label"] != "shmem4py" for f in res["figures"] for s in f["series"])
 

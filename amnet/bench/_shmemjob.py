@@ -198,13 +198,62 @@ def apps_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any]:
 
 
 def osu_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any]:
-    """The OSU basics of :func:`amnet.bench._shmem4pyjob.osu` on shmem_rt."""
+    """The OSU basics of :func:`amnet.bench._shmem4pyjob.osu` on shmem_rt; then, in the same
+    job (the same placement of its processes), the same operations on amnet's endpoint
+    (``out["amnet"]``): the floor shmem_rt's mapping sits on."""
     import shmem_rt
 
     from ._shmem4pyjob import osu
 
     shmem_rt.init()
-    return osu(shmem_rt, plan)
+    out = osu(shmem_rt, plan)
+    out["amnet"] = _osu_amnet(ep, shmem_rt, plan)
+    return out
+
+
+def _osu_amnet(ep: Any, shmem: Any, plan: dict[str, Any]) -> dict[str, Any]:
+    """:func:`amnet.bench._shmem4pyjob.osu` as ``ep`` calls at the symmetric objects'
+    offsets: ``ep.put`` (complete when it returns), ``ep.get``, ``ep.atomic`` fadd,
+    ``ep.barrier``, and a window of ``ep.put_nbi`` then ``ep.wait_nbi``."""
+    me = ep.rank
+    it, samples, warm = plan["iters"], plan["samples"], plan["warmup"]
+    big = max(plan["bw_sizes"])
+    sym = shmem.zeros(big, dtype=np.uint8)
+    word = shmem.zeros(1, dtype=np.int64)
+    ctr = shmem.zeros(1, dtype=np.int64)
+    so, wo, co = (ep.segment_offset(x) for x in (sym, word, ctr))
+    src = np.ones(big, np.uint8)
+    one = np.ones(1, np.int64)
+    out: dict[str, Any] = {}
+    ep.barrier()
+    if me == 0:
+        out["put8"] = batches(lambda: ep.put(1, wo, one), it, samples, warm, lambda: None)
+        out["get8"] = batches(lambda: ep.get(1, wo, 8, one), it, samples, warm,
+                              lambda: None)
+        out["fadd"] = batches(lambda: ep.atomic(1, co, "fadd", 1), it, samples, warm,
+                              lambda: None)
+        window = plan["window"]
+        out["bw"] = {}
+        for n in plan["bw_sizes"]:
+            s = src[:n]
+
+            def flood(s=s) -> None:
+                for _ in range(window):
+                    ep.put_nbi(1, so, s)
+                ep.wait_nbi()
+
+            k = iters_for(n * window, max(2, it // window), 32 << 20)
+            t = batches(flood, k, samples, 1, lambda: None)
+            out["bw"][str(n)] = [n * window / x / 1e6 for x in t]  # MB/s
+    ep.barrier()
+    out["barrier"] = batches(ep.barrier, it, samples, warm, ep.barrier)
+    if me == 1:
+        assert int(ctr[0]) >= it * samples, int(ctr[0])
+        assert int(sym[big - 1]) == 1 and int(word[0]) == 1, "the puts did not arrive"
+    ep.barrier()
+    for x in (sym, word, ctr):
+        shmem.free(x)
+    return out
 
 
 JOBS = {"putget": putget_job, "barrier": barrier_job, "bcast": bcast_job,

@@ -281,8 +281,8 @@ class _Runner:
         self.opts, self.peer, self.missing = opts, peer, missing
         self.forms, self.upc_forms = forms, upc_forms
         self.vals: dict[str, dict[str, list[float]]] = {f: {} for f in FORMS}
-        self.vals["shmem_rt"] = {}
-        self.vals["shmem_rt:2nodes"] = {}
+        for f in ("shmem_rt", "shmem_rt:2nodes", "amnet", "amnet:2nodes"):
+            self.vals[f] = {}
         o = opts
         peer_on = "shmem4py" in forms
         nup = len(upc_forms)
@@ -378,6 +378,8 @@ class _Runner:
                 r = run_job(osu_job, {**self.base, **plan}, n=2, segment_size=seg,
                             **({"nodes": 2} if topo == "2nodes" else {}))
                 self._osu("shmem_rt" if topo == "node" else "shmem_rt:2nodes", r)
+                self._osu("amnet" if topo == "node" else "amnet:2nodes",
+                          [x["amnet"] for x in r])
                 step(f"rep {rep + 1}, OSU basics {topo}, shmem_rt")
             if peer_on and "node" in o.topologies:
                 r = self.shm(plan, 2)
@@ -548,28 +550,35 @@ def _osu_tables(o: argparse.Namespace, run: _Runner, missing: dict[str, str],
     peer = missing.get("shmem4py")
     two = "2nodes" in o.topologies
     node = "node" in o.topologies
-    cols = ["figure"] + (["shmem_rt, 1 node", "shmem4py, 1 node",
-                          "shmem_rt / shmem4py"] if node else []) + \
-        (["shmem_rt, 2 nodes"] if two else [])
+    cols = ["figure"] + (["shmem_rt, 1 node", "shmem4py, 1 node", "shmem_rt / shmem4py",
+                          "amnet, 1 node"] if node else []) + \
+        (["shmem_rt, 2 nodes", "amnet, 2 nodes", "shmem_rt / amnet, 2 nodes"] if two else [])
     rows, bars = [], {"shmem_rt": [], "shmem4py": [], "shmem_rt, 2 nodes": []}
 
     def row(label: str, key: str, fmt: Callable[[float], str], scale: float) -> None:
         a, b = _get(run, "shmem_rt", key), None if peer else _get(run, "shmem4py", key)
         c = _get(run, "shmem_rt:2nodes", key)
+        d, e = _get(run, "amnet", key), _get(run, "amnet:2nodes", key)
         r = _ratio(a, b)
+        # the mapping's cost: a time's ratio, or a bandwidth's inverse (above 1: a cost)
+        m = _ratio(e, c) if key.startswith("osu/bw") else _ratio(c, e)
         cells = [label]
         if node:
             cells += ["-" if a is None else fmt(a), peer or ("-" if b is None else fmt(b)),
-                      "-" if r is None else f"{r:.2f}"]
+                      "-" if r is None else f"{r:.2f}", "-" if d is None else fmt(d)]
         if two:
-            cells.append("-" if c is None else fmt(c))
+            cells += ["-" if c is None else fmt(c), "-" if e is None else fmt(e),
+                      "-" if m is None else f"{m:.2f}"]
         rows.append(cells)
         results.append({"section": "osu", "figure": key, "shmem_rt": a, "shmem4py": b,
-                        "shmem_rt_2nodes": c, "ratio": r,
+                        "shmem_rt_2nodes": c, "amnet": d, "amnet_2nodes": e, "ratio": r,
+                        "mapping_2nodes": m,
                         "samples": {"shmem_rt": run.vals["shmem_rt"].get(key, []),
                                     "shmem4py": run.vals["shmem4py"].get(key, []),
                                     "shmem_rt_2nodes":
-                                        run.vals["shmem_rt:2nodes"].get(key, [])}})
+                                        run.vals["shmem_rt:2nodes"].get(key, []),
+                                    "amnet": run.vals["amnet"].get(key, []),
+                                    "amnet_2nodes": run.vals["amnet:2nodes"].get(key, [])}})
         if key.startswith("osu/bw"):
             return
         for name, v in (("shmem_rt", a), ("shmem4py", b), ("shmem_rt, 2 nodes", c)):
@@ -582,7 +591,13 @@ def _osu_tables(o: argparse.Namespace, run: _Runner, missing: dict[str, str],
             1.0)
     notes = ["OSU basics: shmem_rt / shmem4py, lower is better for the latencies, higher for "
              "the bandwidths; put bandwidth is a window of 16 put_nbi then quiet. The "
-             "peer runs on one host only, so shmem_rt across 2 nodes has no peer."]
+             "peer runs on one host only, so shmem_rt across 2 nodes has no peer.",
+             "amnet: the same operations as amnet endpoint calls (ep.put, ep.get, ep.atomic, "
+             "ep.barrier, a window of ep.put_nbi then ep.wait_nbi) in the same job, right "
+             "after shmem_rt's: the floor shmem_rt's mapping sits on. shmem_rt / amnet, 2 "
+             "nodes: the mapping's cost where the job's placement (noisy on a loopback "
+             "between processes) is the same for both; for bandwidths amnet / shmem_rt, so "
+             "above 1 is a cost there too."]
     tables.append({"section": "osu", "title": "OSU OpenSHMEM basics: shmem_rt beside "
                    "shmem4py", "columns": cols, "rows": rows, "notes": notes})
     figures.append({"file": "shmem_osu_latency.png", "kind": "bar",
