@@ -482,14 +482,14 @@ class _World:
         self.sh, self.T, self.me = net.shmem, net.T, net.me
 
     def broadcast(self, dst: Any, src: Any, root: int, algorithm: Any = None) -> None:
-        d = _u8(dst)
-        self.sh.broadcast(d, d.copy() if src is None else _u8(src)[:d.size], root)
+        d = _u8(dst)  # (a member other than the root passes no source: its own target,
+        self.sh.broadcast(d, d if src is None else _u8(src)[:d.size], root)  # never read)
 
     def scatter(self, dst: Any, src: Any, root: int, algorithm: Any = None) -> None:
         d = _u8(dst)
         n = d.size
         full = np.zeros(n * self.T, np.uint8)  # the root's blocks broadcast, mine kept
-        self.sh.broadcast(full, full.copy() if src is None else _u8(src)[:full.size], root)
+        self.sh.broadcast(full, full if src is None else _u8(src)[:full.size], root)
         d[:] = full[self.me * n:(self.me + 1) * n]
 
     def gather(self, dst: Any, src: Any, root: int, algorithm: Any = None) -> None:
