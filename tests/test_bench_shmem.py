@@ -77,10 +77,9 @@ def _check_forms(res: dict) -> None:
                 assert r["shmem4py"] > 0 and r["ratio"] == pytest.approx(
                     r["shmem_rt"] / r["shmem4py"])
             assert r["amnet"] > 0  # the same operations on amnet's endpoint, same job
+            assert r["mapping"] > 0  # shmem_rt / amnet in turns, in one job
             if r["shmem_rt_2nodes"] is not None:
-                a, s = r["amnet_2nodes"], r["shmem_rt_2nodes"]
-                assert r["mapping_2nodes"] == pytest.approx(
-                    a / s if r["figure"].startswith("osu/bw") else s / a)
+                assert r["amnet_2nodes"] > 0 and r["mapping_2nodes"] > 0
             continue
         assert r["upc-amnet"] >= 0 and r["upc-amnet"] == median(r["samples"]["upc-amnet"])
         if "upc-shmem" in missing:

@@ -199,8 +199,8 @@ def apps_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any]:
 
 def osu_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any]:
     """The OSU basics of :func:`amnet.bench._shmem4pyjob.osu` on shmem_rt; then, in the same
-    job (the same placement of its processes), the same operations on amnet's endpoint
-    (``out["amnet"]``): the floor shmem_rt's mapping sits on."""
+    job, each operation again beside the same operation on amnet's endpoint, batch by batch
+    (``out["amnet"]``; see :func:`_osu_amnet`)."""
     import shmem_rt
 
     from ._shmem4pyjob import osu
@@ -211,10 +211,27 @@ def osu_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _paired(a: Any, b: Any, iters: int, samples: int, warmup: int,
+            sync: Any) -> tuple[list[float], list[float]]:
+    """Batches of ``a`` and of ``b`` taken in turn (a, b, a, b...): both see the same
+    moments of a noisy machine, so their ratio is steadier than that of two runs."""
+    ta: list[float] = []
+    tb: list[float] = []
+    batches(a, iters, 0, warmup, sync)
+    batches(b, iters, 0, warmup, sync)
+    for _ in range(samples):
+        ta += batches(a, iters, 1, 0, sync)
+        tb += batches(b, iters, 1, 0, sync)
+    return ta, tb
+
+
 def _osu_amnet(ep: Any, shmem: Any, plan: dict[str, Any]) -> dict[str, Any]:
-    """:func:`amnet.bench._shmem4pyjob.osu` as ``ep`` calls at the symmetric objects'
-    offsets: ``ep.put`` (complete when it returns), ``ep.get``, ``ep.atomic`` fadd,
-    ``ep.barrier``, and a window of ``ep.put_nbi`` then ``ep.wait_nbi``."""
+    """The floor shmem_rt's mapping sits on: each OSU operation as an amnet endpoint call at
+    the symmetric objects' offsets (``ep.put``, complete when it returns; ``ep.get``;
+    ``ep.atomic`` fadd; ``ep.barrier``; a window of ``ep.put_nbi`` then ``ep.wait_nbi``),
+    in turns with shmem_rt's own (:func:`_paired`). ``out[k]``: amnet's samples;
+    ``out["pair"][k]``: the median ratio shmem_rt / amnet of the turns (for bandwidths,
+    amnet / shmem_rt: above 1 is the mapping's cost)."""
     me = ep.rank
     it, samples, warm = plan["iters"], plan["samples"], plan["warmup"]
     big = max(plan["bw_sizes"])
@@ -224,31 +241,51 @@ def _osu_amnet(ep: Any, shmem: Any, plan: dict[str, Any]) -> dict[str, Any]:
     so, wo, co = (ep.segment_offset(x) for x in (sym, word, ctr))
     src = np.ones(big, np.uint8)
     one = np.ones(1, np.int64)
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"pair": {}, "bw": {}}
+    nothing = lambda: None  # noqa: E731
+
+    def keep(k: str, ts: list[float], ta: list[float], inverse: bool = False) -> None:
+        if k.startswith("bw/"):
+            out["bw"][k[3:]] = ta
+        else:
+            out[k] = ta
+        r = [(a / s if inverse else s / a) for s, a in zip(ts, ta, strict=True)]
+        out["pair"][k] = sorted(r)[len(r) // 2]
+
+    def put() -> None:
+        shmem.put(word, one, 1)
+        shmem.quiet()
+
     ep.barrier()
     if me == 0:
-        out["put8"] = batches(lambda: ep.put(1, wo, one), it, samples, warm, lambda: None)
-        out["get8"] = batches(lambda: ep.get(1, wo, 8, one), it, samples, warm,
-                              lambda: None)
-        out["fadd"] = batches(lambda: ep.atomic(1, co, "fadd", 1), it, samples, warm,
-                              lambda: None)
+        keep("put8", *_paired(put, lambda: ep.put(1, wo, one), it, samples, warm, nothing))
+        keep("get8", *_paired(lambda: shmem.get(one, word, 1), lambda: ep.get(1, wo, 8, one),
+                              it, samples, warm, nothing))
+        keep("fadd", *_paired(lambda: shmem.atomic_fetch_add(ctr, 1, 1),
+                              lambda: ep.atomic(1, co, "fadd", 1), it, samples, warm,
+                              nothing))
         window = plan["window"]
-        out["bw"] = {}
         for n in plan["bw_sizes"]:
             s = src[:n]
 
-            def flood(s=s) -> None:
+            def flood_shmem(n=n) -> None:
+                for _ in range(window):
+                    shmem.put_nbi(sym, src, 1, n)
+                shmem.quiet()
+
+            def flood_amnet(s=s) -> None:
                 for _ in range(window):
                     ep.put_nbi(1, so, s)
                 ep.wait_nbi()
 
             k = iters_for(n * window, max(2, it // window), 32 << 20)
-            t = batches(flood, k, samples, 1, lambda: None)
-            out["bw"][str(n)] = [n * window / x / 1e6 for x in t]  # MB/s
+            ts, ta = _paired(flood_shmem, flood_amnet, k, samples, 1, nothing)
+            keep(f"bw/{n}", [n * window / x / 1e6 for x in ts],
+                 [n * window / x / 1e6 for x in ta], inverse=True)  # MB/s
     ep.barrier()
-    out["barrier"] = batches(ep.barrier, it, samples, warm, ep.barrier)
+    keep("barrier", *_paired(shmem.barrier_all, ep.barrier, it, samples, warm, ep.barrier))
     if me == 1:
-        assert int(ctr[0]) >= it * samples, int(ctr[0])
+        assert int(ctr[0]) >= 2 * it * samples, int(ctr[0])
         assert int(sym[big - 1]) == 1 and int(word[0]) == 1, "the puts did not arrive"
     ep.barrier()
     for x in (sym, word, ctr):

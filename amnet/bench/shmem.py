@@ -378,8 +378,10 @@ class _Runner:
                 r = run_job(osu_job, {**self.base, **plan}, n=2, segment_size=seg,
                             **({"nodes": 2} if topo == "2nodes" else {}))
                 self._osu("shmem_rt" if topo == "node" else "shmem_rt:2nodes", r)
-                self._osu("amnet" if topo == "node" else "amnet:2nodes",
-                          [x["amnet"] for x in r])
+                amnet_form = "amnet" if topo == "node" else "amnet:2nodes"
+                self._osu(amnet_form, [x["amnet"] for x in r])
+                for k, v in r[0]["amnet"]["pair"].items():
+                    self.put(amnet_form, f"pair/osu/{k}", v)
                 step(f"rep {rep + 1}, OSU basics {topo}, shmem_rt")
             if peer_on and "node" in o.topologies:
                 r = self.shm(plan, 2)
@@ -560,8 +562,9 @@ def _osu_tables(o: argparse.Namespace, run: _Runner, missing: dict[str, str],
         c = _get(run, "shmem_rt:2nodes", key)
         d, e = _get(run, "amnet", key), _get(run, "amnet:2nodes", key)
         r = _ratio(a, b)
-        # the mapping's cost: a time's ratio, or a bandwidth's inverse (above 1: a cost)
-        m = _ratio(e, c) if key.startswith("osu/bw") else _ratio(c, e)
+        # the mapping's cost: the median over repetitions of each job's median ratio of
+        # turns (a time's ratio, a bandwidth's inverse: above 1 is a cost)
+        m = _get(run, "amnet:2nodes", f"pair/{key}")
         cells = [label]
         if node:
             cells += ["-" if a is None else fmt(a), peer or ("-" if b is None else fmt(b)),
@@ -573,6 +576,7 @@ def _osu_tables(o: argparse.Namespace, run: _Runner, missing: dict[str, str],
         results.append({"section": "osu", "figure": key, "shmem_rt": a, "shmem4py": b,
                         "shmem_rt_2nodes": c, "amnet": d, "amnet_2nodes": e, "ratio": r,
                         "mapping_2nodes": m,
+                        "mapping": _get(run, "amnet", f"pair/{key}"),
                         "samples": {"shmem_rt": run.vals["shmem_rt"].get(key, []),
                                     "shmem4py": run.vals["shmem4py"].get(key, []),
                                     "shmem_rt_2nodes":
@@ -593,11 +597,13 @@ def _osu_tables(o: argparse.Namespace, run: _Runner, missing: dict[str, str],
              "the bandwidths; put bandwidth is a window of 16 put_nbi then quiet. The "
              "peer runs on one host only, so shmem_rt across 2 nodes has no peer.",
              "amnet: the same operations as amnet endpoint calls (ep.put, ep.get, ep.atomic, "
-             "ep.barrier, a window of ep.put_nbi then ep.wait_nbi) in the same job, right "
-             "after shmem_rt's: the floor shmem_rt's mapping sits on. shmem_rt / amnet, 2 "
-             "nodes: the mapping's cost where the job's placement (noisy on a loopback "
-             "between processes) is the same for both; for bandwidths amnet / shmem_rt, so "
-             "above 1 is a cost there too."]
+             "ep.barrier, a window of ep.put_nbi then ep.wait_nbi) at the same objects, "
+             "later in the same job, in turns with shmem_rt's (a batch of one, a batch of "
+             "the other): the floor shmem_rt's mapping sits on. shmem_rt / amnet, 2 nodes: "
+             "the median ratio of those turns (median over repetitions), the mapping's "
+             "cost with the job-to-job and moment-to-moment noise of a loopback between "
+             "processes taken out; for bandwidths amnet / shmem_rt, so above 1 is a cost "
+             "there too."]
     tables.append({"section": "osu", "title": "OSU OpenSHMEM basics: shmem_rt beside "
                    "shmem4py", "columns": cols, "rows": rows, "notes": notes})
     figures.append({"file": "shmem_osu_latency.png", "kind": "bar",
