@@ -61,6 +61,7 @@ class PE:
         self.siblings = any(self.ep.same_process(p) for p in range(self.npes) if p != self.me)
         #: the other PEs of my node: a store into their memory wakes no one by itself
         self.others = [self.local[p] and p != self.me for p in range(self.npes)]
+        self.any_other = any(self.others)  # a PE that can store into my memory directly
         #: with more PEs than cores (amnet's block wait mode) waits sleep: a store into
         #: another PE of my node then nudges it when it sleeps (:meth:`touched`)
         self.nudging = self.ep.wait_mode == "block" and any(self.others)
