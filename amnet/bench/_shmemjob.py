@@ -242,7 +242,7 @@ def _osu_amnet(ep: Any, shmem: Any, plan: dict[str, Any]) -> dict[str, Any]:
     src = np.ones(big, np.uint8)
     one = np.ones(1, np.int64)
     out: dict[str, Any] = {"pair": {}, "bw": {}}
-    nothing = lambda: None  # noqa: E731
+    nothing = lambda: None
 
     def keep(k: str, ts: list[float], ta: list[float], inverse: bool = False) -> None:
         if k.startswith("bw/"):
