@@ -512,6 +512,17 @@ def expected_rma_errors(n: int, d: int, seg: int) -> dict[str, tuple[str, str]]:
                       ("put past end numpy", f"[{seg - 1}, {seg + 1})"),
                       ("put offset 2**64", f"[{1 << 64}, {(1 << 64) + 1})")):
         want[what] = ("SegmentBoundsError", f"ep.put(): bytes {rng} are {out_of}")
+    want.update({
+        "put_nbi past end": ("SegmentBoundsError",
+                             f"ep.put_nbi(): bytes [{seg - 1}, {seg + 1}) are {out_of}"),
+        "put_nbi dest size": ("RankError", f"rank {n} is out of range"),
+        "put_nbi bulk str": ("TypeError", "bulk"),
+        "put_nbi str data": ("TypeError", f"put data {PAYLOAD_TYPE} str"),
+        "get_nbi out None": ("TypeError", "ep.get_nbi() needs an out buffer"),
+        "get_nbi out too small": ("ValueError", "ep.get_nbi(): out holds 8 bytes, 16 requested"),
+        "get_nbi past end": ("SegmentBoundsError",
+                             f"ep.get_nbi(): bytes [{seg - 1}, {seg + 1}) are {out_of}"),
+    })
     return want
 
 

@@ -53,22 +53,15 @@ class ExtendedMixin:
         self._eng.poll()
         return Handle(self._eng, op, "get")
 
-    def put_nbi(self, dest: int, offset: int, data: Any, *, bulk: bool = False) -> None:
-        """Start a put completed by :meth:`wait_nbi` (or the enclosing access region).
-
-        ``data`` may be reused at once (amnet copies what the transport still needs), or,
-        with ``bulk=True``, only once the put completed (nothing is copied: GASNet's
-        ``put_nbi_bulk``; on the ``mpi`` conduit a put of 16 KiB or more then goes from
-        ``data`` to ``MPI_Isend`` and into the target's segment, with no copy on either side).
-
-        Raises: as :meth:`put` (before anything is sent); TypeError: ``bulk`` is no bool.
-        """
+    # ep.put_nbi and ep.get_nbi are C methods too (a node-local copy is complete at once)
+    def _put_nbi_slow(self, dest: int, offset: int, data: Any, *, bulk: bool = False) -> None:
+        """``ep.put_nbi`` when the C fast path does not apply (see its docstring)."""
         X.start_put(self._eng, self._live(), dest, offset, data, True, False, "ep.put_nbi()",
                     X.check_bulk(bulk, "ep.put_nbi()"))
         self._eng.poll()
 
-    def get_nbi(self, src: int, offset: int, nbytes: int, out: Any) -> None:
-        """Start a get into ``out``, completed by :meth:`wait_nbi` (or the access region)."""
+    def _get_nbi_slow(self, src: int, offset: int, nbytes: int, out: Any) -> None:
+        """``ep.get_nbi`` when the C fast path does not apply (see its docstring)."""
         if out is None:
             raise TypeError("ep.get_nbi() needs an out buffer")
         X.start_get(self._eng, self._live(), src, offset, nbytes, out, True, "ep.get_nbi()")

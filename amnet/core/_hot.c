@@ -2735,70 +2735,124 @@ slow_call(EPObject *ep, const char *name, PyObject *const *args, Py_ssize_t narg
     return r;
 }
 
+/* A node-local put of a plain buffer, done here: 1; anything else: 0 (nothing done, no
+ * exception: the Python route judges and raises). */
+static int
+local_put(EPObject *ep, PyObject *dest_o, PyObject *off_o, PyObject *data)
+{
+    HotObject *h = ep->hot;
+    if (h == NULL || h->segs == NULL || !PyLong_CheckExact(dest_o) || !PyLong_CheckExact(off_o)
+            || h->slots[ep->t].finalized || PyThread_tss_get(&cur_token) != NULL) {
+        return 0;
+    }
+    long dest = PyLong_AsLong(dest_o);
+    long long off = PyLong_AsLongLong(off_o);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (dest < h->node_first || dest >= h->node_first + h->node_ranks
+            || h->segs[dest - h->node_first] == NULL || off < 0) {
+        return 0;
+    }
+    Py_buffer b;
+    if (PyObject_GetBuffer(data, &b, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    int ok = b.len <= h->seg_size && off <= h->seg_size - b.len;
+    if (ok) memcpy(h->segs[dest - h->node_first] + off, b.buf, b.len);
+    PyBuffer_Release(&b);
+    return ok;
+}
+
+/* A node-local get into ``out`` (None: a new bytearray) done here: a new reference;
+ * anything else: NULL with no exception (the Python route judges and raises). */
+static PyObject *
+local_get(EPObject *ep, PyObject *src_o, PyObject *off_o, PyObject *nb_o, PyObject *out)
+{
+    HotObject *h = ep->hot;
+    if (h == NULL || h->segs == NULL || !PyLong_CheckExact(src_o) || !PyLong_CheckExact(off_o)
+            || !PyLong_CheckExact(nb_o) || h->slots[ep->t].finalized
+            || PyThread_tss_get(&cur_token) != NULL) {
+        return NULL;
+    }
+    long src = PyLong_AsLong(src_o);
+    long long off = PyLong_AsLongLong(off_o);
+    long long nb = PyLong_AsLongLong(nb_o);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (src < h->node_first || src >= h->node_first + h->node_ranks
+            || h->segs[src - h->node_first] == NULL || off < 0 || nb < 0
+            || nb > h->seg_size || off > h->seg_size - nb) {
+        return NULL;
+    }
+    char *from = h->segs[src - h->node_first] + off;
+    if (out == Py_None) {
+        return PyByteArray_FromStringAndSize(from, nb);
+    }
+    Py_buffer b;
+    if (PyObject_GetBuffer(out, &b, PyBUF_SIMPLE | PyBUF_WRITABLE) < 0) {
+        PyErr_Clear();
+        return NULL;
+    }
+    int ok = b.len >= nb;
+    if (ok) memcpy(b.buf, from, nb);
+    PyBuffer_Release(&b);
+    return ok ? Py_NewRef(out) : NULL;
+}
+
+/* put(dest, offset, data): a node-local copy here, else the Python put (_put_slow). */
 static PyObject *
 EP_put(EPObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    HotObject *h = ep->hot;
-    if (nargs == 3 && kwnames == NULL && h != NULL && h->segs != NULL && PyLong_CheckExact(args[0])
-            && PyLong_CheckExact(args[1]) && !h->slots[ep->t].finalized
-            && PyThread_tss_get(&cur_token) == NULL) {
-        long dest = PyLong_AsLong(args[0]);
-        long long off = PyLong_AsLongLong(args[1]);
-        if (PyErr_Occurred()) {
-            PyErr_Clear();
-        } else if (dest >= h->node_first && dest < h->node_first + h->node_ranks
-                   && h->segs[dest - h->node_first] != NULL && off >= 0) {
-            Py_buffer b;
-            if (PyObject_GetBuffer(args[2], &b, PyBUF_SIMPLE) == 0) {
-                if (b.len <= h->seg_size && off <= h->seg_size - b.len) {
-                    memcpy(h->segs[dest - h->node_first] + off, b.buf, b.len);
-                    PyBuffer_Release(&b);
-                    Py_RETURN_NONE;
-                }
-                PyBuffer_Release(&b);
-            } else {
-                PyErr_Clear();
-            }
-        }
+    if (nargs == 3 && kwnames == NULL && local_put(ep, args[0], args[1], args[2])) {
+        Py_RETURN_NONE;
     }
     return slow_call(ep, "_put_slow", args, nargs, kwnames);
 }
 
-/* get(src, offset, nbytes, out=None): a node-local copy here, else the Python get. */
+/* put_nbi(dest, offset, data, *, bulk=False): within the node complete at once (a copy,
+ * as the Python route does there), else the Python put_nbi (_put_nbi_slow). */
+static PyObject *
+EP_put_nbi(EPObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    int plain = kwnames == NULL
+        || (PyTuple_GET_SIZE(kwnames) == 1
+            && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "bulk") == 0
+            && (args[nargs] == Py_True || args[nargs] == Py_False));
+    if (nargs == 3 && plain && local_put(ep, args[0], args[1], args[2])) {
+        Py_RETURN_NONE;
+    }
+    return slow_call(ep, "_put_nbi_slow", args, nargs, kwnames);
+}
+
 static PyObject *
 EP_get(EPObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    HotObject *h = ep->hot;
-    if ((nargs == 3 || nargs == 4) && kwnames == NULL && h != NULL && h->segs != NULL
-            && PyLong_CheckExact(args[0]) && PyLong_CheckExact(args[1])
-            && PyLong_CheckExact(args[2]) && !h->slots[ep->t].finalized
-            && PyThread_tss_get(&cur_token) == NULL) {
-        long src = PyLong_AsLong(args[0]);
-        long long off = PyLong_AsLongLong(args[1]);
-        long long nb = PyLong_AsLongLong(args[2]);
-        if (PyErr_Occurred()) {
-            PyErr_Clear();
-        } else if (src >= h->node_first && src < h->node_first + h->node_ranks
-                   && h->segs[src - h->node_first] != NULL && off >= 0 && nb >= 0
-                   && nb <= h->seg_size && off <= h->seg_size - nb) {
-            char *from = h->segs[src - h->node_first] + off;
-            if (nargs == 3 || args[3] == Py_None) {
-                return PyByteArray_FromStringAndSize(from, nb);
-            }
-            Py_buffer b;
-            if (PyObject_GetBuffer(args[3], &b, PyBUF_SIMPLE | PyBUF_WRITABLE) == 0) {
-                if (b.len >= nb) {
-                    memcpy(b.buf, from, nb);
-                    PyBuffer_Release(&b);
-                    return Py_NewRef(args[3]);
-                }
-                PyBuffer_Release(&b);
-            } else {
-                PyErr_Clear();
-            }
-        }
+    if ((nargs == 3 || nargs == 4) && kwnames == NULL) {
+        PyObject *r = local_get(ep, args[0], args[1], args[2], nargs == 4 ? args[3] : Py_None);
+        if (r != NULL) return r;
+        if (PyErr_Occurred()) return NULL;
     }
     return slow_call(ep, "_get_slow", args, nargs, kwnames);
+}
+
+/* get_nbi(src, offset, nbytes, out): within the node complete at once, else _get_nbi_slow */
+static PyObject *
+EP_get_nbi(EPObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    if (nargs == 4 && kwnames == NULL && args[3] != Py_None) {
+        PyObject *r = local_get(ep, args[0], args[1], args[2], args[3]);
+        if (r != NULL) {
+            Py_DECREF(r);
+            Py_RETURN_NONE;
+        }
+        if (PyErr_Occurred()) return NULL;
+    }
+    return slow_call(ep, "_get_nbi_slow", args, nargs, kwnames);
 }
 
 /* atomic(dest, offset, op, value=None, value2=None, dtype="i8"): a node-local hardware
@@ -3200,6 +3254,20 @@ static PyMethodDef EP_methods[] = {
      "there. ``data`` may be reused at once. Within the node it is a direct copy.\n\n"
      "Raises:\n    RankError, SegmentBoundsError, TypeError: bad input (nothing is sent).\n"
      "    AMContextError: inside a handler.\n    JobAborted: the job is being torn down."},
+    {"put_nbi", (PyCFunction)(void (*)(void))EP_put_nbi, METH_FASTCALL | METH_KEYWORDS,
+     "put_nbi($self, dest, offset, data, *, bulk=False)\n--\n\n"
+     "Start a put completed by :meth:`wait_nbi` (or the enclosing access region). ``data`` "
+     "may be reused at once (amnet copies what the transport still needs), or, with "
+     "``bulk=True``, only once the put completed (nothing is copied: GASNet's "
+     "``put_nbi_bulk``; on the ``mpi`` conduit a put of 16 KiB or more then goes from "
+     "``data`` to ``MPI_Isend`` and into the target's segment, with no copy on either side). "
+     "Within the node it is a direct copy, complete on return.\n\n"
+     "Raises: as :meth:`put` (before anything is sent); TypeError: ``bulk`` is no bool."},
+    {"get_nbi", (PyCFunction)(void (*)(void))EP_get_nbi, METH_FASTCALL | METH_KEYWORDS,
+     "get_nbi($self, src, offset, nbytes, out)\n--\n\n"
+     "Start a get into ``out``, completed by :meth:`wait_nbi` (or the access region). "
+     "Within the node it is a direct copy, complete on return.\n\n"
+     "Raises: as :meth:`get`; TypeError: ``out`` is None."},
     {"get", (PyCFunction)(void (*)(void))EP_get, METH_FASTCALL | METH_KEYWORDS,
      "get($self, src, offset, nbytes, out=None)\n--\n\n"
      "Read ``nbytes`` at ``offset`` of ``src``'s segment into ``out`` (a writable buffer of "

@@ -641,6 +641,19 @@ def rma(ep) -> dict:
     src[:] = b"XXXXX"  # reused at once
     g = ep.get(d, base, 4)  # a get after a put to the same place sees it
     ok["get after put"] = (type(g).__name__, bytes(g) == b"put3")
+    # the nbi forms (node-local: C, complete at once; else completed by wait_nbi)
+    src = bytearray(b"nbi01")
+    ep.put_nbi(d, base + 144, src)
+    src[:] = b"XXXXX"  # reused at once
+    ep.put_nbi(d, base + 160, b"bulkT", bulk=True)
+    ep.put_nbi(dest=d, offset=base + 176, data=np.frombuffer(b"bulkF", "u1"), bulk=False)
+    buf = bytearray(8)
+    ep.get_nbi(d, 24, 8, buf)
+    arr = np.zeros(4, "u1")
+    ep.get_nbi(src=d, offset=80, nbytes=4, out=arr)
+    ep.wait_nbi()
+    ok["get_nbi out"] = (True, bytes(buf) == theirs[24:32])
+    ok["get_nbi numpy out kw"] = (True, arr.tobytes() == theirs[80:84])
 
     bad = [
         ("get out too small", lambda: ep.get(d, 0, 16, bytearray(8))),
@@ -683,6 +696,13 @@ def rma(ep) -> dict:
         ("put None data", lambda: ep.put(d, 0, None)),
         ("put too few args", lambda: ep.put(d, 0)),
         ("put bad keyword", lambda: ep.put(d, 0, payload=b"x")),
+        ("put_nbi past end", lambda: ep.put_nbi(d, seg - 1, b"ab")),
+        ("put_nbi dest size", lambda: ep.put_nbi(ep.size, 0, b"x")),
+        ("put_nbi bulk str", lambda: ep.put_nbi(d, 0, b"x", bulk="yes")),
+        ("put_nbi str data", lambda: ep.put_nbi(d, 0, "text")),
+        ("get_nbi out None", lambda: ep.get_nbi(d, 0, 4, None)),
+        ("get_nbi out too small", lambda: ep.get_nbi(d, 0, 16, bytearray(8))),
+        ("get_nbi past end", lambda: ep.get_nbi(d, seg - 1, 2, bytearray(2))),
     ]
     out["errors"] = [(what, *outcome(fn)) for what, fn in bad]
     out["ok"] = ok
@@ -697,6 +717,9 @@ def rma(ep) -> dict:
         "numpy ints": bytes(mine[base + 96:base + 101]) == b"numpy",
         "end": bytes(mine[seg - 3:seg]) == b"end",
         "reused source": bytes(mine[base + 128:base + 133]) == b"reuse",
+        "put_nbi": bytes(mine[base + 144:base + 149]) == b"nbi01",
+        "put_nbi bulk": bytes(mine[base + 160:base + 165]) == b"bulkT",
+        "put_nbi keywords": bytes(mine[base + 176:base + 181]) == b"bulkF",
         "bad puts wrote nothing": bytes(mine[0:4096]) == pattern(ep.rank, 4096)
         and not mine[seg - 8:seg - 3].any(),
     }
