@@ -40,6 +40,16 @@ def _sequence(ep, dest, base, symmetric=False):
     return out
 
 
+def _near_far(ep):
+    """Rank 0's peers: one on its node, one on the other."""
+    return (next(r for r in range(ep.size) if r != 0 and ep.is_local(r)),
+            next(r for r in range(ep.size) if not ep.is_local(r)))
+
+
+def _same(a, b):
+    assert a == b, [(x, y) for x, y in zip(a, b, strict=True) if x != y]
+
+
 def atomics_c_vs_owner(ep):
     """The same atomics on a word of my node (C, in the caller) and of the other node (at
     the owner): the same old values and the same final words."""
@@ -47,11 +57,9 @@ def atomics_c_vs_owner(ep):
     ep.barrier()
     results = None
     if ep.rank == 0:
-        near = next(r for r in range(ep.size) if r != 0 and ep.is_local(r))
-        far = next(r for r in range(ep.size) if not ep.is_local(r))
+        near, far = _near_far(ep)
         a = _sequence(ep, near, 0)
-        b = _sequence(ep, far, 0)
-        assert a == b, [(x, y) for x, y in zip(a, b, strict=True) if x != y]
+        _same(a, _sequence(ep, far, 0))
         results = len(a)
     ep.barrier()
     return results
@@ -64,11 +72,9 @@ def atomics_symmetric(ep):
     ep.barrier()
     results = None
     if ep.rank == 0:
-        near = next(r for r in range(ep.size) if r != 0 and ep.is_local(r))
-        far = next(r for r in range(ep.size) if not ep.is_local(r))
+        near, far = _near_far(ep)
         a = _sequence(ep, near, 0)
-        b = _sequence(ep, near, 1024, symmetric=True)
-        assert a == b, [(x, y) for x, y in zip(a, b, strict=True) if x != y]
+        _same(a, _sequence(ep, near, 1024, symmetric=True))
         view = ep.segment_view(near)
         assert bytes(view[:48]) == bytes(view[1024:1072])  # the same words after
         seg = ep.segment
