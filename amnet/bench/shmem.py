@@ -313,11 +313,13 @@ class _Runner:
     def rep(self, rep: int) -> None:
         o, step = self.opts, self.bar.step
         peer_on = "shmem4py" in self.forms
+        # the upc forms back to back, in alternating order (their ratio is taken per rep)
+        ups = self.upc_forms if rep % 2 == 0 else self.upc_forms[::-1]
         if "putget" in o.parts:
             plan = {"exp": "putget", "sizes": o.sizes}
             seg = max(16 << 20, 1 << (4 * max(o.sizes)).bit_length())
             for topo in o.topologies:
-                for f in self.upc_forms:
+                for f in ups:
                     r = self.upc(f, "putget", plan, n=2, segment_size=seg,
                                  **({"nodes": 2} if topo == "2nodes" else {}))
                     self._putget(f, topo, r[0])
@@ -329,7 +331,7 @@ class _Runner:
                 step(f"rep {rep + 1}, put/get, shmem4py")
         if "barrier" in o.parts:
             for t in o.threads:
-                for f in self.upc_forms:
+                for f in ups:
                     r = self.upc(f, "barrier", {"exp": "barrier"}, n=t)
                     self.put(f, f"barrier/{t}", _slowest(r, "barrier"))
                     step(f"rep {rep + 1}, barrier {t} threads, {f}")
@@ -344,7 +346,7 @@ class _Runner:
             if part not in o.parts:
                 continue
             plan = {"exp": part, "sizes": o.coll_sizes}
-            for f in self.upc_forms:
+            for f in ups:
                 self._coll(f, part, self.upc(f, part, plan, n=T, segment_size=seg))
                 step(f"rep {rep + 1}, {part}, {f}")
                 if part == "reduce":
@@ -363,7 +365,7 @@ class _Runner:
                     "ra_updates": o.ra_updates}
             seg = max(16 << 20, 1 << (8 * (3 * o.triad_m + o.ra_words) * 2).bit_length())
             for t in o.app_threads:
-                for f in self.upc_forms:
+                for f in ups:
                     self._apps(f, t, self.upc(f, "apps", plan, n=t, segment_size=seg))
                     step(f"rep {rep + 1}, apps {t} threads, {f}")
                 if peer_on:
@@ -431,6 +433,17 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
 
+def _paired(run: _Runner, key: str) -> float | None:
+    """upc-shmem / upc-amnet: the median over repetitions of each repetition's ratio (the
+    two forms' jobs ran back to back, in alternating order), so that drift between
+    repetitions cancels."""
+    a, b = run.vals["upc-shmem"].get(key, []), run.vals["upc-amnet"].get(key, [])
+    if len(a) != len(b):  # not one of each per repetition: the ratio of the medians
+        return _ratio(_get(run, "upc-shmem", key), _get(run, "upc-amnet", key))
+    rs = [x / y for x, y in zip(a, b, strict=True) if y]
+    return median(rs) if rs else None
+
+
 def _report(opts: argparse.Namespace, run: _Runner, peer: dict[str, Any],
             missing: dict[str, str]) -> dict[str, Any]:
     tables: list[dict[str, Any]] = []
@@ -461,7 +474,8 @@ def _report(opts: argparse.Namespace, run: _Runner, peer: dict[str, Any],
                 else:
                     got[f] = _get(run, f, key)
                 series[f].append(None if got[f] is None else got[f] * scale)
-            r = _ratio(got.get("upc-shmem"), got.get("upc-amnet"))
+            r = _paired(run, key) if "upc-shmem" not in missing and not (
+                na and "upc-shmem" in na) else None
 
             def cell(f: str, got: dict[str, float | None] = got) -> str:
                 if f in missing:
@@ -631,7 +645,10 @@ def _notes(o: argparse.Namespace, run: _Runner, peer: dict[str, Any],
              "SHMEM-UPC; shmem4py: the same operation in shmem4py on Open MPI's OpenSHMEM "
              "(the peer), on this one host only.",
              "upc-shmem / upc-amnet: the mapping's cost (1.00: none); for times lower is "
-             "better, for MB/s and GUPS higher; for the error % it compares lost updates.",
+             "better, for MB/s and GUPS higher; for the error % it compares lost updates. "
+             "It is the median over repetitions of each repetition's ratio: the two forms' "
+             "jobs run back to back, in alternating order, so that the drift of a loopback "
+             "between processes from one repetition to the next cancels.",
              "Each figure: the median over repetitions of the slowest thread's median batch "
              "(put/get: thread 0 to thread 1). Broadcast and reduce run IN_ALLSYNC | "
              "OUT_ALLSYNC; the peer's reduce is a local sum then sum_reduce of one value, "
