@@ -7,7 +7,13 @@ setup(
     ext_modules=[
         Extension("amnet.pshm._native", ["amnet/pshm/_native.c"], extra_compile_args=["-O2"],
                   depends=["amnet/pshm/_atomic_table.h"]),
-        Extension("amnet.core._hot", ["amnet/core/_hot.c"], extra_compile_args=["-O2"],
-                  depends=["amnet/pshm/_atomic_table.h"]),
+        # one extension from several files: the module, then one file per concern (the
+        # design notes and which file holds what: amnet/core/_hot.h)
+        Extension("amnet.core._hot",
+                  ["amnet/core/_hot.c", "amnet/core/_hot_lock.c", "amnet/core/_hot_queue.c",
+                   "amnet/core/_hot_progress.c", "amnet/core/_hot_engine.c",
+                   "amnet/core/_hot_token.c", "amnet/core/_hot_ep.c"],
+                  extra_compile_args=["-O2"],
+                  depends=["amnet/core/_hot.h", "amnet/pshm/_atomic_table.h"]),
     ],
 )

@@ -20,7 +20,7 @@ One object per process of a node, made by that process, mapped by every process 
 The *receiver's* object holds its incoming queues: a sender writes entry and payload into
 the receiver's object, then publishes the entry by storing its sequence number + 1 into the
 entry's first word; the receiver writes its tail in its own object. Every index is an aligned
-int64 written with one store (amnet/core/_hot.c does both sides).
+int64 written with one store (amnet/core/_hot_queue.c does both sides).
 """
 
 from __future__ import annotations

@@ -1,0 +1,420 @@
+/* amnet.core._hot: the AM engine's hot path in C.
+ *
+ * What a round trip inside a node touches runs here, without the interpreter's overhead of
+ * Python frames: the checks and the send of a Short or Medium user AM (in-line to a rank of
+ * this process, or into a node-local process's shared-memory queue), draining the queues
+ * and running the handlers of user Short/Medium AMs, the Token handed to a handler, the
+ * drain lock, and the endpoint's request/poll/wait_until/put/get entry points.
+ *
+ * An extension's system AMs between the node's processes take a hot path too: the drain
+ * calls the handler registered for the destination rank (set_sys_handler: its port's, as the
+ * engine would call it), and a SysSender (Port.sender) writes into the queue.
+ *
+ * Everything else (the core's system AMs, Long AMs, the conduit, malformed messages, bad
+ * arguments and their errors) goes to the Python engine (amnet/core/_engine.py), which stays
+ * the reference implementation: whenever a fast path meets anything it does not handle, it
+ * calls the Python method with the same arguments, so errors are raised there, with the same
+ * text.
+ *
+ * The queues follow docs/pshm.md: an entry (sequence word, payload length, flags and header
+ * length, the wire header) and its payload are written before the entry's sequence word
+ * that publishes them (message k of a queue stores k + 1 there: one aligned 8-byte
+ * sequentially consistent store, which also orders the following load of the receiver's
+ * sleeping flag). The receiver polls the sequence word of the entry at its tail with an
+ * acquire load (a Short AM is one cache line: the word, the lengths and the header), runs
+ * the entry in place and publishes its tail with a release store once the handler returned;
+ * the sender reads that tail only when its own count says the queue may be full.
+ *
+ * Threads: a process's drain runs under the drain lock (a Lock of this module) unless the
+ * engine is "lock-free" (one rank-thread, not thread-safe, no progress thread: only one
+ * thread ever calls amnet). Request queues have a producer lock when the process is
+ * thread-safe; reply queues have one producer, the thread that drains. Under free threading
+ * (Py_GIL_DISABLED) the same locks protect the same state; the counters are statistics.
+ *
+ * The sources, one extension (setup.py lists them); this header is their one internal
+ * interface (the shared structs, the small helpers inlined on the hot path, and what one file
+ * calls in another, with hidden visibility: the module exports only PyInit__hot):
+ *   _hot.c           the module: its state (the exceptions, the current token), PyInit__hot
+ *   _hot_lock.c      the Lock type (the drain lock, the request queues' producer locks)
+ *   _hot_queue.c     the queues: a token's creation and the handler call, sending (in-line,
+ *                    into a queue, to the conduit), receiving (dispatch, fragments, drain)
+ *   _hot_progress.c  progress: draining queues and conduit, polling, the wait loop; the
+ *                    system senders (SysSender)
+ *   _hot_engine.c    the Hot type: set-up (ranks, pshm, segments, the conduit's route), its
+ *                    methods for the Python engine
+ *   _hot_token.c     the Token type (reply_*, its attributes)
+ *   _hot_ep.c        EndpointBase: request_*, poll, wait_until, put/get (and _nbi), atomics,
+ *                    the symmetric forms, segment_offset
+ */
+
+#ifndef AMNET_CORE_HOT_H
+#define AMNET_CORE_HOT_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { R_INLINE = 0, R_PSHM = 1, R_NET = 2 };
+enum { C_SHORT = 0, C_MEDIUM = 1, C_LONG = 2, CAT_MASK = 3, F_REPLY = 4, F_SYSTEM = 8,
+       F_KNOWN = 15 };
+#define MAX_ARGS 16
+#define FIXED 20
+enum { Q_REQ = 0, Q_REP = 1 };
+enum { E_MORE = 1, E_DEPOSITED = 2 };
+#define ENTRY 256
+#define HDR_AT 24
+#define CTRL 4096
+#define QHDR 128
+#define W_SLEEP 8
+#define BUDGET 256
+#define YIELD_EVERY 256  /* a spinning rank gives its core away after this many empty polls */
+
+static inline double
+mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* A cheaper clock for the spin loop and the conduit throttle: the x86-64 time-stamp counter
+ * (constant rate on every CPU the kernel uses it as a clocksource on), scaled to seconds by
+ * a 0.2 ms calibration against CLOCK_MONOTONIC; clock_gettime elsewhere. */
+typedef struct {
+    double scale;                    /* seconds per tick; 0: use mono() */
+    double base;
+    uint64_t t0;
+} Clock;
+
+static inline double
+clock_now(const Clock *c)
+{
+#if defined(__x86_64__)
+    if (c->scale > 0.0) {
+        return c->base + (double)(int64_t)(__builtin_ia32_rdtsc() - c->t0) * c->scale;
+    }
+#endif
+    return mono();
+}
+
+static inline int64_t ld_acq(int64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+static inline void st_sc(int64_t *p, int64_t v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
+static inline void st_rel(int64_t *p, int64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+
+static inline void
+put_le(unsigned char *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++) {
+        p[i] = (unsigned char)(v >> (8 * i));
+    }
+}
+
+static inline uint64_t
+get_le(const unsigned char *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++) {
+        v |= (uint64_t)p[i] << (8 * i);
+    }
+    return v;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Lock: a plain mutex usable from C without a method call; the GIL is let go while a
+ * blocking acquire waits (the holder may need it to finish).                           */
+
+typedef struct {
+    PyObject_HEAD
+    int held;                        /* taken with one compare-and-swap */
+    int waiters;                     /* threads sleeping in lock_wait */
+    pthread_mutex_t m;
+    pthread_cond_t c;
+} LockObject;
+
+static inline int
+lock_try(LockObject *l)
+{
+    int zero = 0;
+    return __atomic_compare_exchange_n(&l->held, &zero, 1, 0, __ATOMIC_SEQ_CST,
+                                       __ATOMIC_RELAXED);
+}
+
+static inline void
+lock_wait(LockObject *l)
+{
+    if (lock_try(l)) {
+        return;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&l->m);
+    __atomic_add_fetch(&l->waiters, 1, __ATOMIC_SEQ_CST);
+    while (!lock_try(l)) {
+        pthread_cond_wait(&l->c, &l->m);
+    }
+    __atomic_sub_fetch(&l->waiters, 1, __ATOMIC_SEQ_CST);
+    pthread_mutex_unlock(&l->m);
+    Py_END_ALLOW_THREADS
+}
+
+static inline void
+lock_rel(LockObject *l)
+{
+    __atomic_store_n(&l->held, 0, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&l->waiters, __ATOMIC_SEQ_CST)) {
+        pthread_mutex_lock(&l->m);
+        pthread_cond_signal(&l->c);
+        pthread_mutex_unlock(&l->m);
+    }
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Hot: one per engine                                                                    */
+
+typedef struct {
+    char *base;                      /* the receiver's object, mapped here */
+    int64_t *tail_p, *sleep_p;
+    Py_ssize_t ents, slots;
+    int64_t head, tail;              /* my next entry; the receiver's tail as last read */
+    int bell;                        /* the receiver's eventfd, -1 for none */
+    LockObject *lock;                /* NULL: one producer at a time */
+} OutQ;
+
+typedef struct {
+    int64_t *tail_p;
+    Py_ssize_t ents, slots;
+    int64_t tail;
+    PyObject *frag;                  /* a fragmented payload being reassembled */
+} InQ;
+
+typedef struct {
+    PyObject *rs;                    /* the RankState; NULL until add_rank */
+    PyObject *fns, *cats, *nargs, *names, *by_fn;
+    PyObject *sysfns;                /* fast system handlers by index (None: the engine's) */
+    long rank;
+    int finalized;
+    Py_ssize_t recent[8];            /* handler indices sent lately, by the function's address */
+} Slot;
+
+typedef struct TokenObject TokenObject;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *eng;
+    PyObject *py_send, *py_dispatch, *py_queue_full, *py_failed, *py_net, *py_wait;
+    PyObject *py_deferred, *py_wake, *deferred, *delayed, *py_refuse, *py_sys_failed;
+    PyObject *net_send;              /* the conduit's send(proc, header, payload); NULL: none */
+    Py_buffer idle_buf;              /* the conduit's "nothing until net_fd" flag */
+    int net_fd;
+    LockObject *drain_lock;
+    int size, T, first, procs, lockfree, throttle;
+    int64_t max_medium, seg_size;
+    unsigned char *route;
+    int *proc_li;                    /* global process -> index on the node, -1 elsewhere */
+    /* the shared-memory network (n == 0: none) */
+    int n, li, nins, nrep;
+    int64_t depth, slot;
+    Py_buffer *bufs;                 /* the node's objects, mine at li */
+    OutQ *out[2];
+    InQ *ins;                        /* replies first */
+    /* node-local segments, by rank - node_first (NULL: not addressable) */
+    int node_first, node_ranks;
+    char **segs;
+    Py_buffer *seg_bufs;
+    double conduit_every, conduit_at, spin_s;
+    Clock clock;
+    unsigned long empty;
+    int waiters;                     /* threads of the Python wait loop sleeping on the drainer */
+    int sleeping;                    /* the drainer blocks in a receive (Engine._block) */
+    int wake_fd;                     /* eventfd that ends its sleep (-1: none) */
+    PyObject *sleep_pred;            /* its wait's condition when cheap and pure, else NULL */
+    int sleep_slot;                  /* the rank-thread it waits for (-1: none of its own) */
+    uint64_t sent, received, rings, full_waits, handled;
+    Slot *slots;
+    TokenObject *spare[4];           /* tokens to reuse (in-line AMs nest two deep) */
+    int nspare;
+} HotObject;
+
+struct TokenObject {
+    PyObject_HEAD
+    HotObject *hot;
+    PyObject *name;                  /* the handler's name; NULL: names[hidx] of the rank */
+    long source;
+    int t, hidx;
+    char is_request, replied, live;
+    unsigned long thread;
+};
+
+/* ------------------------------------------------------------------------------------ */
+/* between the files: hidden, so that calls stay direct (no PLT, no interposition)       */
+
+#pragma GCC visibility push(hidden)
+
+/* the module's state, defined in _hot.c: the amnet exceptions, the current token of each
+ * thread */
+extern PyObject *InitError, *AMContextError;
+/* what a handler is told when it sends anything but its one reply (set_errors: the engine's
+ * FORWARD_HINT and REPLY_HINT, so that C and Python say the same words) */
+extern PyObject *ForwardHint, *ReplyHint;
+extern Py_tss_t cur_token;
+
+/* the types (each in its file; _hot.c readies them) */
+extern PyTypeObject Lock_Type, Hot_Type, Token_Type, EndpointBase_Type, SysSender_Type;
+
+/* _hot_queue.c */
+PyObject *hot_call_handler(HotObject *h, int t, PyObject *fn, int hidx, PyObject *name,
+                           long src, int is_request, PyObject *const *args, Py_ssize_t nargs,
+                           int capture);
+int hot_pshm_send(HotObject *h, int reply, int s, const unsigned char *hdr, Py_ssize_t hl,
+                  const char *payload, int64_t plen, int64_t eflags);
+int hot_queue_send(HotObject *h, int reply, int proc, int flags, Py_ssize_t nargs,
+                   Py_ssize_t hidx, long src, long dest, const int64_t *a, PyObject *payload,
+                   int64_t max);
+int hot_send_user(HotObject *h, int t, int flags, PyObject *dest, PyObject *handler,
+                  PyObject *payload, PyObject *offset, PyObject *const *args, Py_ssize_t nargs);
+int hot_fast_dispatch(HotObject *h, const unsigned char *hdr, int64_t hl, char *payload,
+                      int64_t plen, PyObject *pobj);
+int hot_drain_queues(HotObject *h, int from, int to, int budget);
+int hot_has_pending(HotObject *h);
+
+/* _hot_progress.c */
+void hot_clock_init(Clock *c);
+int hot_poll_core(HotObject *h, PyObject *pred, double now);
+PyObject *hot_wait_until(HotObject *h, PyObject *pred, PyObject *timeout);
+PyObject *Hot_sys_sender(HotObject *h, PyObject *args);
+
+/* _hot_token.c */
+PyObject *hot_token_name(TokenObject *tok);
+
+#pragma GCC visibility pop
+
+/* ------------------------------------------------------------------------------------ */
+/* small helpers of the hot path that several files call: inline wherever they are used */
+
+static inline int
+arg_i64(PyObject *o, int64_t *v)
+{
+    int overflow = 0;
+    if (!PyLong_CheckExact(o)) {
+        return 0;
+    }
+    long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    *v = x;
+    return 1;
+}
+
+static inline int
+run_deferred(HotObject *h)
+{
+    if (PyObject_Length(h->deferred) <= 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *r = PyObject_CallNoArgs(h->py_deferred);
+    if (r == NULL) {
+        return -1;
+    }
+    Py_DECREF(r);
+    return 0;
+}
+
+/* After a drain (not lock-free): wake the threads waiting on the drainer, if any. */
+static inline int
+wake_waiters(HotObject *h)
+{
+    if (__atomic_load_n(&h->waiters, __ATOMIC_RELAXED) <= 0) {
+        return 0;
+    }
+    PyObject *r = PyObject_CallNoArgs(h->py_wake);
+    if (r == NULL) {
+        return -1;
+    }
+    Py_DECREF(r);
+    return 0;
+}
+
+static inline int
+pred_true(PyObject *pred)
+{
+    PyObject *r = PyObject_CallNoArgs(pred);
+    if (r == NULL) {
+        return -1;
+    }
+    int v = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    return v;
+}
+
+/* After this thread did something that may complete another thread's wait without a
+ * message: wake the drainer if it sleeps in a receive, and the threads waiting on it.
+ * check == 0: work was deferred, which the sleeper is to send: always.
+ * check == 1: an in-line AM ran a handler of rank-thread dest_t (or deferred work of its
+ * rank ran). Only a drainer asleep in a receive holds the others off for long, so only then
+ * is anybody woken: the sleeper when its wait may now be satisfied -- the AM was for the rank
+ * it waits for and, when it published its condition (an engine wait on plain attributes: a
+ * handle's op.done, a barrier's done; never a caller's predicate, which might take a lock
+ * this thread holds or read this thread's locals), that condition is true -- so that a
+ * sibling asleep in a wait the AM does not concern (a barrier) is not woken by every in-line
+ * AM of its process; and the threads waiting on it (their waits may be the AM's). A drainer
+ * that is awake wakes them itself when it lets go of the lock. Costs an atomic load when
+ * nobody sleeps. */
+static inline int
+nudge(HotObject *h, int check, int dest_t)
+{
+    if (!__atomic_load_n(&h->sleeping, __ATOMIC_SEQ_CST)) {
+        return check ? 0 : wake_waiters(h);
+    }
+    int fd = __atomic_load_n(&h->wake_fd, __ATOMIC_ACQUIRE);
+    if (fd >= 0) {
+        int wake = 1;
+        if (check) {
+            /* only an AM to its rank can complete a rank-thread's wait */
+            wake = dest_t == __atomic_load_n(&h->sleep_slot, __ATOMIC_RELAXED);
+#ifndef Py_GIL_DISABLED
+            /* the GIL keeps sleep_pred alive while we call it (sleep_end clears it under it) */
+            PyObject *p = h->sleep_pred;
+            if (wake && p != NULL) {
+                Py_INCREF(p);
+                wake = pred_true(p);
+                Py_DECREF(p);
+                if (wake < 0) {
+                    PyErr_Clear();  /* let the sleeper call it and see the error */
+                    wake = 1;
+                }
+            }
+#endif
+        }
+        if (wake) {
+            uint64_t one = 1;
+            ssize_t w = write(fd, &one, sizeof one);
+            (void)w;
+        }
+    }
+    return wake_waiters(h);
+}
+
+/* One poll: what ep.poll() does. Returns how many ran, -1 on error. */
+static inline int
+poll_once(HotObject *h, PyObject *pred)
+{
+    int n = hot_poll_core(h, pred, 0.0);
+    if (n == -1 || run_deferred(h) < 0) {
+        return -1;
+    }
+    return n < 0 ? 0 : n;
+}
+
+#endif /* AMNET_CORE_HOT_H */

@@ -1,0 +1,802 @@
+/* amnet.core._hot: the Hot type, one per engine: its set-up (ranks, the shared-memory
+ * queues, node-local segments, the conduit's send and dispatch) and the methods the Python
+ * engine calls. */
+
+#include "_hot.h"
+
+/* -- Hot methods -------------------------------------------------------------------- */
+
+/* set_sys_handler(t, hidx, fn): messages of system handler hidx to rank-thread t that arrive
+ * in the shared-memory queues run fn(src, args, payload, is_reply) from C (None: the engine's
+ * dispatch again). */
+static PyObject *
+Hot_set_sys_handler(HotObject *h, PyObject *args)
+{
+    int t, hidx;
+    PyObject *fn;
+    if (!PyArg_ParseTuple(args, "iiO", &t, &hidx, &fn)) {
+        return NULL;
+    }
+    if (t < 0 || t >= h->T || hidx < 0 || hidx > 0xffff
+            || (fn != Py_None && !PyCallable_Check(fn))) {
+        PyErr_SetString(PyExc_ValueError, "bad rank-thread, handler index or handler");
+        return NULL;
+    }
+    Slot *s = &h->slots[t];
+    if (s->sysfns == NULL && (s->sysfns = PyList_New(0)) == NULL) {
+        return NULL;
+    }
+    while (PyList_GET_SIZE(s->sysfns) <= hidx) {
+        if (PyList_Append(s->sysfns, Py_None) < 0) {
+            return NULL;
+        }
+    }
+    Py_INCREF(fn);
+    PyList_SetItem(s->sysfns, hidx, fn);
+    Py_RETURN_NONE;
+}
+
+/* wait_until(pred, timeout=None): the C wait loop, for the extension interface (the caller
+ * did its own checks). */
+static PyObject *
+Hot_wait_until(HotObject *h, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "wait_until(pred, timeout=None)");
+        return NULL;
+    }
+    PyObject *timeout = nargs == 2 ? args[1] : Py_None;
+    if (timeout != Py_None && !PyNumber_Check(timeout)) {
+        PyErr_Format(PyExc_TypeError, "timeout must be a number or None, got %s",
+                     Py_TYPE(timeout)->tp_name);
+        return NULL;
+    }
+    return hot_wait_until(h, args[0], timeout);
+}
+
+static void
+Hot_release_all(HotObject *h)
+{
+    if (h->bufs != NULL) {
+        for (int s = 0; s < h->n; s++) {
+            if (h->bufs[s].obj != NULL) {
+                PyBuffer_Release(&h->bufs[s]);
+            }
+        }
+        PyMem_Free(h->bufs);
+        h->bufs = NULL;
+    }
+    for (int k = 0; k < 2; k++) {
+        if (h->out[k] != NULL) {
+            for (int s = 0; s < h->n; s++) {
+                Py_XDECREF(h->out[k][s].lock);
+            }
+            PyMem_Free(h->out[k]);
+            h->out[k] = NULL;
+        }
+    }
+    if (h->ins != NULL) {
+        for (int i = 0; i < h->nins; i++) {
+            Py_XDECREF(h->ins[i].frag);
+        }
+        PyMem_Free(h->ins);
+        h->ins = NULL;
+    }
+    if (h->seg_bufs != NULL) {
+        for (int r = 0; r < h->node_ranks; r++) {
+            if (h->seg_bufs[r].obj != NULL) {
+                PyBuffer_Release(&h->seg_bufs[r]);
+            }
+        }
+        PyMem_Free(h->seg_bufs);
+        h->seg_bufs = NULL;
+    }
+    PyMem_Free(h->segs);
+    h->segs = NULL;
+    h->n = 0;
+}
+
+static void
+Hot_clear_refs(HotObject *h)
+{
+    Py_CLEAR(h->eng);
+    Py_CLEAR(h->py_send);
+    Py_CLEAR(h->py_dispatch);
+    Py_CLEAR(h->py_queue_full);
+    Py_CLEAR(h->py_failed);
+    Py_CLEAR(h->py_net);
+    Py_CLEAR(h->py_wait);
+    Py_CLEAR(h->py_deferred);
+    Py_CLEAR(h->py_wake);
+    Py_CLEAR(h->py_refuse);
+    Py_CLEAR(h->py_sys_failed);
+    Py_CLEAR(h->sleep_pred);
+    Py_CLEAR(h->net_send);
+    Py_CLEAR(h->deferred);
+    Py_CLEAR(h->delayed);
+    if (h->slots != NULL) {
+        for (int t = 0; t < h->T; t++) {
+            Slot *s = &h->slots[t];
+            Py_CLEAR(s->rs);
+            Py_CLEAR(s->fns);
+            Py_CLEAR(s->cats);
+            Py_CLEAR(s->nargs);
+            Py_CLEAR(s->names);
+            Py_CLEAR(s->by_fn);
+            Py_CLEAR(s->sysfns);
+        }
+    }
+    while (h->nspare > 0) {
+        TokenObject *sp = h->spare[--h->nspare];
+        Py_DECREF(sp);
+    }
+}
+
+static int
+Hot_traverse(HotObject *h, visitproc visit, void *arg)
+{
+    Py_VISIT(h->eng);
+    Py_VISIT(h->py_send);
+    Py_VISIT(h->py_dispatch);
+    Py_VISIT(h->py_queue_full);
+    Py_VISIT(h->py_failed);
+    Py_VISIT(h->py_net);
+    Py_VISIT(h->py_wait);
+    Py_VISIT(h->py_deferred);
+    Py_VISIT(h->py_wake);
+    Py_VISIT(h->py_refuse);
+    Py_VISIT(h->py_sys_failed);
+    Py_VISIT(h->sleep_pred);
+    Py_VISIT(h->net_send);
+    Py_VISIT(h->deferred);
+    Py_VISIT(h->delayed);
+    if (h->slots != NULL) {
+        for (int t = 0; t < h->T; t++) {
+            Py_VISIT(h->slots[t].rs);
+            Py_VISIT(h->slots[t].sysfns);
+        }
+    }
+    for (int i = 0; i < h->nspare; i++) {
+        Py_VISIT(h->spare[i]);
+    }
+    return 0;
+}
+
+static int
+Hot_clear(HotObject *h)
+{
+    Hot_clear_refs(h);
+    return 0;
+}
+
+static void
+Hot_dealloc(HotObject *h)
+{
+    PyObject_GC_UnTrack(h);
+    Hot_clear_refs(h);
+    Hot_release_all(h);
+    if (h->idle_buf.obj != NULL) {
+        PyBuffer_Release(&h->idle_buf);
+    }
+    Py_XDECREF(h->drain_lock);
+    if (h->wake_fd >= 0) {
+        close(h->wake_fd);
+    }
+    PyMem_Free(h->route);
+    PyMem_Free(h->proc_li);
+    PyMem_Free(h->slots);
+    Py_TYPE(h)->tp_free((PyObject *)h);
+}
+
+/* Hot(engine, route, lockfree, throttle_s): route is the list of each process's route. */
+static PyObject *
+Hot_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    PyObject *eng, *route;
+    int lockfree;
+    double every;
+    if (!PyArg_ParseTuple(args, "OOpd", &eng, &route, &lockfree, &every)) {
+        return NULL;
+    }
+    HotObject *h = (HotObject *)type->tp_alloc(type, 0);
+    if (h == NULL) {
+        return NULL;
+    }
+    h->wake_fd = -1;  /* before anything can fail: dealloc closes it when >= 0 */
+    h->sleep_slot = -1;
+    h->eng = Py_NewRef(eng);
+    PyObject *v;
+#define INT_ATTR(field, name) \
+    if ((v = PyObject_GetAttrString(eng, name)) == NULL) goto fail; \
+    h->field = (int)PyLong_AsLong(v); Py_DECREF(v); if (PyErr_Occurred()) goto fail;
+    INT_ATTR(size, "size")
+    INT_ATTR(T, "T")
+    INT_ATTR(first, "first")
+#undef INT_ATTR
+    if ((v = PyObject_GetAttrString(eng, "max_medium")) == NULL) goto fail;
+    h->max_medium = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    if ((v = PyObject_GetAttrString(eng, "seg_size")) == NULL) goto fail;
+    h->seg_size = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    if (PyErr_Occurred()) goto fail;
+    if ((h->py_send = PyObject_GetAttrString(eng, "send_user")) == NULL) goto fail;
+    if ((h->py_dispatch = PyObject_GetAttrString(eng, "dispatch")) == NULL) goto fail;
+    if ((h->py_queue_full = PyObject_GetAttrString(eng, "_queue_full")) == NULL) goto fail;
+    if ((h->py_failed = PyObject_GetAttrString(eng, "handler_failed")) == NULL) goto fail;
+    if ((h->py_net = PyObject_GetAttrString(eng, "drain_net")) == NULL) goto fail;
+    if ((h->py_wait = PyObject_GetAttrString(eng, "wait_slow")) == NULL) goto fail;
+    if ((h->py_deferred = PyObject_GetAttrString(eng, "run_deferred")) == NULL) goto fail;
+    if ((h->py_wake = PyObject_GetAttrString(eng, "wake_waiters")) == NULL) goto fail;
+    if ((h->py_refuse = PyObject_GetAttrString(eng, "_refuse")) == NULL) goto fail;
+    if ((h->py_sys_failed = PyObject_GetAttrString(eng, "sys_handler_failed")) == NULL) goto fail;
+    if ((h->deferred = PyObject_GetAttrString(eng, "deferred")) == NULL) goto fail;
+    if ((h->delayed = PyObject_GetAttrString(eng, "delayed")) == NULL) goto fail;
+    h->net_fd = -1;
+    h->drain_lock = (LockObject *)PyObject_CallNoArgs((PyObject *)&Lock_Type);
+    if (h->drain_lock == NULL) goto fail;
+    h->lockfree = lockfree;
+    hot_clock_init(&h->clock);
+    h->conduit_every = every;
+    h->throttle = every > 0.0;
+    if (h->T <= 0 || h->size <= 0) {
+        PyErr_SetString(PyExc_ValueError, "bad engine shape");
+        goto fail;
+    }
+    Py_ssize_t np = PySequence_Length(route);
+    if (np < 0) goto fail;
+    h->procs = (int)np;
+    h->route = PyMem_Calloc(np, 1);
+    h->proc_li = PyMem_Calloc(np, sizeof(int));
+    h->slots = PyMem_Calloc(h->T, sizeof(Slot));
+    if (h->route == NULL || h->proc_li == NULL || h->slots == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t p = 0; p < np; p++) {
+        PyObject *it = PySequence_GetItem(route, p);
+        if (it == NULL) goto fail;
+        long r = PyLong_AsLong(it);
+        Py_DECREF(it);
+        if (r < 0 || r > 2) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bad route");
+            goto fail;
+        }
+        h->route[p] = (unsigned char)r;
+        h->proc_li[p] = -1;
+    }
+
+    return (PyObject *)h;
+fail:
+    Py_DECREF(h);
+    return NULL;
+}
+
+/* add_rank(t, rs, table, rank) */
+static PyObject *
+Hot_add_rank(HotObject *h, PyObject *args)
+{
+    int t;
+    long rank;
+    PyObject *rs, *table;
+    if (!PyArg_ParseTuple(args, "iOOl", &t, &rs, &table, &rank)) {
+        return NULL;
+    }
+    if (t < 0 || t >= h->T) {
+        PyErr_SetString(PyExc_ValueError, "bad rank-thread");
+        return NULL;
+    }
+    Slot *s = &h->slots[t];
+    PyObject *fns = PyObject_GetAttrString(table, "fns"), *cats = PyObject_GetAttrString(table, "cats");
+    PyObject *nargs = PyObject_GetAttrString(table, "nargs"), *names = PyObject_GetAttrString(table, "names");
+    PyObject *by_fn = PyObject_GetAttrString(table, "by_fn");
+    if (!fns || !cats || !nargs || !names || !by_fn || !PyList_CheckExact(fns)
+            || !PyList_CheckExact(cats) || !PyList_CheckExact(nargs)
+            || !PyList_CheckExact(names) || !PyDict_CheckExact(by_fn)) {
+        Py_XDECREF(fns); Py_XDECREF(cats); Py_XDECREF(nargs); Py_XDECREF(names);
+        Py_XDECREF(by_fn);
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "bad handler table");
+        return NULL;
+    }
+    Py_XSETREF(s->rs, Py_NewRef(rs));
+    Py_XSETREF(s->fns, fns);
+    Py_XSETREF(s->cats, cats);
+    Py_XSETREF(s->nargs, nargs);
+    Py_XSETREF(s->names, names);
+    Py_XSETREF(s->by_fn, by_fn);
+    Py_CLEAR(s->sysfns);  /* a new rank here: its extensions' ports register again */
+    s->rank = rank;
+    s->finalized = 0;
+    for (int i = 0; i < 8; i++) {
+        s->recent[i] = -1;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Hot_set_finalized(HotObject *h, PyObject *arg)
+{
+    long t = PyLong_AsLong(arg);
+    if (t < 0 || t >= h->T) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bad rank-thread");
+        return NULL;
+    }
+    h->slots[t].finalized = 1;
+    Py_RETURN_NONE;
+}
+
+/* pshm_init(procs, li, depth, slot, ent_off, slot_off, mine) */
+static PyObject *
+Hot_pshm_init(HotObject *h, PyObject *args)
+{
+    PyObject *procs, *mine;
+    int li;
+    long long depth, slot, ent_off, slot_off;
+    if (!PyArg_ParseTuple(args, "OiLLLLO", &procs, &li, &depth, &slot, &ent_off, &slot_off,
+                          &mine)) {
+        return NULL;
+    }
+    if (h->n) {
+        PyErr_SetString(PyExc_RuntimeError, "pshm_init called twice");
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Length(procs);
+    if (n < 0) return NULL;
+    if (n < 2 || li < 0 || li >= n || depth < 2) {
+        PyErr_SetString(PyExc_ValueError, "bad PSHM shape");
+        return NULL;
+    }
+    h->bufs = PyMem_Calloc(n, sizeof(Py_buffer));
+    h->out[0] = PyMem_Calloc(n, sizeof(OutQ));
+    h->out[1] = PyMem_Calloc(n, sizeof(OutQ));
+    h->ins = PyMem_Calloc(2 * (n - 1), sizeof(InQ));
+    if (!h->bufs || !h->out[0] || !h->out[1] || !h->ins) {
+        Hot_release_all(h);
+        return PyErr_NoMemory();
+    }
+    h->n = (int)n;
+    for (Py_ssize_t s = 0; s < n; s++) {
+        PyObject *it = PySequence_GetItem(procs, s);
+        if (it == NULL) goto fail;
+        long p = PyLong_AsLong(it);
+        Py_DECREF(it);
+        if (p < 0 || p >= h->procs) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bad process");
+            goto fail;
+        }
+        h->proc_li[p] = (int)s;
+    }
+    if (PyObject_GetBuffer(mine, &h->bufs[li], PyBUF_WRITABLE) < 0) goto fail;
+    h->li = li;
+    h->depth = depth;
+    h->slot = slot;
+    char *base = h->bufs[li].buf;
+    int k = 0;
+    for (int kind = Q_REP; kind >= Q_REQ; kind--) {  /* replies first */
+        for (int s = 0; s < n; s++) {
+            if (s == li) continue;
+            int qn = kind * (int)n + s;
+            InQ *q = &h->ins[k++];
+            q->tail_p = (int64_t *)(base + CTRL + qn * QHDR + 64);
+            q->ents = ent_off + (Py_ssize_t)qn * depth * ENTRY;
+            q->slots = slot_off + (Py_ssize_t)qn * depth * slot;
+            q->tail = 0;
+        }
+        if (kind == Q_REP) h->nrep = k;
+    }
+    h->nins = k;
+    /* the offsets of my queues in a peer's object are the same numbers: keep them */
+    for (int kind = Q_REQ; kind <= Q_REP; kind++) {
+        for (int s = 0; s < n; s++) {
+            OutQ *o = &h->out[kind][s];
+            int qn = kind * (int)n + li;
+            o->ents = ent_off + (Py_ssize_t)qn * depth * ENTRY;
+            o->slots = slot_off + (Py_ssize_t)qn * depth * slot;
+            o->bell = -1;
+            o->tail_p = (int64_t *)(intptr_t)(CTRL + qn * QHDR + 64);  /* an offset until mapped */
+        }
+    }
+    Py_RETURN_NONE;
+fail:
+    Hot_release_all(h);
+    return NULL;
+}
+
+/* pshm_peer(s, buffer, bell, locked) */
+static PyObject *
+Hot_pshm_peer(HotObject *h, PyObject *args)
+{
+    int s, bell, locked;
+    PyObject *buf;
+    if (!PyArg_ParseTuple(args, "iOip", &s, &buf, &bell, &locked)) {
+        return NULL;
+    }
+    if (h->n == 0 || s < 0 || s >= h->n || s == h->li || h->bufs[s].obj != NULL) {
+        PyErr_SetString(PyExc_ValueError, "bad PSHM peer");
+        return NULL;
+    }
+    if (PyObject_GetBuffer(buf, &h->bufs[s], PyBUF_WRITABLE) < 0) {
+        return NULL;
+    }
+    char *base = h->bufs[s].buf;
+    for (int kind = Q_REQ; kind <= Q_REP; kind++) {
+        OutQ *o = &h->out[kind][s];
+        o->base = base;
+        o->tail_p = (int64_t *)(base + (intptr_t)o->tail_p);
+        o->sleep_p = (int64_t *)base + W_SLEEP;
+        o->bell = bell;
+        if (kind == Q_REQ && locked) {
+            o->lock = (LockObject *)PyObject_CallNoArgs((PyObject *)&Lock_Type);
+            if (o->lock == NULL) return NULL;
+        }
+    }
+    Py_RETURN_NONE;
+}
+
+/* set_segment(rank_on_node, buffer) */
+static PyObject *
+Hot_set_segment(HotObject *h, PyObject *args)
+{
+    int r, first, count;
+    PyObject *buf;
+    if (!PyArg_ParseTuple(args, "iiiO", &first, &count, &r, &buf)) {
+        return NULL;
+    }
+    if (h->segs == NULL) {
+        if (count <= 0) {
+            PyErr_SetString(PyExc_ValueError, "bad node shape");
+            return NULL;
+        }
+        h->segs = PyMem_Calloc(count, sizeof(char *));
+        h->seg_bufs = PyMem_Calloc(count, sizeof(Py_buffer));
+        if (h->segs == NULL || h->seg_bufs == NULL) return PyErr_NoMemory();
+        h->node_first = first;
+        h->node_ranks = count;
+    }
+    r -= h->node_first;
+    if (r < 0 || r >= h->node_ranks || h->seg_bufs[r].obj != NULL) {
+        PyErr_SetString(PyExc_ValueError, "bad segment rank");
+        return NULL;
+    }
+    if (PyObject_GetBuffer(buf, &h->seg_bufs[r], PyBUF_WRITABLE) < 0) {
+        return NULL;
+    }
+    if (h->seg_bufs[r].len < h->seg_size) {
+        PyBuffer_Release(&h->seg_bufs[r]);
+        PyErr_SetString(PyExc_ValueError, "segment buffer too small");
+        return NULL;
+    }
+    h->segs[r] = h->seg_bufs[r].buf;
+    Py_RETURN_NONE;
+}
+
+/* pshm_send(proc, reply, header, payload, plen, eflags): the Python engine's sends. */
+static PyObject *
+Hot_pshm_send(HotObject *h, PyObject *args)
+{
+    int proc, reply;
+    long long plen, eflags;
+    Py_buffer hb, pb;
+    PyObject *payload;
+    if (!PyArg_ParseTuple(args, "ipy*OLL", &proc, &reply, &hb, &payload, &plen, &eflags)) {
+        return NULL;
+    }
+    PyObject *res = NULL;
+    pb.obj = NULL;
+    pb.buf = NULL;
+    if (proc < 0 || proc >= h->procs || h->proc_li[proc] < 0 || h->n == 0
+            || h->proc_li[proc] == h->li || hb.len > ENTRY - HDR_AT) {
+        PyErr_SetString(PyExc_ValueError, "bad PSHM destination or header");
+        goto out;
+    }
+    if (payload != Py_None && !(eflags & E_DEPOSITED)) {
+        if (PyObject_GetBuffer(payload, &pb, PyBUF_SIMPLE) < 0) goto out;
+        if (plen > pb.len) {
+            PyErr_SetString(PyExc_ValueError, "payload shorter than plen");
+            goto out;
+        }
+    } else if (!(eflags & E_DEPOSITED)) {
+        plen = -1;
+    }
+    if (hot_pshm_send(h, reply, h->proc_li[proc], hb.buf, hb.len, pb.buf, plen, eflags) == 0) {
+        res = Py_NewRef(Py_None);
+    }
+out:
+    PyBuffer_Release(&hb);
+    if (pb.obj != NULL) PyBuffer_Release(&pb);
+    return res;
+}
+
+static PyObject *
+Hot_drain(HotObject *h, PyObject *args)
+{
+    int reply_only = 0, budget = BUDGET;
+    if (!PyArg_ParseTuple(args, "|pi", &reply_only, &budget)) {
+        return NULL;
+    }
+    if (h->n == 0) {
+        return PyLong_FromLong(0);
+    }
+    int n = hot_drain_queues(h, 0, reply_only ? h->nrep : h->nins, budget);
+    return n < 0 ? NULL : PyLong_FromLong(n);
+}
+
+static PyObject *
+Hot_pending(HotObject *h, PyObject *Py_UNUSED(ignored))
+{
+    return PyBool_FromLong(h->n > 0 && hot_has_pending(h));
+}
+
+static PyObject *
+Hot_counts(HotObject *h, PyObject *Py_UNUSED(ignored))
+{
+    return Py_BuildValue("KKKKK", (unsigned long long)h->sent, (unsigned long long)h->received,
+                         (unsigned long long)h->full_waits, (unsigned long long)h->rings,
+                         (unsigned long long)h->handled);
+}
+
+/* run_handler(t, fn, name, src, is_request, args, capture=False) */
+static PyObject *
+Hot_run_handler(HotObject *h, PyObject *args)
+{
+    int t, is_request, capture = 0;
+    long src;
+    PyObject *fn, *name, *cargs;
+    if (!PyArg_ParseTuple(args, "iOOlpO!|p", &t, &fn, &name, &src, &is_request,
+                          &PyTuple_Type, &cargs, &capture)) {
+        return NULL;
+    }
+    if (t < 0 || t >= h->T || h->slots[t].rs == NULL) {
+        PyErr_SetString(PyExc_ValueError, "bad rank-thread");
+        return NULL;
+    }
+    return hot_call_handler(h, t, fn, -1, name, src, is_request, &PyTuple_GET_ITEM(cargs, 0),
+                            PyTuple_GET_SIZE(cargs), capture);
+}
+
+/* send(t, flags, dest, handler, payload, offset, args): the whole user send (tokens and
+ * the Python API use it). */
+static PyObject *
+Hot_send(HotObject *h, PyObject *args)
+{
+    int t, flags;
+    PyObject *dest, *handler, *payload, *offset, *cargs;
+    if (!PyArg_ParseTuple(args, "iiOOOOO!", &t, &flags, &dest, &handler, &payload, &offset,
+                          &PyTuple_Type, &cargs)) {
+        return NULL;
+    }
+    if (t < 0 || t >= h->T || h->slots[t].rs == NULL) {
+        PyErr_SetString(PyExc_ValueError, "bad rank-thread");
+        return NULL;
+    }
+    if (hot_send_user(h, t, flags, dest, handler, payload, offset, &PyTuple_GET_ITEM(cargs, 0),
+                      PyTuple_GET_SIZE(cargs)) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* set_conduit_signal(fd, flag): see Conduit.idle_signal */
+static PyObject *
+Hot_set_conduit_signal(HotObject *h, PyObject *args)
+{
+    int fd;
+    PyObject *flag;
+    if (!PyArg_ParseTuple(args, "iO", &fd, &flag)) {
+        return NULL;
+    }
+    if (h->idle_buf.obj != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "the conduit signal is already set");
+        return NULL;
+    }
+    if (PyObject_GetBuffer(flag, &h->idle_buf, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    if (h->idle_buf.len < 1 || fd < 0) {
+        PyBuffer_Release(&h->idle_buf);
+        PyErr_SetString(PyExc_ValueError, "bad conduit signal");
+        return NULL;
+    }
+    h->net_fd = fd;
+    Py_RETURN_NONE;
+}
+
+/* set_net_send(send): the conduit's send(proc, header, payload), which user AMs to other
+ * nodes go through from here (None: through the engine's send_user) */
+static PyObject *
+Hot_set_net_send(HotObject *h, PyObject *arg)
+{
+    if (arg != Py_None && !PyCallable_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "set_net_send needs a callable or None");
+        return NULL;
+    }
+    Py_XSETREF(h->net_send, arg == Py_None ? NULL : Py_NewRef(arg));
+    Py_RETURN_NONE;
+}
+
+/* net_dispatch(header, payload): run one message the conduit brought, as the engine's
+ * dispatch(header, payload) would: user Short and Medium AMs (and system Short AMs with a
+ * fast handler) here, everything else (Long, puts, what is malformed: refused there) there. */
+static PyObject *
+Hot_net_dispatch(HotObject *h, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "net_dispatch(header, payload)");
+        return NULL;
+    }
+    PyObject *hdr = args[0], *pl = args[1];
+    int rc = 1;
+    if (PyBytes_CheckExact(hdr) && h->slots != NULL && PyBytes_GET_SIZE(hdr) >= FIXED) {
+        const unsigned char *hb = (const unsigned char *)PyBytes_AS_STRING(hdr);
+        Py_ssize_t hl = PyBytes_GET_SIZE(hdr);
+        if (pl == Py_None) {
+            rc = hot_fast_dispatch(h, hb, hl, NULL, -1, NULL);
+        } else if (PyMemoryView_Check(pl) && !(hb[0] & F_SYSTEM)) {
+            Py_buffer *b = PyMemoryView_GET_BUFFER(pl);
+            if (PyBuffer_IsContiguous(b, 'C')) {
+                rc = hot_fast_dispatch(h, hb, hl, b->buf, b->len, pl);
+            }
+        }
+    }
+    if (rc < 0) {
+        return NULL;
+    }
+    if (rc == 1) {
+        return PyObject_Vectorcall(h->py_dispatch, args, 2, NULL);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Hot_set_spin(HotObject *h, PyObject *arg)
+{
+    double v = PyFloat_AsDouble(arg);
+    if (v == -1.0 && PyErr_Occurred()) return NULL;
+    h->spin_s = v;
+    Py_RETURN_NONE;
+}
+
+
+/* set_wake_fd(fd): the eventfd that nudge() writes while the drainer sleeps. The Hot object
+ * owns it from then on and closes it when it goes (a late nudge of another thread never
+ * writes into a descriptor reused meanwhile). */
+static PyObject *
+Hot_set_wake_fd(HotObject *h, PyObject *arg)
+{
+    long fd = PyLong_AsLong(arg);
+    if (fd == -1 && PyErr_Occurred()) return NULL;
+    if (fd < 0 || __atomic_load_n(&h->wake_fd, __ATOMIC_ACQUIRE) >= 0) {
+        PyErr_SetString(PyExc_ValueError, "set_wake_fd takes one descriptor, once");
+        return NULL;
+    }
+    __atomic_store_n(&h->wake_fd, (int)fd, __ATOMIC_RELEASE);
+    Py_RETURN_NONE;
+}
+
+/* nudge(dest_t): after an in-line AM that ran a handler of rank-thread dest_t. */
+static PyObject *
+Hot_nudge(HotObject *h, PyObject *arg)
+{
+    long t = PyLong_AsLong(arg);
+    if (t == -1 && PyErr_Occurred()) return NULL;
+    if (nudge(h, 1, (int)t) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Hot_nudge_deferred(HotObject *h, PyObject *Py_UNUSED(ignored))
+{
+    if (nudge(h, 0, -1) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* sleep_begin(pred, t): the drainer is about to sleep waiting for rank-thread t (-1: for
+ * nothing of its own), on pred() when that is cheap and pure (else None); published before
+ * the flag, which is set seq_cst: a thread that completes the wait afterwards sees the flag
+ * and wakes it (nudge). */
+static PyObject *
+Hot_sleep_begin(HotObject *h, PyObject *args)
+{
+    PyObject *pred;
+    int t;
+    if (!PyArg_ParseTuple(args, "Oi", &pred, &t)) {
+        return NULL;
+    }
+    Py_XSETREF(h->sleep_pred, pred == Py_None ? NULL : Py_NewRef(pred));
+    __atomic_store_n(&h->sleep_slot, t, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->sleeping, 1, __ATOMIC_SEQ_CST);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Hot_sleep_end(HotObject *h, PyObject *Py_UNUSED(ignored))
+{
+    __atomic_store_n(&h->sleeping, 0, __ATOMIC_SEQ_CST);
+    Py_CLEAR(h->sleep_pred);
+    Py_RETURN_NONE;
+}
+
+
+static PyObject *
+Hot_get_drain_lock(HotObject *h, void *closure)
+{
+    return Py_NewRef((PyObject *)h->drain_lock);
+}
+
+static PyObject *
+Hot_get_waiters(HotObject *h, void *closure)
+{
+    return PyLong_FromLong(__atomic_load_n(&h->waiters, __ATOMIC_RELAXED));
+}
+
+static int
+Hot_set_waiters(HotObject *h, PyObject *v, void *closure)
+{
+    long n = v == NULL ? -1 : PyLong_AsLong(v);
+    if (n < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "waiters must be >= 0");
+        return -1;
+    }
+    __atomic_store_n(&h->waiters, (int)n, __ATOMIC_RELAXED);
+    return 0;
+}
+
+static PyObject *
+Hot_get_handled(HotObject *h, void *closure)
+{
+    return PyLong_FromUnsignedLongLong(h->handled);
+}
+
+static PyMethodDef Hot_methods[] = {
+    {"add_rank", (PyCFunction)Hot_add_rank, METH_VARARGS, NULL},
+    {"set_finalized", (PyCFunction)Hot_set_finalized, METH_O, NULL},
+    {"pshm_init", (PyCFunction)Hot_pshm_init, METH_VARARGS, NULL},
+    {"pshm_peer", (PyCFunction)Hot_pshm_peer, METH_VARARGS, NULL},
+    {"set_segment", (PyCFunction)Hot_set_segment, METH_VARARGS, NULL},
+    {"pshm_send", (PyCFunction)Hot_pshm_send, METH_VARARGS, NULL},
+    {"drain", (PyCFunction)Hot_drain, METH_VARARGS, NULL},
+    {"pending", (PyCFunction)Hot_pending, METH_NOARGS, NULL},
+    {"counts", (PyCFunction)Hot_counts, METH_NOARGS, NULL},
+    {"run_handler", (PyCFunction)Hot_run_handler, METH_VARARGS, NULL},
+    {"send", (PyCFunction)Hot_send, METH_VARARGS, NULL},
+    {"set_spin", (PyCFunction)Hot_set_spin, METH_O, NULL},
+    {"set_wake_fd", (PyCFunction)Hot_set_wake_fd, METH_O, NULL},
+    {"nudge", (PyCFunction)Hot_nudge, METH_O,
+     "nudge(t): after an in-line AM to rank-thread t: wake the sleeping drainer if its wait "
+     "may now be satisfied, and the threads waiting on it."},
+    {"nudge_deferred", (PyCFunction)Hot_nudge_deferred, METH_NOARGS,
+     "After work was deferred: wake the threads waiting on the drainer and the sleeping "
+     "drainer (it is to send it)."},
+    {"sleep_begin", (PyCFunction)Hot_sleep_begin, METH_VARARGS, NULL},
+    {"sleep_end", (PyCFunction)Hot_sleep_end, METH_NOARGS, NULL},
+    {"set_net_send", (PyCFunction)Hot_set_net_send, METH_O, NULL},
+    {"net_dispatch", (PyCFunction)(void (*)(void))Hot_net_dispatch, METH_FASTCALL, NULL},
+    {"set_conduit_signal", (PyCFunction)Hot_set_conduit_signal, METH_VARARGS, NULL},
+    {"sys_sender", (PyCFunction)Hot_sys_sender, METH_VARARGS, NULL},
+    {"set_sys_handler", (PyCFunction)Hot_set_sys_handler, METH_VARARGS, NULL},
+    {"wait_until", (PyCFunction)(void (*)(void))Hot_wait_until, METH_FASTCALL, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Hot_getset[] = {
+    {"drain_lock", (getter)Hot_get_drain_lock, NULL, NULL, NULL},
+    {"handled", (getter)Hot_get_handled, NULL, NULL, NULL},
+    {"waiters", (getter)Hot_get_waiters, (setter)Hot_set_waiters,
+     "Threads of the Python wait loop sleeping until the drainer makes progress (changed "
+     "under the engine's cond).", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyTypeObject Hot_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "amnet.core._hot.Hot",
+    .tp_basicsize = sizeof(HotObject),
+    .tp_dealloc = (destructor)Hot_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The C half of one process's AM engine (see the module docstring).",
+    .tp_traverse = (traverseproc)Hot_traverse,
+    .tp_clear = (inquiry)Hot_clear,
+    .tp_methods = Hot_methods,
+    .tp_getset = Hot_getset,
+    .tp_new = Hot_new,
+};
