@@ -52,11 +52,14 @@ from ..pshm._native import Words
 from . import _hot
 from . import _wire as W
 from ._barrier import Barrier
-from ._handlers import HandlerTable
+from ._bytes import as_bytes
+from ._current import _tls, fail_rank
+from ._extension import handler_label, system_table
+from ._handlers import HandlerTable, handler_name
 from ._hot import Token, current_token
 from ._ops import Bucket
 from ._sys import PUT as _SYS_PUT
-from ._sys import landed
+from ._sys import SYSTEM_HANDLERS, landed
 from .conduit import get_conduit
 
 #: What a request handler is told when it tries to send anything but its reply, and a reply
@@ -73,7 +76,7 @@ DRAIN_BUDGET = 256  # messages run per drain before the caller re-checks its con
 _yield = getattr(os, "sched_yield", lambda: time.sleep(0))
 SPIN_THEN_BLOCK_S = 100e-6  # auto on an uncrowded host: spin this long, then block
 SPIN_THEN_NAP_S = 10e-3  # the same where the conduit cannot block (mpi): then nap
-INLINE, PSHM, NET = 0, 1, 2  # how a destination process is reached (Engine.route)
+INLINE, PSHM, NET = W.INLINE, W.PSHM, W.NET  # how a destination process is reached (route)
 _FUNCTION = type(lambda: None)
 _ARGS = W.ARGS
 CONDUIT_POLL_S = 5e-6  # with PSHM on, an idle conduit is looked at this often
@@ -153,9 +156,6 @@ class Engine:
         self._progress: threading.Thread | None = None
         self._stop = False
         self.closed = False
-        from ._extension import system_table
-        from ._sys import SYSTEM_HANDLERS
-
         # put/get/atomic/barrier/rpc, then each extension's (VIS, upc_rt, ...), by index
         self.sys = system_table(SYSTEM_HANDLERS)
         # how each destination process is reached: INLINE (this process), PSHM (the node's
@@ -721,8 +721,6 @@ class Engine:
     def _my_slot(self) -> int:
         """The calling thread's rank-thread index in this process, -1 for another thread
         (the progress thread)."""
-        from ._runtime import _tls
-
         ctx = getattr(_tls, "rank", None)
         t = -1 if ctx is None else ctx.rank - self.first
         return t if 0 <= t < self.T else -1
@@ -834,10 +832,8 @@ class Engine:
                 return
             except BaseException as e2:
                 exc = e2
-        from ._runtime import fail_rank
-
         tb = "".join(traceback.format_exception(exc))
-        try:  # the launcher's one-line diagnosis names the handler (_procmain._error_record)
+        try:  # the launcher's one-line diagnosis names the handler (_failure._error_record)
             exc.__amnet_context__ = f"in handler {name} (AM from rank {src})"
         except AttributeError:
             pass
@@ -849,9 +845,6 @@ class Engine:
         deferred for, None for the engine's own) raised: a bug, which ends the job as a
         handler's exception does, naming the function and the rank, unless that rank's
         ``on_handler_error`` takes it. JobAborted (the job ending anyway) goes on up."""
-        from ._handlers import handler_name
-        from ._runtime import fail_rank
-
         if isinstance(exc, JobAborted):
             raise exc
         name = handler_name(getattr(fn, "func", fn))  # a functools.partial: its function
@@ -877,8 +870,6 @@ class Engine:
         """An extension's system handler raised (run from C): a bug in the runtime, not a
         message to refuse. Ends the job as a user handler's exception does, naming the
         extension and the handler (unless the rank's on_handler_error takes it)."""
-        from ._extension import handler_label
-
         self.handler_failed(self.ranks[li], handler_label(hidx), src, exc)
 
     # -- progress -------------------------------------------------------------------------
@@ -1015,31 +1006,6 @@ class Engine:
                     self.run_deferred()  # deferred_failed)
                 except JobAborted:
                     return
-
-
-def as_bytes(data: Any, what: str) -> tuple[Any, int]:
-    """A contiguous byte view of ``data`` and its length.
-
-    Raises:
-        TypeError: ``data`` is not bytes-like (or a numpy array).
-    """
-    if isinstance(data, bytes):
-        return data, len(data)
-    if isinstance(data, np.ndarray):
-        if not data.flags.c_contiguous:
-            data = np.ascontiguousarray(data)
-        mv = memoryview(data).cast("B") if data.ndim else memoryview(data.reshape(1)).cast("B")
-        return mv, mv.nbytes
-    try:
-        mv = memoryview(data)
-    except TypeError:
-        raise TypeError(f"{what} must be bytes-like (bytes, bytearray, memoryview or a numpy "
-                        f"array), got {type(data).__name__}") from None
-    if not mv.c_contiguous:
-        mv = memoryview(mv.tobytes())
-    if mv.format != "B" or mv.ndim != 1:
-        mv = mv.cast("B")
-    return mv, mv.nbytes
 
 
 def bad_args_message(args: tuple) -> str:

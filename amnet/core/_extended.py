@@ -15,7 +15,7 @@ import numpy as np
 from .._errors import AMArgumentError, HandlerCategoryError, PayloadTooLarge
 from . import _atomics
 from . import _sys as S
-from ._engine import as_bytes
+from ._bytes import as_bytes
 from ._ops import DONE, Bucket, Done, Op
 
 

@@ -314,9 +314,7 @@ class Port:
         """True when messages to ``rank`` go through the conduit (another node, or PSHM
         off); such sends never block on a full queue, so a reply handler may send the next
         request of an operation directly instead of deferring it."""
-        from ._engine import NET
-
-        return self._eng.route[self._eng.check_dest(rank) // self._eng.T] == NET
+        return self._eng.route[self._eng.check_dest(rank) // self._eng.T] == W.NET
 
     def check_rank(self, rank: Any) -> int:
         """``rank`` as an int. Raises RankError when it is not a rank of the job."""

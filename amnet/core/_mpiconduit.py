@@ -47,7 +47,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from .._errors import ConfigError
-from .conduit import MAX_HEADER, Conduit, ConduitStatistics, register_conduit
+from ._conduitbase import MAX_HEADER, Conduit, ConduitStatistics, register_conduit
 
 #: MPICH settings that send every message through its network module (TCP, by libfabric),
 #: also between processes of one host: the path that crosses hosts on a cluster. The tests

@@ -15,15 +15,15 @@ import os
 import pickle
 import sys
 import threading
-import traceback
 import types
 from typing import Any
 
 from .._errors import JobAborted
 from .._protocol import MAX_MESSAGE
 from . import _runtime as rt
+from ._current import _tls
+from ._failure import _error_record
 
-_HERE = os.path.normcase(os.path.abspath(__file__))
 _main_tls = threading.local()
 MAX_RESULT = MAX_MESSAGE - (1 << 16)  # room for the message around it
 
@@ -79,7 +79,7 @@ class LineWriter(io.TextIOBase):
     def _prefix(self) -> str:
         if not self._label:
             return ""
-        ctx = getattr(rt._tls, "rank", None)
+        ctx = getattr(_tls, "rank", None)
         return f"[{ctx.rank}] " if ctx is not None else self._default
 
     def write(self, s: str) -> int:
@@ -148,28 +148,6 @@ class _LineBytes(io.RawIOBase):
 
     def flush(self) -> None:
         self._text.flush()
-
-
-def _user_traceback(exc: BaseException) -> str:
-    """Format ``exc`` without the frames of this module."""
-    tb = exc.__traceback__
-    while tb is not None and os.path.normcase(tb.tb_frame.f_code.co_filename) == _HERE:
-        tb = tb.tb_next
-    return "".join(traceback.format_exception(type(exc), exc, tb))
-
-
-def _error_record(exc: BaseException, with_pickle: bool) -> dict[str, Any]:
-    rec: dict[str, Any] = {"type": type(exc).__name__, "msg": str(exc),
-                           "tb": _user_traceback(exc), "exc": None}
-    context = getattr(exc, "__amnet_context__", None)  # "in handler X (AM from rank S)"
-    if isinstance(context, str):
-        rec["context"] = context
-    if with_pickle:
-        try:
-            rec["exc"] = pickle.dumps(exc, protocol=5)
-        except Exception:
-            pass
-    return rec
 
 
 class _Rank:

@@ -19,8 +19,12 @@ from .._config import Config
 from .._errors import InitError, barrier_name_text
 from .._topology import Topology
 from ._bootclient import BootClient
+from ._current import _tls, set_failure_report
+from ._current import fail_rank as fail_rank
+from ._extension import extensions, verify_extensions, waits_in
+from ._failure import _error_record
+from ._handlers import HandlerTable, verify_tables
 
-_tls = threading.local()
 WHERE_TEXT = 200  # at most this many characters of what a layer says a rank waits in
 _process: ProcessState | None = None
 _singleton: RankContext | None = None
@@ -97,8 +101,6 @@ class ProcessState:
         Runs on the bootstrap client's I/O thread and reads plain attributes without locks,
         so it answers whatever the rank-threads are doing; the picture may be a moment old.
         """
-        from ._extension import waits_in
-
         eng = self._engine
         out: list[list[Any]] = []
         for rank in self.topology.ranks_of_proc(self.proc):
@@ -250,8 +252,8 @@ def init(handlers: Iterable[Callable] | None = None):
         TypeError / ValueError: a handler is not callable, or two have the same name.
         JobAborted: the job was torn down while waiting for the other ranks.
     """
-    from ._extension import extensions, verify_extensions
-    from ._handlers import HandlerTable, verify_tables
+    # here, not at the top, as the Engine (make_engine): both bring numpy, which
+    # ``import amnet`` (and amnet-run) does without
     from .endpoint import Endpoint
 
     ctx = current_rank("amnet.init()")
@@ -327,28 +329,19 @@ def _finalize_at_exit(ctx: RankContext) -> None:
         ctx.engine_.close()
 
 
-def fail_rank(rank: int, exc: BaseException, summary: str, tb: str) -> None:
-    """A handler failed on ``rank``: print why and end the job as that rank's failure.
-
-    Never returns (the process exits with status 1).
-    """
-    text = f"amnet: {summary}\n{tb}"
-    try:
-        sys.stderr.write(text)
-        sys.stderr.flush()
-        sys.stdout.flush()
-    except Exception:
-        pass
+def _report_failure(rank: int, exc: BaseException, summary: str) -> None:
+    """How :func:`fail_rank` tells the launcher that a handler failed on ``rank`` (in a
+    rank process; a plain Python process has no one to tell)."""
     proc = _process
     if proc is not None:
-        from ._procmain import _error_record
-
         try:
             exc.add_note(f"({summary.split(' raised ')[0]})")
             proc.rank_done(rank, 1, None, _error_record(exc, proc.spec["mode"] == "fn"))
         except BaseException:
             pass
-    os._exit(1)
+
+
+set_failure_report(_report_failure)
 
 
 def bind_host_for(bootstrap: str | None) -> str:

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from .conduit import Conduit, ConduitStatistics
+from ._conduitbase import Conduit, ConduitStatistics
 
 
 class SocketConduit(Conduit):

@@ -25,3 +25,6 @@ FIXED_SIZE = FIXED.size  # 20
 HEADERS = [struct.Struct("<BBHIIQ" + "q" * n) for n in range(MAX_ARGS + 1)]
 ARGS = [struct.Struct("<" + "q" * n) for n in range(MAX_ARGS + 1)]
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+#: How a destination process is reached (``Engine.route``): in-line in this process, through
+#: the node's shared memory, or through the conduit (``Port.through_network`` reads it too).
+INLINE, PSHM, NET = 0, 1, 2

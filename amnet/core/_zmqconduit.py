@@ -25,8 +25,8 @@ import zmq
 
 from .._guard import Guard
 from .._security import apply_client
+from ._conduitbase import MAX_HEADER, register_conduit
 from ._sockconduit import SocketConduit
-from .conduit import MAX_HEADER, register_conduit
 
 _EVENTS, _POLLIN, _NOBLOCK, _RCVMORE, _SNDMORE = (
     int(zmq.EVENTS), int(zmq.POLLIN), int(zmq.NOBLOCK), int(zmq.RCVMORE), int(zmq.SNDMORE))

@@ -6,15 +6,18 @@ It carries the topology and the bootstrap collectives (here), the core AM API
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgpack
 
 from .._errors import InitError
 from ._amapi import AMMixin
 from ._extapi import ExtendedMixin
+from ._extension import port_of
 from ._hot import EndpointBase
-from ._runtime import RankContext
+
+if TYPE_CHECKING:  # the runtime (above) makes endpoints; only the type is named here
+    from ._runtime import RankContext
 
 
 def _check_name(name: Any) -> Any:
@@ -144,8 +147,6 @@ class Endpoint(EndpointBase, AMMixin, ExtendedMixin):
         Raises:
             AMNetError: no extension of that name is installed or registered.
         """
-        from ._extension import port_of
-
         return self._rs.ports.get(name) or port_of(self._live(), name)
 
     def extension(self, name: str) -> Any:
