@@ -177,18 +177,20 @@ def test_sigterm_to_amnet_run_ends_the_job_and_cleans_up(runner):
     """SIGTERM to amnet-run: the MPI's launcher ends the job, amnet-run exits with 143 and
     leaves nothing: no process, no /dev/shm object, no result directory of its own."""
     import glob
-    import tempfile
 
     before = all_shm()
-    dirs = set(glob.glob(os.path.join(tempfile.gettempdir(), "amnet-mpi-*")))
+    tmp = runner.tmp / "tmpdir"  # this job's own: another job's result directory is not in it
+    tmp.mkdir()
     script = runner.script("sleepy.py", (
         "import time, amnet\n"
         "ep = amnet.init()\n"
         "open(f'up{ep.rank}', 'w')\n"
         "time.sleep(60)\n"))
-    p = runner.popen("-n", "2", "--nodes", "2", "--conduit", "mpi", script)
+    p = runner.popen("-n", "2", "--nodes", "2", "--conduit", "mpi", script,
+                     env={"TMPDIR": str(tmp)})
     try:
         wait_for(p, lambda: all((runner.tmp / f"up{r}").exists() for r in range(2)))
+        assert glob.glob(str(tmp / "amnet-mpi-*"))  # where amnet-run keeps its results
         p.send_signal(signal.SIGTERM)
         _, err = p.communicate(timeout=30)
     finally:
@@ -198,7 +200,7 @@ def test_sigterm_to_amnet_run_ends_the_job_and_cleans_up(runner):
     assert "amnet-run: interrupted by SIGTERM" in err, err
     gone_soon(runner.mark)
     assert all_shm() - before == set()
-    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "amnet-mpi-*"))) - dirs == set()
+    assert glob.glob(str(tmp / "amnet-mpi-*")) == []
 
 
 def test_kill_9_of_a_rank_ends_the_job(runner):

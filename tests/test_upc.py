@@ -125,8 +125,9 @@ def test_a_thread_computing_on_its_own_data_serves_other_nodes(every):
     assert got[0]["read"] == 5.0
     if every:  # served within the 100000 reads (they poll every 64)
         assert got[1]["reads"] < 100_000
-    else:  # served only once thread 1 stopped reading and waited at the barrier
-        assert got[1]["reads"] == 100_000
+    else:  # served only where thread 1 waits, at a barrier: never during its reads
+        # (0: thread 0's read and flag arrived while thread 1 was leaving the first barrier)
+        assert got[1]["reads"] in (0, 100_000)
 
 
 @pytest.mark.parametrize("topo", [dict(n=2), dict(n=4, nodes=2, threads_per_proc=2)],
