@@ -152,7 +152,9 @@ def test_amnet_run_conduit_mpi_diagnosis(runner, app):
     diagnosis = [ln for ln in out.stderr.splitlines() if ln.startswith("amnet-run: ")]
     assert diagnosis == [f"amnet-run: rank 2 (node 1, proc 2, host {os.uname().nodename}) "
                          "raised ValueError: boom on 2"], out.stderr
-    assert "MPI_Abort" in out.stderr  # the job did end by it
+    # The other ranks wait in a barrier that only MPI_Abort ends (status 1, not a timeout's
+    # 124). MPICH's own "called MPI_Abort" line is not asserted: the aborting process prints
+    # it as Hydra tears the job down, and about one job in five loses it.
     assert hydra_files() <= before
 
 
