@@ -216,12 +216,13 @@ def _batches(iters: int, batch: int) -> tuple[int, int]:
     return batch, -(-iters // batch)
 
 
-def _short_batches(ep: Any, st: _State, warmup: int, iters: int,
-                   batch: int) -> tuple[list[float], float]:
+def _short_batches(ep: Any, st: _State, warmup: int, iters: int, batch: int,
+                   turns: Any = None) -> tuple[list[float], float]:
     """Short-AM round trips to rank 1 (``request_short(1, bench_ping, i)``, then
     ``ep.wait_until`` until the ``bench_pong`` reply handler ran), ``warmup`` untimed, then
     batches; return seconds per round trip per batch and this thread's CPU seconds per timed
-    round trip."""
+    round trip. ``turns(batch)``, when given, runs after each batch (its CPU time not
+    counted): the other side of a comparison made in turns."""
     batch, nb = _batches(iters, batch)
     pc = time.perf_counter
     wait_until = ep.wait_until
@@ -236,6 +237,7 @@ def _short_batches(ep: Any, st: _State, warmup: int, iters: int,
         request_short(1, bench_ping, i)
         wait_until(arrived)
     samples = [0.0] * nb
+    other = 0.0
     c0 = time.thread_time()
     for b in range(nb):
         t0 = pc()
@@ -244,7 +246,11 @@ def _short_batches(ep: Any, st: _State, warmup: int, iters: int,
             request_short(1, bench_ping, i)
             wait_until(arrived)
         samples[b] = (pc() - t0) / batch
-    return samples, (time.thread_time() - c0) / (nb * batch)
+        if turns is not None:
+            c1 = time.thread_time()
+            turns(batch)
+            other += time.thread_time() - c1
+    return samples, (time.thread_time() - c0 - other) / (nb * batch)
 
 
 def _pin_node(ep: Any, pin: str) -> int | None:
@@ -269,6 +275,10 @@ def node_am_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
 
     ``plan``: ``warmup``, ``iters``, ``batch``, ``pin``. Rank 1 serves in ``ep.wait_until``
     (with in-line AMs it has nothing to do: rank 0's sends run the handlers themselves).
+    In-line, rank 0 also times the python calls loop (the in-line floor,
+    :func:`amnet.bench._shmpeer.python_calls_loop`) in turns with its batches, a batch of one
+    then a batch of the other: ``calls`` (seconds per round trip per batch) and ``turns``
+    (amnet / calls, batch by batch).
     """
     core = _pin_node(ep, plan.get("pin", "none"))
     ep.register_handlers(HANDLERS)
@@ -277,11 +287,27 @@ def node_am_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
     if ep.rank != 0:
         _serve(ep, st)
         return None
-    samples, cpu = _short_batches(ep, st, plan["warmup"], plan["iters"], plan["batch"])
+    inline = ep.same_process(1)
+    calls: list[float] = []
+    turns = None
+    if inline:  # the floor in turns with amnet's batches: the machine's speed drifts
+        from ._shmpeer import python_calls_loop
+
+        floor = python_calls_loop()
+        floor(plan["warmup"])
+
+        def turns(n: int) -> None:
+            calls.append(floor(n))
+
+    samples, cpu = _short_batches(ep, st, plan["warmup"], plan["iters"], plan["batch"],
+                                  turns)
     ep.request_short(1, bench_stop)
-    return {"wait_mode": _wait_mode(ep), "core": core, "same_process": ep.same_process(1),
-            "short": samples, "cpu": cpu,
-            "batch": _batches(plan["iters"], plan["batch"])[0]}
+    out = {"wait_mode": _wait_mode(ep), "core": core, "same_process": inline,
+           "short": samples, "cpu": cpu, "batch": _batches(plan["iters"], plan["batch"])[0]}
+    if inline:
+        out["calls"] = calls
+        out["turns"] = [a / b for a, b in zip(samples, calls, strict=True)]
+    return out
 
 
 def _op_batches(op: Any, warmup: int, iters: int, batch: int) -> list[float]:

@@ -44,7 +44,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 try:
@@ -320,14 +320,13 @@ class _CallToken:
         handler(_CallToken(0), *args)
 
 
-def python_calls_rtt(iters: int = 100_000, warmup: int = 10_000,
-                     batch: int = 1000) -> dict[str, Any]:
-    """The **python calls** peer: the node benchmark's round-trip loop with plain Python
-    functions standing in for amnet, in one thread: ``request_short(1, ping, i)`` calls
+def python_calls_loop() -> Callable[[int], float]:
+    """The **python calls** loop: ``run(n)`` makes ``n`` round trips with plain Python
+    functions standing in for amnet, in one thread (``request_short(1, ping, i)`` calls
     ``ping(token, i)``, whose ``token.reply_short(pong, i)`` calls ``pong``, which counts;
-    ``wait_until(arrived)`` calls ``arrived()`` once. What an in-line AM round trip (2 rank-
-    threads of one process) cannot go below in CPython: the same Python frames and nothing
-    else. Timed in batches like raw-shm; returns :func:`stats` of seconds per round trip."""
+    ``wait_until(arrived)`` calls ``arrived()`` once) and returns the seconds per round trip.
+    What an in-line AM round trip (2 rank-threads of one process) is made of in Python, and
+    nothing else."""
     got = [0]
     want = [0]
 
@@ -346,22 +345,29 @@ def python_calls_rtt(iters: int = 100_000, warmup: int = 10_000,
     def arrived() -> bool:
         return got[0] >= want[0]
 
-    for i in range(warmup):
-        want[0] = got[0] + 1
-        request_short(1, ping, i)
-        wait_until(arrived)
-    batch = max(1, min(batch, iters))
-    nb = -(-iters // batch)
     pc = time.perf_counter
-    samples = [0.0] * nb
-    for b in range(nb):
+
+    def run(n: int) -> float:
         t0 = pc()
-        for i in range(batch):
+        for i in range(n):
             want[0] = got[0] + 1
             request_short(1, ping, i)
             wait_until(arrived)
-        samples[b] = (pc() - t0) / batch
-    return stats(samples)
+        return (pc() - t0) / max(1, n)
+
+    return run
+
+
+def python_calls_rtt(iters: int = 100_000, warmup: int = 10_000,
+                     batch: int = 1000) -> dict[str, Any]:
+    """The **python calls** peer (:func:`python_calls_loop`), ``warmup`` round trips
+    untimed, then timed in batches like raw-shm; returns :func:`stats` of seconds per round
+    trip."""
+    run = python_calls_loop()
+    run(warmup)
+    batch = max(1, min(batch, iters))
+    nb = -(-iters // batch)
+    return stats([run(batch) for _ in range(nb)])
 
 
 def main(argv: list[str]) -> None:
