@@ -68,3 +68,14 @@ def test_an_inline_am_wakes_a_sleeping_rank_thread(topo):
     res = amnet.run(functools.partial(wakejobs.inline_wakes, rounds=ROUNDS), **topo,
                     wait_mode="block", segment_size="1M", timeout=120)
     _check(res, ROUNDS)
+
+
+def test_inline_ams_to_a_sleeping_rank_thread_wake_it_once():
+    """Each in-line AM to a sleeping rank-thread may complete its wait, so each nudges it;
+    but once its eventfd is written it is awake (or waits for the interpreter lock to be),
+    and a write per AM until then cost a system call each (an in-line round trip ran at
+    twice its time whenever the other rank-thread slept)."""
+    res = amnet.run(functools.partial(wakejobs.inline_nudges, ams=2000), n=2,
+                    threads_per_proc=2, wait_mode="block", timeout=120)
+    assert all(r["mode"] == "block" for r in res), res
+    assert res[0]["writes"] < 100, res  # one per sleep of rank 1, not one per AM (2000)

@@ -235,6 +235,7 @@ typedef struct {
     unsigned long empty;
     int waiters;                     /* threads of the Python wait loop sleeping on the drainer */
     int sleeping;                    /* the drainer blocks in a receive (Engine._block) */
+    int nudged;                      /* its wake_fd was written since that sleep began */
     int wake_fd;                     /* eventfd that ends its sleep (-1: none) */
     PyObject *sleep_pred;            /* its wait's condition when cheap and pure, else NULL */
     int sleep_slot;                  /* the rank-thread it waits for (-1: none of its own) */
@@ -397,7 +398,10 @@ nudge(HotObject *h, int check, int dest_t)
             }
 #endif
         }
-        if (wake) {
+        /* one write per sleep: until it ends, the sleeper is awake or about to be (it may
+         * wait for the interpreter lock a while, and a write per in-line AM meanwhile cost
+         * a system call each, doubling an in-line round trip) */
+        if (wake && !__atomic_exchange_n(&h->nudged, 1, __ATOMIC_ACQ_REL)) {
             uint64_t one = 1;
             ssize_t w = write(fd, &one, sizeof one);
             (void)w;

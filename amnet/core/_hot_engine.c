@@ -704,6 +704,7 @@ Hot_sleep_begin(HotObject *h, PyObject *args)
     }
     Py_XSETREF(h->sleep_pred, pred == Py_None ? NULL : Py_NewRef(pred));
     __atomic_store_n(&h->sleep_slot, t, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->nudged, 0, __ATOMIC_RELAXED);  /* published by the store below */
     __atomic_store_n(&h->sleeping, 1, __ATOMIC_SEQ_CST);
     Py_RETURN_NONE;
 }

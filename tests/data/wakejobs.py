@@ -98,4 +98,37 @@ def inline_wakes(ep, rounds: int) -> dict:
     return out
 
 
-__all__ = ["amnet", "collectives", "inline_wakes", "lock_handoffs"]
+def _writes() -> int:
+    """The process's write system calls so far (every thread's)."""
+    with open("/proc/self/io") as f:
+        return next(int(ln.split()[1]) for ln in f if ln.startswith("syscw:"))
+
+
+def inline_nudges(ep, ams: int) -> dict:
+    """Rank 0 sends ``ams`` in-line AMs to rank 1 (a rank-thread of its process) that sleeps
+    in a wait only the last one completes: every AM may complete the wait, so each nudges
+    the sleeper, but one write to its eventfd wakes it; returns the process's write system
+    calls during the sends."""
+    seen = []
+
+    def note(token, k):
+        seen.append(k)
+
+    ep.register_handlers([note])
+    ep.barrier()
+    out = {"rank": ep.rank, "mode": ep.wait_mode}
+    if ep.rank == 1:
+        assert ep.wait_until(lambda: len(seen) == ams, timeout=60)
+    else:
+        import time
+
+        time.sleep(0.05)  # rank 1 is asleep by now (block mode: it sleeps at once)
+        w0 = _writes()
+        for k in range(ams):
+            ep.request_short(1, note, k)
+        out["writes"] = _writes() - w0
+    ep.barrier()
+    return out
+
+
+__all__ = ["amnet", "collectives", "inline_nudges", "inline_wakes", "lock_handoffs"]
