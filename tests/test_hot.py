@@ -1,4 +1,4 @@
-"""The AM hot path in C (amnet/core/_hot.c): ``ep.request_*``, ``ep.poll``, ``ep.wait_until``,
+"""The AM hot path in C (amnet/core/_hot*.c): ``ep.request_*``, ``ep.poll``, ``ep.wait_until``,
 ``ep.put``, ``ep.get``, the ``amnet.Token`` type, the drain of the shared-memory queues and
 in-line AMs between rank-threads. Whatever the fast path does not handle falls back to the
 Python engine, and the errors must be the same either way.

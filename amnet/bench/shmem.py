@@ -438,8 +438,8 @@ def _paired(run: _Runner, key: str) -> float | None:
     two forms' jobs ran back to back, in alternating order), so that drift between
     repetitions cancels."""
     a, b = run.vals["upc-shmem"].get(key, []), run.vals["upc-amnet"].get(key, [])
-    if len(a) != len(b):  # not one of each per repetition: the ratio of the medians
-        return _ratio(_get(run, "upc-shmem", key), _get(run, "upc-amnet", key))
+    if len(a) != len(b):  # a form that did not run (a failing job ends the whole run)
+        return None
     rs = [x / y for x, y in zip(a, b, strict=True) if y]
     return median(rs) if rs else None
 
@@ -474,8 +474,7 @@ def _report(opts: argparse.Namespace, run: _Runner, peer: dict[str, Any],
                 else:
                     got[f] = _get(run, f, key)
                 series[f].append(None if got[f] is None else got[f] * scale)
-            r = _paired(run, key) if "upc-shmem" not in missing and not (
-                na and "upc-shmem" in na) else None
+            r = _paired(run, key)  # None where either upc form has no figures
 
             def cell(f: str, got: dict[str, float | None] = got) -> str:
                 if f in missing:

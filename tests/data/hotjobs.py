@@ -1,5 +1,5 @@
 """Jobs and handlers for tests/test_hot.py: the C hot path of the AM engine
-(amnet/core/_hot.c): ``ep.request_*``, ``ep.poll``, ``ep.wait_until``, ``ep.put``, ``ep.get``,
+(amnet/core/_hot*.c): ``ep.request_*``, ``ep.poll``, ``ep.wait_until``, ``ep.put``, ``ep.get``,
 the ``amnet.Token`` type, the shared-memory queue drain and in-line AMs, each in the three
 routes (another process of the node through PSHM, another rank-thread of the process in-line,
 another process through the conduit).
