@@ -1,4 +1,5 @@
-"""Builds the C extensions (the shared-memory network's primitives, the AM hot path); the
+"""Builds the C extensions (the shared-memory network's primitives, the AM hot path, the
+collectives' data handler); the
 metadata is in pyproject.toml."""
 
 from setuptools import Extension, setup
@@ -15,5 +16,7 @@ setup(
                    "amnet/core/_hot_token.c", "amnet/core/_hot_ep.c"],
                   extra_compile_args=["-O2"],
                   depends=["amnet/core/_hot.h", "amnet/pshm/_atomic_table.h"]),
+        # the collectives' data handler's common case (amnet/coll/_msg.py, Mailbox.on_data)
+        Extension("amnet.coll._cmail", ["amnet/coll/_cmail.c"], extra_compile_args=["-O2"]),
     ],
 )

@@ -14,7 +14,8 @@ from amnet.bench._report import markdown, median
 from amnet.coll import ALGORITHMS
 
 TINY = ["--ranks", "2", "--sizes", "8,600", "--calls", "2", "--warmup", "1",
-        "--collectives", "broadcast,exchange", "--naive-max", "8"]
+        "--collectives", "broadcast,exchange", "--naive-max", "8", "--small-ranks", "2",
+        "--small-calls", "3"]
 
 
 def test_coll_figures(marked):
@@ -46,6 +47,18 @@ def test_coll_figures(marked):
         assert set(r["seconds"]) == {"ALL", "MY", "NO"} and all(
             v > 0 for v in r["seconds"].values())
     assert len(res["tables"][1]["rows"]) == len(sync)
+    # the fixed cost of small calls: amnet beside its two floors and mpi4py, every repetition
+    small = [r for r in res["results"] if r["section"] == "small"]
+    assert {(r["collective"], r["ranks"], r["size"]) for r in small} == {
+        (w, 2, n) for w in ("broadcast", "reduce_all", "gather_all") for n in (8, 64)} | {
+        ("barrier", 2, 8)}
+    for r in small:
+        assert r["amnet"] > 0 and r["floor"] > 0 and r["solo"] > 0
+        if coll_mod.mpi_missing() is None:
+            assert r["mpi4py"] > 0 and r["ratio"] == r["amnet"] / r["mpi4py"]
+            assert r["ratios"] == [r["ratio"]]  # one repetition, listed
+    assert res["tables"][2]["title"].startswith("Small collectives")
+    assert len(res["tables"][2]["rows"]) == len(small)
     assert sum("x ALLSYNC" in n for n in res["tables"][1]["notes"]) == 4
     assert [f["file"] for f in res["figures"]] == ["coll_broadcast.png", "coll_exchange.png"]
     for fig in res["figures"]:  # a size an algorithm did not run at is a gap, not a line
@@ -67,7 +80,8 @@ def test_coll_figures(marked):
     assert any(n.startswith("AM floor:") for n in res["notes"])
     assert any(n.startswith("team of one:") for n in res["notes"])
     assert markdown(res).startswith("## amnet-bench coll")
-    only = SUITES["coll"]([*TINY, "--sync", "none", "--topology", "node"], progress=False)
+    only = SUITES["coll"]([*TINY, "--sync", "none", "--topology", "node", "--small-ranks",
+                           "none"], progress=False)
     assert len(only["tables"]) == 1 and all(r["section"] == "algorithms"
                                             for r in only["results"])
 
@@ -75,7 +89,8 @@ def test_coll_figures(marked):
 @pytest.mark.parametrize("args", [["--ranks", "1"], ["--ranks", "3", "--topology", "2nodes"],
                                   ["--collectives", "gossip"], ["--calls", "0"],
                                   ["--skew", "0.5"], ["--compute", "-1"],
-                                  ["--sync", "SOME"]])
+                                  ["--sync", "SOME"], ["--small-ranks", "1"],
+                                  ["--small-calls", "0"]])
 def test_bad_options_are_refused(args):
     with pytest.raises(SystemExit) as e:
         SUITES["coll"](args, progress=False)

@@ -77,8 +77,13 @@ def test_mismatched_calls_fail_every_member_in_the_call_when_strict():
         _named(out)
 
 
-def test_mismatched_calls_fail_every_member_and_never_hang():
-    got = job(colljobs.mismatch_lazy, dict(n=3, nodes=2))
+@pytest.mark.parametrize("topo", [
+    pytest.param(dict(n=3, nodes=2), id="n3-2nodes"),
+    pytest.param(dict(n=3), id="n3-1node-fast"),  # small calls on amnet.coll._fast's path
+    pytest.param(dict(n=4, threads_per_proc=2), id="n4-1node-T2-fast"),
+])
+def test_mismatched_calls_fail_every_member_and_never_hang(topo):
+    got = job(colljobs.mismatch_lazy, topo)
     for out in got:
         _named(out)
         assert all(o.count("disagree") == 1 for o in out), out  # once a case, not twice
@@ -133,6 +138,20 @@ def test_every_collective_has_its_algorithms():
     for what in ("broadcast", "scatter", "gather", "gather_all", "exchange", "permute"):
         assert {"memcpy_push", "push", "pull", "naive_push", "naive_pull"} <= set(
             ALGORITHMS[what])
+
+
+@pytest.mark.parametrize("topo", [
+    pytest.param(dict(n=2), id="n2-1node"),
+    pytest.param(dict(n=3), id="n3-1node"),
+    pytest.param(dict(n=4, threads_per_proc=2), id="n4-1node-T2"),
+    pytest.param(dict(n=4, nodes=2), id="n4-2nodes"),
+])
+def test_small_calls_on_the_fast_and_the_general_path_meet(topo):
+    """Small calls whose default is ``direct``: members on amnet.coll._fast's path and
+    members on the general one (a non-blocking form, bytes at the root, another call in
+    flight) take part in the same calls, and every result matches numpy."""
+    got = job(colljobs.small_defaults, topo)
+    assert len(set(got)) == 1 and got[0] >= 12 * 3 * 7
 
 
 @pytest.mark.parametrize("check", ["strict", "0.25"])

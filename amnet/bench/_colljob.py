@@ -75,7 +75,8 @@ def _land(token: Any, payload: Any, at: int) -> None:
 def _floor_call(ep: Any, what: str, n: int, src: np.ndarray, dst: np.ndarray) -> Any:
     """The floor: the push's messages as plain Medium AMs (amnet's cheapest way to
     move them, with no collective logic): broadcast from rank 0; gather_all, exchange and
-    reduce_all (a sum of float64s) to and from every rank."""
+    reduce_all (a sum of float64s) to and from every rank; barrier: an empty one to and from
+    every rank."""
     me, P, step = ep.rank, ep.size, ep.max_medium
     got = _GOT[me]
     got[1] = dst
@@ -87,13 +88,18 @@ def _floor_call(ep: Any, what: str, n: int, src: np.ndarray, dst: np.ndarray) ->
             ep.request_medium(to, _land, blk[c * step:(c + 1) * step], at + c * step)
 
     def call() -> None:
-        if what == "broadcast":
+        if what == "barrier":  # an empty message to every other rank, one from each
+            for t in range(P):
+                if t != me:
+                    ep.request_medium(t, _land, b"", 0)
+            want[0] += P - 1
+        elif what == "broadcast":
             if me == 0:
                 for t in range(1, P):
                     send(t, src, 0)
                 return
             want[0] += chunks
-        else:
+        else:  # gather_all, exchange, reduce_all
             for t in range(P):
                 if t != me:
                     send(t, src[t * n:(t + 1) * n] if what == "exchange" else src, me * n)
@@ -114,6 +120,8 @@ def _coll_call(team: Any, what: str, alg: str | None, n: int) -> Any:
         s8 = np.ones(max(1, n // 8))
         d8 = np.zeros_like(s8)
         return lambda: team.reduce_all(d8, s8, ADD, algorithm=alg)
+    if what == "barrier":
+        return lambda: team.barrier(algorithm=alg)
     src, dst = _buffers(what, n, team.size)
     if what == "broadcast":
         return lambda: team.broadcast(dst, src, 0, algorithm=alg)

@@ -25,6 +25,8 @@ from typing import Any
 
 from . import suite
 from ._colljob import PREFIX, SYNC_MODES, coll_job, upc_sync_job
+from ._collsmall import PREFIX as SMALL_PREFIX
+from ._collsmall import SMALL, small_job, small_table
 from ._node import mpi_missing
 from ._report import Progress, choice_list, int_list, median, nodes_topologies, quick_parse
 from ._twonode import JOB_TIMEOUT_S, cpu_count, parse_sizes, run_job, size_label
@@ -44,7 +46,8 @@ def coll(args: Sequence[str] | None = None, *, reps: int = 1, ranks: Any = "2,4,
          topologies: Any = "node,2nodes", collectives: Any = COLLECTIVES,
          sizes: Any = "8,64,512,4K,64K", calls: int = 10, warmup: int = 3,
          compute: float = 2.0, skew: float = 1.0, naive_max: Any = "64",
-         sync: Any = SYNC_MODES, progress: bool = True) -> dict[str, Any]:
+         sync: Any = SYNC_MODES, small_ranks: Any = "2,4", small_calls: int = 2000,
+         progress: bool = True) -> dict[str, Any]:
     """Collectives by algorithm (the UPC collectives testbed) beside mpi4py."""
     from amnet.coll import ALGORITHMS
 
@@ -89,14 +92,22 @@ def coll(args: Sequence[str] | None = None, *, reps: int = 1, ranks: Any = "2,4,
                    help="upc_rt's all_broadcast and all_exchange under these IN/OUT modes "
                         "(ALL, MY, NO: the report's test cases 1, 7, 8), or none "
                         "(default: ALL,MY,NO)")
+    p.add_argument("--small-ranks", type=_rank_list, default=_rank_list(small_ranks),
+                   metavar="P,P", help="the fixed-cost table of small calls (broadcast, "
+                   "reduce_all, gather_all, barrier at 8 B and 64 B, one node) at these rank "
+                   "counts, or none (default: 2,4)")
+    p.add_argument("--small-calls", type=int, default=small_calls, metavar="N",
+                   help="timed rounds a case in that table (default: %(default)s)")
     opts = quick_parse(p, args, {
-        "ranks": [2, 4], "sizes": [8, 4096], "calls": 3, "warmup": 1, "naive_max": [8]},
+        "ranks": [2, 4], "sizes": [8, 4096], "calls": 3, "warmup": 1, "naive_max": [8],
+        "small_ranks": [2], "small_calls": 100},
         "2 and 4 ranks, 8 B and 4 KiB, 3 calls a case",
         fixed={"--splits": ("1", "its ranks are processes, a UPC thread each")},
         plots=PLOTS)
-    for name in ("reps", "calls", "warmup"):
+    for name in ("reps", "calls", "warmup", "small_calls"):
         if getattr(opts, name) < 1:
-            p.error(f"--{name} must be at least 1, got {getattr(opts, name)}")
+            p.error(f"--{name.replace('_', '-')} must be at least 1, got "
+                    f"{getattr(opts, name)}")
     if not 0 <= opts.compute <= 100:
         p.error(f"--compute must be in 0..100, got {opts.compute}")
     if not 1 <= opts.skew <= 100:
@@ -112,7 +123,10 @@ def coll(args: Sequence[str] | None = None, *, reps: int = 1, ranks: Any = "2,4,
     plan["sync"] = opts.sync
     upc_too = bool(opts.sync) and any(w in opts.collectives for w in ("broadcast", "exchange"))
     why = mpi_missing()
-    jobs = opts.reps * len(opts.ranks) * (len(opts.topologies) * (1 + upc_too) + (why is None))
+    jobs = opts.reps * (len(opts.ranks) * (len(opts.topologies) * (1 + upc_too) + (why is None))
+                        + len(opts.small_ranks) * (1 + (why is None)))
+    small = {"small": list(SMALL), "small_sizes": [8, 64], "calls": opts.small_calls,
+             "warmup": max(1, opts.small_calls // 10)}
     bar = Progress("coll", jobs, progress)
     per: dict[tuple[str, int, str], list[float]] = {}
     for rep in range(opts.reps):
@@ -139,8 +153,33 @@ def coll(args: Sequence[str] | None = None, *, reps: int = 1, ranks: Any = "2,4,
                 for k, v in got.items():
                     per.setdefault(("mpi", P, k), []).append(v)
                 bar.step(f"rep {rep + 1}, {P} ranks, mpi4py")
+        for P in opts.small_ranks:  # amnet and mpi4py back to back: their ratio
+            res = run_job(small_job, small, n=P)
+            for k in res[0]:
+                per.setdefault(("small", P, k), []).append(max(r[k] for r in res))
+            bar.step(f"rep {rep + 1}, {P} ranks, small calls")
+            if why is None:
+                from ._collsmall import __file__ as small_script
+                from ._mpipeer import run_script
+
+                got = run_script(small_script, P, small, JOB_TIMEOUT_S, SMALL_PREFIX)
+                for k, v in got.items():
+                    per.setdefault(("small-mpi", P, k), []).append(v)
+                bar.step(f"rep {rep + 1}, {P} ranks, small calls, mpi4py")
     bar.close()
-    return _report(opts, per, why)
+    out = _report(opts, per, why)
+    if opts.small_ranks:
+        sres, stable = small_table(per, opts.small_ranks, small, opts.reps, why)
+        out["results"] += sres
+        out["tables"].append(stable)
+    out["config"].update(small_ranks=opts.small_ranks, small_calls=opts.small_calls)
+    return out
+
+
+def _rank_list(text: Any) -> list[int]:
+    if str(text).strip().lower() in ("", "none"):
+        return []
+    return int_list(text, "rank counts", 2, 64)
 
 
 def _sync_list(text: Any) -> list[str]:

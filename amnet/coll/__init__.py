@@ -9,7 +9,8 @@ agreement, verdict, abort, check, acknowledgement) and ``ep.coll`` made by ``att
 """
 
 from .. import Extension
-from ._api import Coll, CollHandle, Team, parse_choice
+from ._api import Coll, CollHandle, Team
+from ._cmail import store as _store
 from ._msg import ABORT, ACK, CHECK, DATA, SIG, VERDICT, Mailbox
 from ._ops import (
     ADD,
@@ -29,6 +30,7 @@ from ._ops import (
     scan,
 )
 from ._ops import NAMES as OP_NAMES
+from ._pick import parse_choice
 from ._table import ALGORITHMS
 
 
@@ -43,9 +45,16 @@ def _handler(method: str):
     return handle
 
 
+def _h_data(port, src, args, payload, is_reply):
+    """DATA: the common case filed in C, the rest by the mailbox's on_data."""
+    box = port.state.box
+    if not _store(box.c_state, args, payload):
+        box.on_data(src, args, payload)
+
+
 _ON = {DATA: "on_data", SIG: "on_sig", VERDICT: "on_verdict", ABORT: "on_abort",
        CHECK: "on_check", ACK: "on_ack"}
-_HANDLERS = [_handler(_ON[i]) for i in range(len(_ON))]
+_HANDLERS = [_h_data] + [_handler(_ON[i]) for i in range(1, len(_ON))]
 
 #: amnet's package metadata declares it as the ``coll`` entry point of ``amnet.extensions``.
 EXTENSION = Extension("coll", _HANDLERS, attach=Coll)

@@ -473,3 +473,58 @@ def barrier_dissemination(ctx: Any, a: Args) -> Gen:
         d *= 2
         step += 1
     return None
+
+
+# -- direct: one round ----------------------------------------------------------------------
+def direct_send(ctx: Any, a: Args) -> None:
+    """The sends of ``direct``: the root's block to every other member (broadcast), my block
+    to every other member (gather_all, reduce_all), an empty message to every other member
+    (barrier); one message each, tag 0. :mod:`amnet.coll._fast` sends the same."""
+    me = ctx.index
+    if a.what == "broadcast" and me != a.root:
+        return
+    data = b"" if a.what == "barrier" else a.src
+    for i in range(ctx.size):
+        if i != me:
+            ctx.send(i, 0, data)
+
+
+def fold_parts(op: int, parts: list[np.ndarray], func: Callable | None) -> np.ndarray:
+    """``parts[0] op parts[1] op ...`` in member order (what every member of a ``direct``
+    reduce_all computes alike, bit for bit)."""
+    acc = parts[0]
+    for x in parts[1:]:
+        acc = combine(op, acc, x, func)
+    return acc
+
+
+def direct_finish(ctx: Any, a: Args) -> Gen:
+    """What ``direct`` does once its messages are sent: receive one message from every
+    member that sends me one, and put together the result."""
+    me, P, n = ctx.index, ctx.size, a.nbytes
+    if a.what == "broadcast":
+        if me == a.root:
+            if a.dst is not a.src:
+                a.dst[:] = a.src
+        else:
+            land(a.dst, (yield ctx.recv_into(a.root, 0, a.dst)))
+        return None
+    others = [i for i in range(P) if i != me]
+    got = (yield tuple(ctx.recv(i, 0) for i in others)) if others else ()
+    if a.what == "gather_all":
+        _blk(a.dst, me, n)[:] = a.src
+        for i, data in zip(others, got, strict=True):
+            _blk(a.dst, i, n).data[:] = data
+    elif a.what == "reduce_all":
+        parts = [np.frombuffer(d, a.dtype) for d in got]
+        parts.insert(me, _typed(a.src, a))
+        _typed(a.dst, a)[:] = fold_parts(a.op, parts, a.func)
+    return None
+
+
+def direct(ctx: Any, a: Args) -> Gen:
+    """One round (broadcast, gather_all, reduce_all, barrier): every block goes straight to
+    every member that needs it; reduce_all folds the members' arrays in member order."""
+    direct_send(ctx, a)
+    yield from direct_finish(ctx, a)
+    return None

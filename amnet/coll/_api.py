@@ -23,38 +23,11 @@ import numpy as np
 
 from .. import CollectiveMismatch
 from ._algos import Args
+from ._fast import Fast
 from ._msg import Mailbox, Run, Sig, digest
-from ._ops import NAMES, NONCOMM_FUNC, check_op
+from ._ops import check_op
+from ._pick import DIRECT_P, default, parse_choice, signature
 from ._table import ALGORITHMS
-
-SMALL = 1 << 15  # gather-to-all below this many bytes in all: recursive doubling
-HIER_EXCHANGE = 4096  # exchange across nodes: blocks up to this go through node leaders
-
-
-def parse_choice(text: str) -> dict[str, str]:
-    """``AMNET_COLL_ALGORITHM``: a comma list of ``collective=algorithm`` and bare algorithm
-    names (a bare name applies to every collective that has it). Raises ValueError naming
-    what is unknown."""
-    out: dict[str, str] = {}
-    for item in (t.strip() for t in str(text or "").split(",")):
-        if not item:
-            continue
-        if "=" in item:
-            what, alg = (x.strip() for x in item.split("=", 1))
-            if what not in ALGORITHMS:
-                raise ValueError(f"unknown collective {what!r} in {text!r}; the collectives "
-                                 f"are {', '.join(ALGORITHMS)}")
-            if alg not in ALGORITHMS[what]:
-                raise ValueError(f"{what} has no algorithm {alg!r}; it has "
-                                 f"{', '.join(ALGORITHMS[what])}")
-            out[what] = alg
-        else:
-            hits = [w for w, algs in ALGORITHMS.items() if item in algs]
-            if not hits:
-                raise ValueError(f"no collective has an algorithm {item!r}")
-            for w in hits:
-                out.setdefault(w, item)
-    return out
 
 
 def _agreed(fn: Callable) -> Callable:
@@ -101,8 +74,8 @@ class Team:
     """An ordered set of ranks (see the module). ``size``, ``index`` (my place),
     ``members`` (world ranks in order), ``nodes`` (each member's node)."""
 
-    __slots__ = ("_coll", "_splits", "id", "index", "members", "multi", "name", "nodes",
-                 "size")
+    __slots__ = ("_coll", "_fast", "_splits", "id", "index", "members", "multi", "name",
+                 "nodes", "size")
 
     def __init__(self, coll: Coll, tid: int, members: list[int], name: str) -> None:
         self._coll = coll
@@ -116,6 +89,9 @@ class Team:
         n_nodes = len(set(self.nodes))
         self.multi = 1 < n_nodes < self.size  # several nodes, some with several members
         self._splits = 0
+        # small calls on the default algorithm skip the general machinery (see _fast)
+        self._fast = Fast(coll, self) if (not self.multi and self.size <= DIRECT_P
+                                          and not coll.strict) else None
         coll.box.add_team(self)
 
     def __repr__(self) -> str:
@@ -152,7 +128,9 @@ class Team:
 
     # -- collectives ------------------------------------------------------------------------
     def barrier(self, algorithm: str | None = None) -> None:
-        self._coll._finish(self._barrier(algorithm))
+        f = self._fast
+        if f is None or algorithm is not None or not f.barrier():
+            self._coll._finish(self._barrier(algorithm))
 
     def barrier_nb(self, algorithm: str | None = None) -> CollHandle:
         return CollHandle(self._coll, self._barrier(algorithm))
@@ -164,7 +142,10 @@ class Team:
     def broadcast(self, dst: Any, src: Any = None, root: int = 0, nbytes: int | None = None,
                   algorithm: str | None = None) -> None:
         """Copy root's ``src`` (``nbytes``) into every member's ``dst``."""
-        self._coll._finish(self._broadcast(dst, src, root, nbytes, algorithm))
+        f = self._fast
+        if f is None or algorithm is not None or nbytes is not None or not f.broadcast(
+                dst, src, root):
+            self._coll._finish(self._broadcast(dst, src, root, nbytes, algorithm))
 
     def broadcast_nb(self, dst: Any, src: Any = None, root: int = 0,
                      nbytes: int | None = None, algorithm: str | None = None) -> CollHandle:
@@ -221,7 +202,10 @@ class Team:
     def gather_all(self, dst: Any, src: Any, nbytes: int | None = None,
                    algorithm: str | None = None) -> None:
         """Every member's ``src`` (``nbytes``) to block i of every member's ``dst``."""
-        self._coll._finish(self._gather_all(dst, src, nbytes, algorithm))
+        f = self._fast
+        if f is None or algorithm is not None or nbytes is not None or not f.gather_all(
+                dst, src):
+            self._coll._finish(self._gather_all(dst, src, nbytes, algorithm))
 
     def gather_all_nb(self, dst: Any, src: Any, nbytes: int | None = None,
                       algorithm: str | None = None) -> CollHandle:
@@ -301,7 +285,9 @@ class Team:
     def reduce_all(self, dst: Any, src: Any, op: Any, func: Callable | None = None,
                    algorithm: str | None = None) -> None:
         """As :meth:`reduce`, the result in every member's ``dst``."""
-        self._coll._finish(self._reduce_all(dst, src, op, func, algorithm))
+        f = self._fast
+        if f is None or algorithm is not None or not f.reduce_all(dst, src, op, func):
+            self._coll._finish(self._reduce_all(dst, src, op, func, algorithm))
 
     def reduce_all_nb(self, dst: Any, src: Any, op: Any, func: Callable | None = None,
                       algorithm: str | None = None) -> CollHandle:
@@ -481,7 +467,7 @@ class Coll:
     def _start(self, team: Team, a: Args, algorithm: str | None) -> Run:
         self.port.forbid_send_in_handler(f"amnet.coll {a.what}")
         alg = self.pick(team, a, algorithm)
-        sig = _signature(a, alg)
+        sig = signature(a, alg)
         d = self._digests.get(sig)
         if d is None:
             if len(self._digests) > 4096:
@@ -490,6 +476,21 @@ class Coll:
         box = self.box
         run = Run(box, team, box.next_seq.get(team.id, 0), d, sig, a.what, self.strict)
         run.gen = ALGORITHMS[a.what][alg](run, a)
+        self._runs.append(run)
+        try:
+            run.start()
+        except BaseException:
+            self._runs.remove(run)
+            raise
+        return run
+
+    def resume(self, team: Team, a: Args, seq: int, sig: Any, d: int,
+               gen: Callable[[Any, Args], Any]) -> Run:
+        """Take over call ``seq`` of ``team`` that the fast path (see _fast) entered and sent
+        for: ``gen`` (the algorithm's receiving half) finishes it as any other call."""
+        box = self.box
+        run = Run(box, team, seq, d, sig, a.what, self.strict)
+        run.gen = gen(run, a)
         self._runs.append(run)
         try:
             run.start()
@@ -572,50 +573,3 @@ class Coll:
 def _nothing() -> Any:
     return None
     yield  # a generator that finishes at once
-
-
-_DTYPE_NAMES: dict[np.dtype, str] = {}
-
-
-def _dtype_name(dt: np.dtype) -> str:
-    """``str(dt)``, cached (it costs microseconds)."""
-    name = _DTYPE_NAMES.get(dt)
-    if name is None:
-        name = _DTYPE_NAMES[dt] = str(dt)
-    return name
-
-
-def _signature(a: Args, alg: str) -> Sig:
-    """The call's description (see :func:`amnet.coll._msg.describe`)."""
-    w = a.what
-    return (w, alg, None if w == "barrier" else a.nbytes,
-            a.root if w in ("broadcast", "scatter", "gather", "reduce") else None,
-            tuple(a.perm) if w == "permute" else None,
-            None if a.dtype is None else _dtype_name(a.dtype),
-            None if a.dtype is None else NAMES[a.op],
-            a.elemsize if alg.startswith("naive") else None)
-
-
-def default(team: Team, a: Args) -> str:
-    """The algorithm used when none is named (see docs/collectives.md for the measurements
-    behind it)."""
-    P = team.size
-    multi = team.multi
-    w = a.what
-    if w == "broadcast":
-        return "hier" if multi else "tree"
-    if w in ("scatter", "gather", "permute"):
-        return "push"
-    if w == "gather_all":
-        return "hier" if multi else ("xor" if a.nbytes * P <= SMALL else "ring")
-    if w == "exchange":
-        if multi and a.nbytes <= HIER_EXCHANGE:
-            return "hier"
-        return "xor" if P <= 2 else "push"
-    if w == "reduce":
-        return "tree"
-    if w == "reduce_all":
-        return "hier" if multi and a.op != NONCOMM_FUNC else "xor"
-    if w == "prefix_reduce":
-        return "doubling"
-    return "hier" if multi else "dissemination"

@@ -129,29 +129,34 @@ class Mailbox:
         # team id -> (source, seq, tag) of data sent with ack=True that arrived before I had
         # made the team (a member that finished the split first and called at once)
         self.early_acks: dict[int, list[tuple[int, int, int]]] = {}
+        # what amnet.coll._cmail.store files a whole data message into (these objects are
+        # never rebound)
+        self.c_state = (self.lock.acquire, self.lock.release, self.dead, self.active,
+                        self.next_seq, self.digests, self.posted, self.ready, CONFLICT)
 
     # -- handlers -------------------------------------------------------------------------
     def on_data(self, src: int, args: tuple, payload: Any) -> None:
         if len(args) != 8:
             self.port.refuse()
             return
-        team, seq, tag, _, chunk, n, _, ack = args
+        team, seq, tag, index, chunk, n, digest, ack = args
         if not 0 <= chunk < n:
             self.port.refuse()
             return
-        if ack and self._store(src, args, payload):  # all of it is here: acknowledge it
+        if not ack:
+            self._store(team, seq, tag, index, chunk, n, digest, payload)
+            return
+        if self._store(team, seq, tag, index, chunk, n, digest, payload):  # all in: ack it
             with self.lock:
                 t = self.teams.get(team)
                 if t is None:  # a team I am still making (a split ending here): kept, and
                     self.early_acks.setdefault(team, []).append((src, seq, tag))  # acked
                     return  # once add_team has it
             self.port.reply(src, ACK, (team, seq, -1 - tag, t.index))
-            return
-        self._store(src, args, payload)
 
-    def _store(self, src: int, args: tuple, payload: Any) -> bool:
+    def _store(self, team: int, seq: int, tag: int, index: int, chunk: int, n: int,
+               digest: int, payload: Any) -> bool:
         """File a data message; True when the whole message is in (or was dropped)."""
-        team, seq, tag, index, chunk, n, digest, _ = args
         call = (team, seq)
         if call in self.dead:
             return True
@@ -465,6 +470,7 @@ class Run:
             box.active[call] = self
             history = box.history
             history[call] = self.sig
+            history.pop((call[0], call[1] - KEEP), None)
             if len(history) > box.prune_at:
                 box.prune()
             asked = bool(box.asked) and call in box.asked

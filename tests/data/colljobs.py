@@ -415,3 +415,59 @@ def split_then_call(ep, rounds: int) -> int:
         calls += 1
     world.barrier()
     return calls
+
+
+def _call(T, mode: int, name: str, *args, **kw) -> None:
+    """``T.name(*args)``: blocking (mode 0) or its non-blocking form, waited for (1)."""
+    if mode == 1:
+        getattr(T, name + "_nb")(*args, **kw).wait()
+    else:
+        getattr(T, name)(*args, **kw)
+
+
+def small_defaults(ep, rounds: int = 12) -> int:
+    """Small calls on the default algorithm (``direct`` on teams of up to 4 within reach,
+    driven by amnet.coll._fast), each member taking the fast path or the general one by
+    turns -- blocking on numpy arrays (fast), the non-blocking form, or arguments the fast
+    path leaves to the general one (bytes at the root) -- so that members on both paths
+    meet in one call; every fourth round with a world barrier in flight on every member
+    (the general path for all); on the world, a split team in reverse order and the node's
+    team. Returns how many calls were checked."""
+    c = ep.coll
+    teams = [c.world, c.world.split(ep.rank % 2, key=-ep.rank), c.node]
+    ufunc = {ADD: np.add, MAX: np.maximum, XOR: np.bitwise_xor, LOGOR: np.logical_or}
+    calls = 0
+    for rnd in range(rounds):
+        h = c.world.barrier_nb() if rnd % 4 == 3 else None
+        for T in teams:
+            P, me = T.size, T.index
+            mode = (rnd + me) % 3
+            n = (8, 64, 3, 512)[rnd % 4]
+            root = rnd % P
+            src = _data(root, n, rnd)
+            dst = np.zeros(n, np.uint8)
+            give = (src.tobytes() if mode == 2 else src) if me == root else None
+            _call(T, mode, "broadcast", dst, give, root=root)
+            assert np.array_equal(dst, src), (T.name, me, "broadcast", rnd, mode)
+            mine = _data(me, n, rnd).reshape(-1, 1) if n % 2 else _data(me, n, rnd)
+            got = np.zeros((P, n), np.uint8)  # 2-D: the fast path takes any C-contiguous shape
+            _call(T, mode, "gather_all", got, mine)
+            want = np.stack([_data(i, n, rnd) for i in range(P)])
+            assert np.array_equal(got, want), (T.name, me, "gather_all", rnd, mode)
+            for op, dt in ((ADD, np.float64), (MAX, np.int32), (XOR, np.uint16),
+                           (LOGOR, np.bool_)):
+                k = max(1, n // 8)
+                vals = [((_data(i, k, rnd).astype(np.int64) % 5) > 2 if dt is np.bool_ else
+                         _data(i, k, rnd)).astype(dt) for i in range(P)]
+                out = np.zeros(k, dt)
+                _call(T, mode, "reduce_all", out, vals[me], op)
+                model = vals[0].copy()
+                for v in vals[1:]:
+                    model = ufunc[op](model, v).astype(dt)
+                assert np.array_equal(out, model), (T.name, me, "reduce_all", op, rnd, mode)
+            _call(T, mode, "barrier")
+            calls += 7
+        if h is not None:
+            h.wait()
+    ep.barrier()
+    return calls
