@@ -28,36 +28,37 @@ import numpy as np
 
 from .. import CollectiveMismatch
 from ._algos import Args, direct_finish, fold_parts
-from ._msg import KEEP, Key, describe, digest
-from ._ops import FUNC, NONCOMM_FUNC, check_op
+from ._cmail import Core
+from ._msg import KEEP, digest
+from ._ops import FUNC, NONCOMM_FUNC, UFUNC, check_op
 from ._pick import DIRECT_MAX, signature
 
 _ALG = "direct"
 
 
 class Fast:
-    """One team's fast path (per rank: a member's own Coll)."""
+    """One team's fast path (per rank: a member's own Coll). The bookkeeping of a call --
+    beginning it, sending, entering it, waiting for its messages, completing it -- is C
+    (amnet.coll._cmail.Core); the checks of the arguments and the results are here."""
 
-    __slots__ = ("box", "coll", "descs", "me", "off", "others", "port", "ranks", "ready",
-                 "send", "size", "team", "tid", "timeout", "wait")
+    __slots__ = ("box", "coll", "core", "descs", "me", "off", "others", "port", "size",
+                 "team")
 
     def __init__(self, coll: Any, team: Any) -> None:
         box = coll.box
         self.coll = coll
         self.team = team
         self.box = box
-        self.port = coll.port
-        self.tid = team.id
+        self.port = port = coll.port
         self.me = me = team.index
         self.size = team.size
         self.others = tuple(i for i in range(team.size) if i != me)  # member indexes
-        self.ranks = tuple(team.members[i] for i in self.others)
-        self.send = box.send_data
-        self.ready = box.ready
-        self.wait = coll.port.wait_until
-        self.timeout = coll.check_after
         self.off = frozenset(coll.choice)  # collectives configured to another algorithm
-        self.descs: dict[tuple, tuple] = {}  # (what, size, root, dtype, op) -> (sig, digest)
+        self.descs: dict[tuple, tuple] = {}  # (what, size, root, dtype, op) -> (digest, sig)
+        self.core = Core(box, coll._runs, self.descs, port.forbid_send_in_handler,
+                         port.wait_until, box.send_data, self._follow, team.id, me,
+                         tuple(team.members[i] for i in self.others), self.others,
+                         float(coll.check_after), KEEP)
 
     # -- the collectives (True: done; False: not the common case, nothing done) ------------
     def broadcast(self, dst: Any, src: Any, root: Any) -> bool:
@@ -68,24 +69,18 @@ class Fast:
         if not (0 < n <= DIRECT_MAX and f.c_contiguous and f.writeable
                 and 0 <= root < self.size):
             return False
-        me = self.me
-        if me == root:
+        if self.me == root:
             if not (type(src) is np.ndarray and src.nbytes == n and src.flags.c_contiguous):
                 return False
-            call = self._enter(("broadcast", n, root), True)
-            if call is None:
+            if self._start(("broadcast", n, root), src, True, True) is None:
                 return False
-            tid, seq, dg = call[0], call[1], call[2]
-            send = self.send
-            for rank in self.ranks:
-                send(rank, (tid, seq, 0, me, 0, 1, dg, 0), src)
             if dst is not src:
                 _bytes(dst)[:] = _bytes(src)
             return self._end()
-        call = self._enter(("broadcast", n, root), False)
+        call = self._start(("broadcast", n, root), None, False, False)
         if call is None:
             return False
-        got = self._take(call, ((call[0], call[1], 0, root),))
+        got = self.core.finish(call, ((call[0], call[1], 0, root),))
         if got is None:
             self._hand_over(call, Args("broadcast", n, root, None, _u8(dst), dst.itemsize))
             return True
@@ -102,19 +97,18 @@ class Fast:
                 and f.writeable and src.flags.c_contiguous):
             return False
         alone = not self.others
-        call = self._enter(("gather_all", n), alone)
+        call = self._start(("gather_all", n), src, True, alone)
         if call is None:
             return False
         d8 = _u8(dst)
-        me = self.me
         if not alone:
-            self._send_mine(call, src)
-            got = self._take(call, None)
+            got = self.core.finish(call, None)
             if got is None:
                 self._hand_over(call, Args("gather_all", n, 0, _u8(src), d8, src.itemsize))
                 return True
             for i, data in zip(self.others, got, strict=True):
                 d8[i * n:(i + 1) * n].data[:] = data
+        me = self.me
         d8[me * n:(me + 1) * n].data[:] = _bytes(src)
         return self._end()
 
@@ -131,146 +125,85 @@ class Fast:
                 and f.c_contiguous and f.writeable and src.flags.c_contiguous):
             return False
         alone = not self.others
-        call = self._enter(("reduce_all", n, dt, op), alone)
+        call = self._start(("reduce_all", n, dt, op), src, True, alone)
         if call is None:
             return False
         if alone:
             _bytes(dst)[:] = _bytes(src)
             return self._end()
-        self._send_mine(call, src)
-        got = self._take(call, None)
+        got = self.core.finish(call, None)
         if got is None:
             self._hand_over(call, Args("reduce_all", n, 0, _u8(src), _u8(dst), dt.itemsize,
                                        op=op, dtype=dt))
             return True
-        parts = [np.frombuffer(d, dt) for d in got]
-        parts.insert(self.me, src.reshape(-1))
-        dst.reshape(-1)[:] = fold_parts(op, parts, None)
+        mine = src.reshape(-1)
+        if len(got) == 1 and op in UFUNC:  # 2 members: one ufunc into dst (the same bits)
+            other = np.frombuffer(got[0], dt)
+            UFUNC[op](*((mine, other) if self.me == 0 else (other, mine)),
+                      out=dst.reshape(-1))
+        else:
+            parts = [np.frombuffer(d, dt) for d in got]
+            parts.insert(self.me, mine)
+            dst.reshape(-1)[:] = fold_parts(op, parts, None)
         return self._end()
 
     def barrier(self) -> bool:
         if "barrier" in self.off:
             return False
         alone = not self.others
-        call = self._enter(("barrier",), alone)
+        call = self._start(("barrier",), None, True, alone)
         if call is None:
             return False
-        if alone:
-            return self._end()
-        self._send_mine(call, None)
-        if self._take(call, None) is None:
+        if not alone and self.core.finish(call, None) is None:
             self._hand_over(call, Args("barrier"))
             return True
         return self._end()
 
     # -- the call's life --------------------------------------------------------------------
-    def _enter(self, key: tuple, complete: bool) -> tuple[int, int, int, Any] | None:
-        """Enter a call: its description in the history (a member's check of it is
-        answered), not yet its sequence number (data for it keeps arriving into the mailbox
-        as for a call not yet entered) unless ``complete`` (a call that receives nothing:
-        it is complete once its messages are sent). Returns (team id, seq, digest, sig);
-        None, nothing done, when the general path is to take it."""
-        box = self.box
-        tid = self.tid
-        seq = box.next_seq.get(tid, 0)
-        call = (tid, seq)
-        if self.coll._runs or (box.verdicts and call in box.verdicts) or (
-                box.aborts and call in box.aborts):
-            return None
-        self.port.forbid_send_in_handler(WHAT[key[0]])
-        desc = self.descs.get(key)
-        if desc is None:
+    def _start(self, key: tuple, data: Any, send: bool, complete: bool
+               ) -> tuple[int, int, int, Any] | None:
+        """Begin the call of ``key``, send ``data`` to every other member (``send``) and
+        enter the call (its description in the history; with ``complete``, a call that
+        receives nothing, its sequence number too): (team id, seq, digest, sig). None,
+        nothing done, when the general path is to take it. Raises AMContextError inside a
+        handler."""
+        call = self.core.start(key, WHAT[key[0]], data, send, complete)
+        if call is False:  # the first call of its kind: describe it
             try:
                 sig = signature(_args_of(key), _ALG)
             except (TypeError, ValueError):
                 return None  # the general path refuses it, and says why
             if len(self.descs) > 256:
                 self.descs.clear()
-            desc = self.descs[key] = (tid, 0, digest(sig), sig)
-        sig = desc[3]
-        history = box.history
-        if complete:
-            late = None
+            self.descs[key] = (digest(sig), sig)
+            call = self.core.start(key, WHAT[key[0]], data, send, complete)
+        return call
+
+    def _follow(self, code: int, call: tuple) -> None:
+        """What the C core leaves to Python: answer a check of the call that came before
+        it was entered (1), ask the members about data of another call that came for it
+        (2), prune the history (4)."""
+        box, c = self.box, (call[0], call[1])
+        if code == 1:
             with box.lock:
-                history[call] = sig
-                history.pop((tid, seq - KEEP), None)
-                if len(history) > box.prune_at:
-                    box.prune()
-                asked = box.asked and call in box.asked  # a check came before I entered
-                if asked:
-                    box.asked.discard(call)
-                    box._answered(call)
-                box.next_seq[tid] = seq + 1
-                if box.digests:
-                    late = box.digests.pop(call, None)
-            if asked:
-                box.send_sig(call, describe(sig))
-            if late is not None and late != desc[2]:
-                box.ask(call)  # data of another call came and is not needed: compare
+                box.asked.discard(c)
+                if c in box.answered:
+                    return
+                box._answered(c)
+                text = box._description(c)
+            box.send_sig(c, text)
+        elif code == 2:
+            box.ask(c)
         else:
-            # Without the lock: only this thread changes the history (a handler reads it
-            # under the lock, a key at a time), and a check that comes between this store
-            # and the call's end is answered there (_take, under the lock; or the general
-            # path's start).
-            history[call] = sig
-            history.pop((tid, seq - KEEP), None)
-            if len(history) > box.prune_at:
-                with box.lock:
-                    box.prune()
-        return (tid, seq, desc[2], sig)
-
-    def _send_mine(self, call: tuple, data: Any) -> None:
-        tid, seq, dg = call[0], call[1], call[2]
-        me, send = self.me, self.send
-        for rank in self.ranks:
-            send(rank, (tid, seq, 0, me, 0, 1, dg, 0), data)
-
-    def _take(self, call: tuple, keys: tuple[Key, ...] | None) -> list[bytes] | None:
-        """The payloads of ``keys`` (None: one message from every other member), taken from
-        the mailbox once all are in with my digest, and the call complete; None, taking
-        nothing, when not."""
-        tid, seq, dg, sig = call
-        ready, box = self.ready, self.box
-        if keys is None:
-            if self.size == 2:
-                keys = ((tid, seq, 0, self.others[0]),)
-            else:
-                keys = tuple([(tid, seq, 0, i) for i in self.others])
-        if len(keys) == 1:
-            k0 = keys[0]
-            if k0 not in ready:
-                verdicts, aborts = box.verdicts, box.aborts
-                self.wait(lambda: k0 in ready or verdicts or aborts, self.timeout)
-                if k0 not in ready:
-                    return None
-        elif not all([k in ready for k in keys]):
-            verdicts, aborts = box.verdicts, box.aborts
-            self.wait(lambda: all([k in ready for k in keys]) or verdicts or aborts,
-                      self.timeout)
-            if not all([k in ready for k in keys]):
-                return None
-        call = (tid, seq)
-        with box.lock:
-            digests = box.digests
-            if digests.get(call, dg) != dg or (box.verdicts and call in box.verdicts):
-                return None
-            digests.pop(call, None)
-            box.next_seq[tid] = seq + 1
-            got = [ready.pop(k) for k in keys]
-            asked = box.asked and call in box.asked  # a check came while I was in the call
-            if asked:
-                box.asked.discard(call)
-                box._answered(call)
-        if asked:
-            box.send_sig(call, describe(sig))
-        return got
+            with box.lock:
+                box.prune()
 
     def _end(self) -> bool:
         """The call is complete (its result in place): raise the mismatch of an earlier
         call of the team found meanwhile, as the general path does."""
         failed = self.box.failed
         if failed:
-            late = failed.pop(self.tid, None)
+            late = failed.pop(self.team.id, None)
             if late is not None:
                 raise CollectiveMismatch("\n".join(late))
         return True

@@ -18,7 +18,7 @@ ADD, MULT, AND, OR, XOR, LOGAND, LOGOR, MIN, MAX, FUNC, NONCOMM_FUNC = range(11)
 NAMES = {ADD: "ADD", MULT: "MULT", AND: "AND", OR: "OR", XOR: "XOR", LOGAND: "LOGAND",
          LOGOR: "LOGOR", MIN: "MIN", MAX: "MAX", FUNC: "FUNC", NONCOMM_FUNC: "NONCOMM_FUNC"}
 BY_NAME = {v: k for k, v in NAMES.items()}
-_UFUNC = {ADD: np.add, MULT: np.multiply, AND: np.bitwise_and, OR: np.bitwise_or,
+UFUNC = _UFUNC = {ADD: np.add, MULT: np.multiply, AND: np.bitwise_and, OR: np.bitwise_or,
           XOR: np.bitwise_xor, MIN: np.minimum, MAX: np.maximum}
 BITWISE = (AND, OR, XOR)
 
