@@ -5,14 +5,16 @@ A broadcast, gather_all, reduce_all or barrier whose default algorithm is ``dire
 costs, through :class:`amnet.coll._msg.Run` and a generator, about as much Python as its
 messages (the argument checks, the description, the generator, the mailbox): at 8 B on 2
 ranks in a node, 9-15 µs against mpi4py's 2-4 µs. :class:`Fast` drives such a call straight:
-a few type checks, the description and its digest from a cache, ``direct``'s sends, a wait
-for its messages in the mailbox, the result.
+a few type checks here, then in C (:class:`amnet.coll._cmail.Core`) the description and its
+digest from a cache, ``direct``'s sends, the call's entry in the mailbox, a wait for its
+messages and taking them; the result here.
 
 It sends exactly what ``direct`` sends (same keys, tags and digest), so a member on this path
 and one on the general path (another call of its in flight, arguments of another kind) meet
-in the same call. It agrees lazily as the general path does: the call's description is in
-the history before anything is sent (a member's check is answered), the data's digest is
-compared with mine, and a mismatch of a completed call is raised at the end of the next.
+in the same call. It agrees lazily as the general path does: the call's description goes
+into the history as soon as its messages are sent (a check that came before waits in the
+mailbox and is answered then, or when the call completes), the data's digest is compared
+with mine, and a mismatch of a completed call is raised at the end of the next.
 Whatever is not the common case -- arguments it does not know at a glance (the general path
 checks them and raises), another call in flight, a check or verdict about this call, data
 with another digest, no data after ``coll_check`` seconds -- goes to the general path:
