@@ -14,6 +14,10 @@ Targets, at the largest size and the largest rank count: the best algorithm >= 2
 than the reference memcpy push (``memcpy_push``: blocking puts one after another, the
 report's baseline) for broadcast and exchange; within one node, the best algorithm no
 slower than 1.5x mpi4py.
+
+A second table, the fixed cost of small calls (``--small-ranks``, ``none`` to skip): broadcast,
+reduce_all, gather_all and barrier at 8 B and 64 B in one node, OSU-style, beside mpi4py and
+the two floors (:mod:`amnet.bench._collsmall`); target: at most 2x mpi4py in every row.
 """
 
 from __future__ import annotations
