@@ -192,16 +192,39 @@ static PyTypeObject KeyPredType = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
 };
 
-static void
-Core_dealloc(Core *c)
+#define CORE_FIELDS(c) {&(c)->box, &(c)->acquire, &(c)->release, &(c)->history, \
+    &(c)->asked, &(c)->verdicts, &(c)->aborts, &(c)->digests, &(c)->ready, &(c)->next_seq, \
+    &(c)->runs, &(c)->descs, &(c)->forbid, &(c)->wait, &(c)->send, &(c)->follow, &(c)->tid, \
+    &(c)->me, &(c)->ranks, &(c)->others, &(c)->timeout}
+
+/* A Core is part of cycles (the mailbox holds the teams, a team its fast path, the fast
+ * path its Core, the Core the mailbox and the fast path's follow): it takes part in the
+ * garbage collector's search. */
+static int
+Core_traverse(Core *c, visitproc visit, void *arg)
 {
-    PyObject **f[] = {&c->box, &c->acquire, &c->release, &c->history, &c->asked, &c->verdicts,
-                      &c->aborts, &c->digests, &c->ready, &c->next_seq, &c->runs, &c->descs,
-                      &c->forbid, &c->wait, &c->send, &c->follow, &c->tid, &c->me, &c->ranks,
-                      &c->others, &c->timeout};
+    PyObject **f[] = CORE_FIELDS(c);
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        Py_VISIT(*f[i]);
+    }
+    return 0;
+}
+
+static int
+Core_clear(Core *c)
+{
+    PyObject **f[] = CORE_FIELDS(c);
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         Py_CLEAR(*f[i]);
     }
+    return 0;
+}
+
+static void
+Core_dealloc(Core *c)
+{
+    PyObject_GC_UnTrack(c);
+    Core_clear(c);
     Py_TYPE(c)->tp_free((PyObject *)c);
 }
 
@@ -375,8 +398,8 @@ Core_start(Core *c, PyObject *const *argv, Py_ssize_t nargs)
     }
     if (to_all && PyTuple_GET_SIZE(c->ranks)) {
         PyObject *zero = PyLong_FromLong(0), *one = PyLong_FromLong(1);
-        PyObject *a = PyTuple_Pack(8, c->tid, PyTuple_GET_ITEM(call, 1), zero, c->me, zero,
-                                   one, dg, zero);
+        PyObject *a = zero && one ? PyTuple_Pack(8, c->tid, PyTuple_GET_ITEM(call, 1), zero,
+                                                 c->me, zero, one, dg, zero) : NULL;
         Py_XDECREF(zero);
         Py_XDECREF(one);
         if (a == NULL) {
@@ -589,7 +612,9 @@ static PyTypeObject CoreType = {
     .tp_name = "amnet.coll._cmail.Core",
     .tp_basicsize = sizeof(Core),
     .tp_dealloc = (destructor)Core_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)Core_traverse,
+    .tp_clear = (inquiry)Core_clear,
     .tp_new = Core_new,
     .tp_methods = Core_methods,
     .tp_doc = "One team's fast path of one rank (see amnet/coll/_fast.py).",
