@@ -138,37 +138,25 @@ def coll(args: Sequence[str] | None = None, *, reps: int = 1, ranks: Any = "2,4,
             pl = {**plan, "skew_rank": P - 1}
             for topo in opts.topologies:
                 res = run_job(coll_job, pl, n=P, **({"nodes": 2} if topo == "2nodes" else {}))
-                got = {k: max(r[k] for r in res) for k in res[0]}  # the slowest rank's mean
-                for k, v in got.items():
-                    per.setdefault((topo, P, k), []).append(v)
+                _into(per, topo, P, _slowest(res))  # the slowest rank's mean
                 bar.step(f"rep {rep + 1}, {P} ranks, {topo}")
                 if upc_too:
                     res = run_job(upc_sync_job, pl, n=P,
                                   **({"nodes": 2} if topo == "2nodes" else {}))
-                    for k in res[0]:
-                        per.setdefault((f"upc-{topo}", P, k), []).append(
-                            max(r[k] for r in res))
+                    _into(per, f"upc-{topo}", P, _slowest(res))
                     bar.step(f"rep {rep + 1}, {P} ranks, {topo}, upc_rt sync modes")
             if why is None:
                 from ._colljob import __file__ as script
-                from ._mpipeer import run_script
 
-                got = run_script(script, P, pl, JOB_TIMEOUT_S, PREFIX)
-                for k, v in got.items():
-                    per.setdefault(("mpi", P, k), []).append(v)
+                _into(per, "mpi", P, _mpi(script, P, pl, PREFIX))
                 bar.step(f"rep {rep + 1}, {P} ranks, mpi4py")
         for P in opts.small_ranks:  # amnet and mpi4py back to back: their ratio
-            res = run_job(small_job, small, n=P)
-            for k in res[0]:
-                per.setdefault(("small", P, k), []).append(max(r[k] for r in res))
+            _into(per, "small", P, _slowest(run_job(small_job, small, n=P)))
             bar.step(f"rep {rep + 1}, {P} ranks, small calls")
             if why is None:
                 from ._collsmall import __file__ as small_script
-                from ._mpipeer import run_script
 
-                got = run_script(small_script, P, small, JOB_TIMEOUT_S, SMALL_PREFIX)
-                for k, v in got.items():
-                    per.setdefault(("small-mpi", P, k), []).append(v)
+                _into(per, "small-mpi", P, _mpi(small_script, P, small, SMALL_PREFIX))
                 bar.step(f"rep {rep + 1}, {P} ranks, small calls, mpi4py")
     bar.close()
     out = _report(opts, per, why)
@@ -178,6 +166,23 @@ def coll(args: Sequence[str] | None = None, *, reps: int = 1, ranks: Any = "2,4,
         out["tables"].append(stable)
     out["config"].update(small_ranks=opts.small_ranks, small_calls=opts.small_calls)
     return out
+
+
+def _slowest(res: list[dict[str, float]]) -> dict[str, float]:
+    """Every case's slowest rank's figure."""
+    return {k: max(r[k] for r in res) for k in res[0]}
+
+
+def _into(per: dict, where: str, P: int, got: dict[str, float]) -> None:
+    for k, v in got.items():
+        per.setdefault((where, P, k), []).append(v)
+
+
+def _mpi(script: str, P: int, plan: dict[str, Any], prefix: str) -> dict[str, float]:
+    """``script`` run by ``mpiexec -n P`` (mpi4py's side of a case set)."""
+    from ._mpipeer import run_script
+
+    return run_script(script, P, plan, JOB_TIMEOUT_S, prefix)
 
 
 def _rank_list(text: Any) -> list[int]:

@@ -473,21 +473,14 @@ class Coll:
             if len(self._digests) > 4096:
                 self._digests.clear()
             d = self._digests[sig] = digest(sig)
-        box = self.box
-        run = Run(box, team, box.next_seq.get(team.id, 0), d, sig, a.what, self.strict)
-        run.gen = ALGORITHMS[a.what][alg](run, a)
-        self._runs.append(run)
-        try:
-            run.start()
-        except BaseException:
-            self._runs.remove(run)
-            raise
-        return run
+        return self.resume(team, a, self.box.next_seq.get(team.id, 0), sig, d,
+                           ALGORITHMS[a.what][alg])
 
     def resume(self, team: Team, a: Args, seq: int, sig: Any, d: int,
                gen: Callable[[Any, Args], Any]) -> Run:
-        """Take over call ``seq`` of ``team`` that the fast path (see _fast) entered and sent
-        for: ``gen`` (the algorithm's receiving half) finishes it as any other call."""
+        """Start call ``seq`` of ``team`` as a Run of generator ``gen`` -- the algorithm, or,
+        for a call the fast path (see _fast) entered and sent for, the algorithm's
+        receiving half, which finishes it as any other call."""
         box = self.box
         run = Run(box, team, seq, d, sig, a.what, self.strict)
         run.gen = gen(run, a)
