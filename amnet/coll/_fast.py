@@ -43,15 +43,14 @@ class Fast:
     beginning it, sending, entering it, waiting for its messages, completing it -- is C
     (amnet.coll._cmail.Core); the checks of the arguments and the results are here."""
 
-    __slots__ = ("box", "coll", "core", "descs", "me", "off", "others", "port", "size",
-                 "team")
+    __slots__ = ("box", "coll", "core", "descs", "me", "off", "others", "size", "team")
 
     def __init__(self, coll: Any, team: Any) -> None:
         box = coll.box
         self.coll = coll
         self.team = team
         self.box = box
-        self.port = port = coll.port
+        port = coll.port
         self.me = me = team.index
         self.size = team.size
         self.others = tuple(i for i in range(team.size) if i != me)  # member indexes
