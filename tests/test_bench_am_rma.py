@@ -385,22 +385,28 @@ def test_rma_node_figures(marked, threads):
 
 
 def test_am_and_rma_over_mpi_beside_mpi4py(marked):
-    """--conduit tcp,mpi: the raw-zmq table for tcp, then the mpi table beside mpi4py on the
-    same MPI (MPICH's network path), each Short / 1 MiB row with its target."""
+    """--conduit tcp,mpi: the raw-zmq table for tcp, then an mpi table beside mpi4py on the
+    same MPI for each of MPICH's paths (no shared memory with the default network module;
+    forced onto TCP), each Short / 1 MiB row with its target."""
     res = am_mod.am(["--quick", "--no-node", "--conduit", "tcp,mpi", "--sizes", "8"],
                     progress=False)
-    assert [t["section"] for t in res["tables"]] == ["network", "mpi"]
+    assert [t["section"] for t in res["tables"]] == ["network", "mpi-nolocal", "mpi"]
     assert "over the tcp conduit" in res["tables"][0]["title"]
-    mpi = [r for r in res["results"] if r["section"] == "mpi"]
-    short = next(r for r in mpi if r["am"] == "short")
-    assert short["amnet"]["median"] > 0 and short["mpi4py_am"]["median"] > 0
-    assert short["ratio_mpi4py_am"] == short["amnet"]["median"] / short["mpi4py_am"]["median"]
-    assert short["target"]["max_ratio"] == 1.5
-    assert res["config"]["mpi"]["env"]["MPIR_CVAR_NOLOCAL"] == "1"
-    assert any("MPIR_CVAR_NOLOCAL=1" in n for n in res["notes"])
-    res = rma_mod.rma(["--quick", "--no-node", "--conduit", "mpi", "--sizes", "1M"],
-                      progress=False)
-    assert [t["section"] for t in res["tables"]] == ["mpi"]
+    assert "MPIR_CVAR_NOLOCAL=1" in res["tables"][1]["title"]
+    assert "TCP network path" in res["tables"][2]["title"]
+    for section, target in (("mpi-nolocal", 1.5), ("mpi", 1.0)):
+        mpi = [r for r in res["results"] if r["section"] == section]
+        short = next(r for r in mpi if r["am"] == "short")
+        assert short["amnet"]["median"] > 0 and short["mpi4py_am"]["median"] > 0
+        assert short["ratio_mpi4py_am"] == (short["amnet"]["median"]
+                                            / short["mpi4py_am"]["median"])
+        assert short["target"]["max_ratio"] == target
+    assert res["config"]["mpi"]["env"]["FI_PROVIDER"] == "tcp"
+    assert res["config"]["mpi-nolocal"]["env"] == {"MPIR_CVAR_NOLOCAL": "1"}
+    assert any(n.startswith("transport: MPIR_CVAR_NOLOCAL=1 for") for n in res["notes"])
+    res = rma_mod.rma(["--quick", "--no-node", "--conduit", "mpi", "--sizes", "1M",
+                       "--mpi-paths", "nolocal"], progress=False)
+    assert [t["section"] for t in res["tables"]] == ["mpi-nolocal"]
     bw = next(r for r in res["results"] if r["op"] == "put_nbi bandwidth")
-    assert bw["bytes"] == 1 << 20 and bw["amnet"]["median"] > 0
+    assert bw["bytes"] == 1 << 20 and bw["amnet"]["median"] > 0 and bw["path"] == "nolocal"
     assert bw["mpi4py_send_bw"]["median"] > 0 and bw["target"]["min_ratio"] == 0.8

@@ -10,11 +10,14 @@ Python user would write (``Send``, ``Iprobe`` + ``Recv`` + dict dispatch, reply 
 the ``Send``/``Recv`` ping-pong for the round trip; ``Isend``/``Irecv`` windows with an ack per
 window (OSU's ``osu_bw``) for bandwidth, as amnet's ``put_nbi`` window + ``wait_nbi``.
 
-**Transport**: both run with :data:`amnet.core._mpiconduit.MPICH_NETWORK_PATH` in their
-environment (MPICH's network module over TCP, no shared-memory shortcut between the two
-processes of this host): the path that crosses hosts on a cluster. Every repetition runs
-amnet (each wait mode) and mpi4py one after the other, fresh processes each; figures are
-medians over repetitions.
+**Transport** (``--mpi-paths``, each path its own table): ``tcp`` runs both with
+:data:`amnet.core._mpiconduit.MPICH_NETWORK_PATH` in their environment (MPICH's network
+module forced onto TCP by libfabric, no shared-memory shortcut between the two processes of
+this host: the path that crosses hosts on a TCP cluster); ``nolocal`` with
+``MPIR_CVAR_NOLOCAL=1`` alone (MPICH's default network module, no shared-memory shortcut:
+a round trip of a few µs, the class of an InfiniBand or Slingshot fabric, where amnet's own
+cost is no longer hidden). Every repetition runs amnet (each wait mode) and mpi4py one after
+the other, fresh processes each; figures are medians over repetitions.
 """
 
 from __future__ import annotations
@@ -30,20 +33,43 @@ from ._mpipeer import run_mpi
 from ._report import Progress
 from ._twonode import dist, over_reps, rate_over_reps, run_amnet, size_label, us
 
-TARGET_SHORT = 1.5  # the MPI conduit issue: Short-AM round trip <= 1.5x mpi4py AM emulation
+#: Short-AM round trip <= this x mpi4py's AM emulation, by path (issue 31)
+TARGET_SHORT = {"nolocal": 1.5, "tcp": 1.0}
+PATHS = ("nolocal", "tcp")
+#: the section (and its table) of each path
+SECTION = {"tcp": "mpi", "nolocal": "mpi-nolocal"}
 TARGET_BW = 0.8  # put bandwidth at 1 MiB >= 0.8x mpi4py Send/Recv bandwidth
 TARGET_SIZE = 1 << 20
 
 
-@contextlib.contextmanager
-def network_path() -> Iterator[dict[str, str]]:
-    """MPICH's network path for every ``mpiexec`` started meanwhile (amnet's and mpi4py's)."""
+def parse_paths(text: str) -> list[str]:
+    """``--mpi-paths``: a comma list of nolocal and tcp."""
+    from ._report import choice_list
+
+    return choice_list(text, PATHS, "MPI paths")
+
+
+def path_env(path: str) -> dict[str, str]:
+    """The MPICH settings of a path (see the module)."""
     from ..core._mpiconduit import MPICH_NETWORK_PATH
 
-    saved = {k: os.environ.get(k) for k in MPICH_NETWORK_PATH}
-    os.environ.update(MPICH_NETWORK_PATH)
+    return dict(MPICH_NETWORK_PATH) if path == "tcp" else {"MPIR_CVAR_NOLOCAL": "1"}
+
+
+@contextlib.contextmanager
+def network_path(path: str = "tcp") -> Iterator[dict[str, str]]:
+    """MPICH's settings of ``path`` for every ``mpiexec`` started meanwhile (amnet's and
+    mpi4py's); the other path's settings are out of the environment meanwhile."""
+    from ..core._mpiconduit import MPICH_NETWORK_PATH
+
+    env = path_env(path)
+    keys = set(MPICH_NETWORK_PATH) | set(env)
+    saved = {k: os.environ.get(k) for k in keys}
+    for k in keys - set(env):
+        os.environ.pop(k, None)
+    os.environ.update(env)
     try:
-        yield dict(MPICH_NETWORK_PATH)
+        yield env
     finally:
         for k, v in saved.items():
             if v is None:
@@ -58,14 +84,22 @@ def _wm(mode: str, resolved: set[str]) -> str:
 
 
 def _env_note(env: dict[str, str]) -> str:
+    what = ("MPICH's network module over TCP loopback, no shared-memory shortcut: what "
+            "crosses hosts on a TCP cluster" if "FI_PROVIDER" in env else
+            "MPICH's default network module, no shared-memory shortcut: a round trip in the "
+            "class of a fast fabric's")
     return ("transport: " + " ".join(f"{k}={v}" for k, v in env.items()) + " for amnet's "
-            "mpiexec and mpi4py's alike (MPICH's network module over TCP loopback, no "
-            "shared-memory shortcut: what crosses hosts on a cluster).")
+            f"mpiexec and mpi4py's alike ({what}).")
 
 
-def am_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
-    """``am``'s mpi section: Short-AM round trip (and Medium sizes) over the mpi conduit
-    beside mpi4py's AM emulation and Send/Recv ping-pong."""
+def _path_title(path: str) -> str:
+    return "TCP network path" if path == "tcp" else "no shared memory, MPIR_CVAR_NOLOCAL=1"
+
+
+def am_section(opts: argparse.Namespace, progress: bool, path: str = "tcp") -> dict[str, Any]:
+    """``am``'s mpi section on MPICH's ``path``: Short-AM round trip (and Medium sizes) over
+    the mpi conduit beside mpi4py's AM emulation and Send/Recv ping-pong."""
+    target_short = TARGET_SHORT[path]
     plan = {"warmup": opts.warmup, "iters": opts.iters, "sizes": opts.sizes, "pin": opts.pin}
     step = {"warmup": opts.warmup, "iters": opts.iters, "batch": min(100, opts.iters)}
     mpi_plan = {"pin": "split" if opts.pin == "split" else "none", "pingpong": dict(step),
@@ -76,8 +110,9 @@ def am_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
     resolved: dict[str, set[str]] = {m: set() for m in opts.wait_modes}
     peer: dict[str, list] = {"am": [], "pingpong": []}
     info: dict[str, Any] = {}
-    bar = Progress("am mpi", (len(opts.wait_modes) + 1) * opts.reps, enabled=progress)
-    with network_path() as env:
+    bar = Progress(f"am mpi {path}", (len(opts.wait_modes) + 1) * opts.reps,
+                   enabled=progress)
+    with network_path(path) as env:
         try:
             for rep in range(opts.reps):
                 for mode in opts.wait_modes:
@@ -101,9 +136,10 @@ def am_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
             a = over_reps(got[mode][shape])
             short = shape == "short"
             ratio = a["median"] / emu["median"] if short else None
-            target = ({"max_ratio": TARGET_SHORT, "met": ratio <= TARGET_SHORT}
+            target = ({"max_ratio": target_short, "met": ratio <= target_short}
                       if short else None)
-            results.append({"section": "mpi", "am": "short" if short else "medium",
+            results.append({"section": SECTION[path], "path": path,
+                            "am": "short" if short else "medium",
                             "payload_bytes": 0 if short else int(shape), "wait_mode": mode,
                             "wait_mode_resolved": sorted(resolved[mode]), "amnet": a,
                             "mpi4py_am": emu if short else None,
@@ -112,7 +148,7 @@ def am_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
             what = "Short (1 arg)" if short else f"Medium {size_label(int(shape))}"
             verdict = ""
             if target:
-                verdict = f"<= {TARGET_SHORT:g}: " + ("met" if target["met"] else "missed")
+                verdict = f"<= {target_short:g}: " + ("met" if target["met"] else "missed")
             rows.append([what, _wm(mode, resolved[mode]), us(a), us(emu) if short else "-",
                          us(pp) if short else "-",
                          f"{ratio:.2f}" if ratio is not None else "-", verdict])
@@ -127,7 +163,7 @@ def am_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
         "ANY_TAG)` + `Recv` + dict dispatch, reply `Send`; Send/Recv: 8-byte ping-pong. Timed "
         f"in batches of {step['batch']}. The Medium rows have no mpi4py shape to compare with.",
         f"ratio = amnet Short median / mpi4py AM emulation median (lower is better; target "
-        f"<= {TARGET_SHORT:g}).",
+        f"on this path <= {target_short:g}).",
         _env_note(env),
     ]
     if info:
@@ -136,10 +172,10 @@ def am_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
                      "at MPI_THREAD_SERIALIZED.")
     config = {"iters": opts.iters, "warmup": opts.warmup, "reps": opts.reps,
               "sizes": opts.sizes, "wait_modes": opts.wait_modes, "amnet_options": amnet_opts,
-              "mpi_plan": mpi_plan, "env": env, "peer": info}
+              "mpi_plan": mpi_plan, "env": env, "path": path, "peer": info}
     return {"config": config, "results": results, "table": {
-        "section": "mpi", "title": "Across nodes over MPI: AM round trip on the mpi conduit "
-        "vs mpi4py (same MPI, network path)",
+        "section": SECTION[path], "title": "Across nodes over MPI: AM round trip on the mpi "
+        f"conduit vs mpi4py (same MPI, {_path_title(path)})",
         "columns": ["AM", "amnet wait mode", "amnet µs", "mpi4py AM emulation µs",
                     "mpi4py Send/Recv µs", "ratio amnet/AM emulation", "target"],
         "rows": rows, "notes": notes}}
@@ -150,9 +186,10 @@ VARIANTS = {"put_nbi": "bw", "put_nbi(bulk=True)": "bw_bulk",
             "copies of the source alone (put_nbi's extra work), MB/s": "bw_copy"}
 
 
-def rma_section(opts: argparse.Namespace, progress: bool, seg: int) -> dict[str, Any]:
-    """``rma``'s mpi section: put_nbi streaming bandwidth over the mpi conduit beside mpi4py
-    Isend/Irecv streaming, and blocking put/get latency."""
+def rma_section(opts: argparse.Namespace, progress: bool, seg: int,
+                path: str = "tcp") -> dict[str, Any]:
+    """``rma``'s mpi section on MPICH's ``path``: put_nbi streaming bandwidth over the mpi
+    conduit beside mpi4py Isend/Irecv streaming, and blocking put/get latency."""
     windows = {s: max(2, min(opts.max_windows, -(-opts.bytes // (s * opts.window))))
                for s in opts.sizes}
     plan = {"window": opts.window, "warmup": opts.warmup, "pin": opts.pin,
@@ -170,8 +207,9 @@ def rma_section(opts: argparse.Namespace, progress: bool, seg: int) -> dict[str,
         for m in opts.wait_modes}
     resolved: dict[str, set[str]] = {m: set() for m in opts.wait_modes}
     peer: dict[int, list[float]] = {s: [] for s in opts.sizes}
-    bar = Progress("rma mpi", (len(opts.wait_modes) + 1) * opts.reps, enabled=progress)
-    with network_path() as env:
+    bar = Progress(f"rma mpi {path}", (len(opts.wait_modes) + 1) * opts.reps,
+                   enabled=progress)
+    with network_path(path) as env:
         try:
             for rep in range(opts.reps):
                 for mode in opts.wait_modes:
@@ -202,7 +240,8 @@ def rma_section(opts: argparse.Namespace, progress: bool, seg: int) -> dict[str,
                 ratio = a["median"] / p["median"]
                 target = ({"min_ratio": TARGET_BW, "met": ratio >= TARGET_BW}
                           if s == TARGET_SIZE and not floor else None)
-                results.append({"section": "mpi", "op": f"{v} bandwidth", "unit": "MB/s",
+                results.append({"section": SECTION[path], "path": path,
+                                "op": f"{v} bandwidth", "unit": "MB/s",
                                 "bytes": s, "wait_mode": mode,
                                 "wait_mode_resolved": sorted(resolved[mode]), "amnet": a,
                                 "mpi4py_send_bw": p, "ratio": ratio, "better": "higher",
@@ -217,7 +256,8 @@ def rma_section(opts: argparse.Namespace, progress: bool, seg: int) -> dict[str,
         for s in opts.lat_sizes:
             for mode in opts.wait_modes:
                 a = over_reps(lat[mode][(op, s)])
-                results.append({"section": "mpi", "op": f"blocking {op} latency",
+                results.append({"section": SECTION[path], "path": path,
+                                "op": f"blocking {op} latency",
                                 "unit": "s", "bytes": s, "wait_mode": mode,
                                 "wait_mode_resolved": sorted(resolved[mode]), "amnet": a,
                                 "better": "lower", "target": None})
@@ -248,11 +288,11 @@ def rma_section(opts: argparse.Namespace, progress: bool, seg: int) -> dict[str,
     ]
     config = {"reps": opts.reps, "sizes": opts.sizes, "window": opts.window,
               "windows": windows, "lat_sizes": opts.lat_sizes, "iters": opts.iters,
-              "wait_modes": opts.wait_modes, "mpi_plan": mpi_plan, "env": env,
+              "wait_modes": opts.wait_modes, "mpi_plan": mpi_plan, "env": env, "path": path,
               "amnet_options": {"conduit": "mpi", "segment_size": seg}}
     return {"config": config, "results": results, "table": {
-        "section": "mpi", "title": "Across nodes over MPI: put/get on the mpi conduit vs "
-        "mpi4py Send/Recv (same MPI, network path)",
+        "section": SECTION[path], "title": "Across nodes over MPI: put/get on the mpi conduit "
+        f"vs mpi4py Send/Recv (same MPI, {_path_title(path)})",
         "columns": ["operation", "size", "amnet wait mode", "amnet", "mpi4py Send/Recv",
                     "ratio amnet/mpi4py", "target"], "rows": rows, "notes": notes}}
 

@@ -111,6 +111,10 @@ def _parser(iters: int, warmup: int, reps: int, sizes: Any, latency_us: float,
                    metavar="C,C",
                    help="the conduits between the nodes, each its own table: zmq and tcp "
                         "beside raw pyzmq, mpi beside mpi4py on the same MPI (default: zmq)")
+    p.add_argument("--mpi-paths", type=_mpinet.parse_paths, default=list(_mpinet.PATHS),
+                   metavar="P,P", help="with --conduit mpi: MPICH's paths, each its own "
+                   "table: nolocal (MPIR_CVAR_NOLOCAL=1, the default network module), tcp "
+                   "(forced onto TCP by libfabric) (default: nolocal,tcp)")
     p.add_argument("--wait-mode", type=parse_modes, default=parse_modes(wait_modes),
                    metavar="M,M", dest="wait_modes",
                    help="amnet wait modes to run, each its own row (both sections): auto, "
@@ -170,7 +174,8 @@ def am(args: Sequence[str] | None = None, *, iters: int = 2000, warmup: int = 20
     if opts.network:
         for c in opts.conduit:
             if c == "mpi":
-                nets.append(_mpinet.am_section(opts, progress))
+                for path in opts.mpi_paths:
+                    nets.append(_mpinet.am_section(opts, progress, path))
             else:
                 nets.append(_network(argparse.Namespace(**{**vars(opts), "conduit": c}),
                                      progress))

@@ -139,6 +139,10 @@ def _parser(reps: int, sizes: Any, window: int, nbytes: Any, max_windows: int,
                    help="the conduits between the nodes, each its own table: zmq and tcp "
                         "beside raw pyzmq, mpi beside mpi4py Send/Recv on the same MPI "
                         "(default: zmq)")
+    p.add_argument("--mpi-paths", type=_mpinet.parse_paths, default=list(_mpinet.PATHS),
+                   metavar="P,P", help="with --conduit mpi: MPICH's paths, each its own "
+                   "table: nolocal (MPIR_CVAR_NOLOCAL=1, the default network module), tcp "
+                   "(forced onto TCP by libfabric) (default: nolocal,tcp)")
     p.add_argument("--wait-mode", type=parse_modes, default=parse_modes(wait_modes),
                    metavar="M,M", dest="wait_modes",
                    help="amnet wait modes to run, each its own row (both sections): auto, "
@@ -229,7 +233,8 @@ def rma(args: Sequence[str] | None = None, *, reps: int = 7,
         for c in opts.conduit:
             if c == "mpi":
                 seg = max(DEFAULT_SEGMENT, opts.window * max(opts.sizes), max(opts.lat_sizes))
-                nets.append(_mpinet.rma_section(opts, progress, seg))
+                for path in opts.mpi_paths:
+                    nets.append(_mpinet.rma_section(opts, progress, seg, path))
             else:
                 nets.append(_network(parser, argparse.Namespace(**{**vars(opts),
                                                                   "conduit": c}), progress))
