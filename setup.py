@@ -17,6 +17,8 @@ setup(
                   extra_compile_args=["-O2"],
                   depends=["amnet/core/_hot.h", "amnet/pshm/_atomic_table.h"]),
         # the collectives' data handler's common case (amnet/coll/_msg.py, Mailbox.on_data)
-        Extension("amnet.coll._cmail", ["amnet/coll/_cmail.c"], extra_compile_args=["-O2"]),
+        # and the small calls' bookkeeping (amnet/coll/_fast.py)
+        Extension("amnet.coll._cmail", ["amnet/coll/_cmail.c", "amnet/coll/_cmail_core.c"],
+                  extra_compile_args=["-O2"], depends=["amnet/coll/_cmail.h"]),
     ],
 )
