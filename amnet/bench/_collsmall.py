@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 PREFIX = "AMNET_COLLSMALL_RESULT "
+TARGET_SMALL = 2.0  # small calls: at most 2x mpi4py, 2 and 4 ranks in a node (issue 31)
 SMALL = ("broadcast", "reduce_all", "gather_all", "barrier")
 MPI_SMALL = {"broadcast": "Bcast", "reduce_all": "Allreduce", "gather_all": "Allgather",
              "barrier": "Barrier"}
@@ -94,15 +95,9 @@ def mpi_small_job(plan: dict[str, Any]) -> dict[str, float] | None:
     return {k: max(d[k] for d in every) for k in mine}
 
 
-if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] != "job":
-        raise SystemExit("usage: mpiexec -n P python _collsmall.py job PLAN_JSON")
-    res = mpi_small_job(json.loads(sys.argv[2]))
-    if res is not None:
-        print(PREFIX + json.dumps(res), flush=True)
 
-
-TARGET_SMALL = 2.0  # small calls: at most 2x mpi4py, 2 and 4 ranks in a node
+def _us(v: float | None) -> str:
+    return "-" if v is None else f"{v * 1e6:.2f}"
 
 
 def small_table(per: dict, ranks: list[int], plan: dict[str, Any], reps: int,
@@ -141,14 +136,11 @@ def small_table(per: dict, ranks: list[int], plan: dict[str, Any], reps: int,
                            else "missed")
             results.append(r)
             if r["status"] not in ("met", "-"):
+                floor = "-" if fx is None else f"{fx:.2f}x"
                 missed.append(f"{what} {P} ranks {size_label(n)} ({x:.2f}x; AM floor "
-                              f"{fx:.2f}x: {r['status']})")
-
-            def us(v: float | None) -> str:
-                return "-" if v is None else f"{v * 1e6:.2f}"
-
+                              f"{floor}: {r['status']})")
             rows.append([what, str(P), "-" if what == "barrier" else size_label(n),
-                         us(r["amnet"]), us(r["floor"]), us(r["solo"]), us(r["mpi4py"]),
+                         _us(r["amnet"]), _us(r["floor"]), _us(r["solo"]), _us(r["mpi4py"]),
                          "-" if x is None else f"{x:.2f}",
                          "-" if fx is None else f"{fx:.2f}", r["status"],
                          " ".join(f"{v:.2f}" for v in ratios) or "-"])
@@ -178,3 +170,11 @@ def small_table(per: dict, ranks: list[int], plan: dict[str, Any], reps: int,
                          "amnet / mpi4py by repetition"],
              "rows": rows, "notes": notes}
     return results, table
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] != "job":
+        raise SystemExit("usage: mpiexec -n P python _collsmall.py job PLAN_JSON")
+    res = mpi_small_job(json.loads(sys.argv[2]))
+    if res is not None:
+        print(PREFIX + json.dumps(res), flush=True)
