@@ -156,7 +156,10 @@ class Mailbox:
 
     def _store(self, team: int, seq: int, tag: int, index: int, chunk: int, n: int,
                digest: int, payload: Any) -> bool:
-        """File a data message; True when the whole message is in (or was dropped)."""
+        """File a data message; True when the whole message is in (or was dropped).
+        amnet.coll._cmail.store files the common case (one chunk, no acknowledgement, no
+        posted buffer, a call neither dead nor completed) the same way in C: a change to
+        what is filed here changes it there too."""
         call = (team, seq)
         if call in self.dead:
             return True
