@@ -66,7 +66,7 @@ PyInit__hot(void)
     }
     if (PyType_Ready(&Lock_Type) < 0 || PyType_Ready(&Hot_Type) < 0
             || PyType_Ready(&Token_Type) < 0 || PyType_Ready(&EndpointBase_Type) < 0
-            || PyType_Ready(&SysSender_Type) < 0) {
+            || PyType_Ready(&SysSender_Type) < 0 || PyType_Ready(&MPIRing_Type) < 0) {
         return NULL;
     }
     PyObject *m = PyModule_Create(&hot_module);
@@ -80,6 +80,7 @@ PyInit__hot(void)
             || PyModule_AddObjectRef(m, "Hot", (PyObject *)&Hot_Type) < 0
             || PyModule_AddObjectRef(m, "Token", (PyObject *)&Token_Type) < 0
             || PyModule_AddObjectRef(m, "EndpointBase", (PyObject *)&EndpointBase_Type) < 0
+            || PyModule_AddObjectRef(m, "MPIRing", (PyObject *)&MPIRing_Type) < 0
             || PyModule_AddIntConstant(m, "MAX_ARGS", MAX_ARGS) < 0) {
         Py_DECREF(m);
         return NULL;

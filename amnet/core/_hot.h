@@ -45,6 +45,8 @@
  *   _hot_token.c     the Token type (reply_*, its attributes)
  *   _hot_ep.c        EndpointBase: request_*, poll, wait_until, put/get (and _nbi), atomics,
  *                    the symmetric forms, segment_offset
+ *   _hot_mpi.c       MPIRing: the mpi conduit's envelopes (send, the posted receives), calling
+ *                    the MPI library mpi4py loaded
  */
 
 #ifndef AMNET_CORE_HOT_H
@@ -269,7 +271,8 @@ extern PyObject *ForwardHint, *ReplyHint;
 extern Py_tss_t cur_token;
 
 /* the types (each in its file; _hot.c readies them) */
-extern PyTypeObject Lock_Type, Hot_Type, Token_Type, EndpointBase_Type, SysSender_Type;
+extern PyTypeObject Lock_Type, Hot_Type, Token_Type, EndpointBase_Type, SysSender_Type,
+    MPIRing_Type;
 
 /* _hot_queue.c */
 PyObject *hot_call_handler(HotObject *h, int t, PyObject *fn, int hidx, PyObject *name,

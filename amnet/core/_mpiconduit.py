@@ -15,6 +15,13 @@ bulk messages in the same order (MPI's non-overtaking rule per source, tag and c
 and FIFO per pair holds: posted receives are matched in the order they were posted, and the
 conduit completes them in that order.
 
+The common case runs in C (:class:`amnet.core._hot.MPIRing`, ``amnet/core/_hot_mpi.c``): the
+envelope of a header alone or of a payload sent in line, and the posted receives (tested,
+read, posted again), with the MPI library mpi4py loaded called directly; the conduit's
+``send`` and ``recv`` are the ring's, so the engine's C reaches them without a Python frame.
+Bulk payloads and anything unusual come back here (:meth:`MPIConduit._send_slow`,
+:meth:`MPIConduit._take_slow`).
+
 Threads: every MPI call of the conduit (and of the MPI bootstrap, :mod:`._mpiboot`) holds
 :data:`MPI_LOCK`, a lock of the process: MPI is used *serialized*, so a process needs no more
 than ``MPI_THREAD_SERIALIZED`` (docs/conduits.md says why this beats ``MPI_THREAD_MULTIPLE``,
@@ -37,16 +44,19 @@ if the MPI's network is (``encrypts = False``).
 from __future__ import annotations
 
 import collections
+import ctypes
 import itertools
 import os
 import select
 import struct
+import sys
 import threading
 import time
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from .._errors import ConfigError
+from . import _hot
 from ._conduitbase import MAX_HEADER, Conduit, ConduitStatistics, register_conduit
 
 #: MPICH settings that send every message through its network module (TCP, by libfabric),
@@ -122,6 +132,23 @@ def set_job_comm(comm: Any) -> None:
     _job["comm"] = comm
 
 
+def _ring_abi(MPI: Any) -> tuple[bool, int, int]:
+    """What :class:`_hot.MPIRing` needs to call the MPI library with its own types: whether
+    handles are pointers (Open MPI) rather than ints (MPICH), the size of ``MPI_Status``, and
+    where its ``MPI_SOURCE`` lies (found by writing one with mpi4py)."""
+    sizes = {MPI._sizeof(t) for t in (MPI.Comm, MPI.Datatype, MPI.Request)}
+    st = MPI.Status()
+    st.Set_source(0x1234567)
+    st.Set_tag(0x2345678)
+    size = MPI._sizeof(MPI.Status)
+    raw = ctypes.string_at(MPI._addressof(st), size)
+    off = raw.find((0x1234567).to_bytes(4, sys.byteorder))
+    if len(sizes) != 1 or sizes.pop() not in (4, 8) or off < 0 or off % 4:
+        raise ConfigError(f"the mpi conduit does not know this MPI library's types "
+                          f"({MPI.Get_library_version().splitlines()[0]})")
+    return MPI._sizeof(MPI.Comm) == 8, size, off
+
+
 def _parse(address: str) -> tuple[int, int]:
     try:
         scheme, rank, channel = address.split(":")
@@ -155,34 +182,34 @@ class MPIConduit(Conduit):
         self._bufsize = ENVELOPE + MAX_HEADER + self._inline
         self._depth = 16 if self._inline <= 64 << 10 else 4
         self._dest: list[tuple[int, int]] = []
-        self._sent = [0] * procs
-        self._bytes_sent = [0] * procs
-        self.received = self.bytes_received = self.dropped = 0
-        self._sends: collections.deque = collections.deque()  # (request, buffer) in flight
-        self._status = MPI.Status()
+        self.dropped = 0  # messages the core refused (count_dropped)
+        # bulk sends (and send_direct's envelopes) in flight: request, or (request, buffer)
+        self._sends: collections.deque = collections.deque()
         self._closed = False
         self._nap = NAP_MIN_S
         import numpy as np
 
         self._np = np
-        # envelope buffers: bytearrays (struct and memoryview slices read them faster than
-        # numpy arrays, a few µs a message) and a memoryview of each
-        self._bufs = [bytearray(self._bufsize) for _ in range(self._depth)]
-        self._views = [memoryview(b) for b in self._bufs]
-        self._BYTE = MPI.BYTE
-        with MPI_LOCK:
-            self._reqs = [self._comm.Irecv(b, MPI.ANY_SOURCE, self._tag)
-                          for b in self._bufs]
-        self._head = 0
         self._land: Any = None
         # bulk receives posted ahead of their turn, by envelope: (request, buffer, place)
         self._pre: dict[int, tuple[Any, Any, tuple[int, int] | None]] = {}
-        self._peek = MPI.Status()
         self._pool: dict[int, list[Any]] = {}  # bounce buffers by size (see _bounce)
         self._keep: dict[int, int] = {}  # how many the pool keeps, by size
         self._pooled = 0  # bytes the pool may come to hold, for the sizes it keeps
         # puts of this many bytes or more go from the caller's buffer, as bulk messages
         self.direct_min = min(self._inline + 1, DIRECT_MIN)
+        h8, st_size, src_off = _ring_abi(MPI)
+        # the envelopes (the posted receives, in bytearrays it owns) and their sends, in C
+        self._ring = _hot.MPIRing(
+            MPI.__file__, h8, MPI._handleof(self._comm), MPI._handleof(MPI.BYTE),
+            MPI.ANY_SOURCE, self._tag, self._depth, self._bufsize, self._inline,
+            self.direct_min - 1, COPY_OUT, MAX_HEADER, st_size, src_off, procs, MPI_LOCK,
+            self._send_slow, self._take_slow)
+        with MPI_LOCK:
+            self._ring.start()
+        # the ring's own methods, so that the engine's C calls them without a Python frame
+        self.send = self._ring.send  # type: ignore[method-assign]
+        self.recv = self._ring.recv  # type: ignore[method-assign]
 
     def set_lander(self, land: Any) -> None:
         self._land = land
@@ -200,6 +227,7 @@ class MPIConduit(Conduit):
             rank, channel = _parse(a)
             dest.append((rank, TAG_BASE + 2 * channel))
         self._dest = dest
+        self._ring.set_dests(dest)
 
     def fileno(self) -> int:
         """-1: MPI offers no descriptor to sleep on (``pollable`` is False)."""
@@ -209,7 +237,14 @@ class MPIConduit(Conduit):
     def send(self, proc: int, header: bytes, payload: Any = None, copy: bool = True) -> None:
         """With ``copy=False`` a payload of ``direct_min`` bytes or more travels as a bulk
         message from ``payload`` itself (received into its place where it has one); with
-        ``copy=True`` only one over ``max_medium`` does, from a copy."""
+        ``copy=True`` only one over ``max_medium`` does, from a copy. The ring's ``send``
+        (an instance attribute, set in ``__init__``) sends the envelope of the others."""
+        self._ring.send(proc, header, payload, copy)
+
+    def _send_slow(self, proc: int, header: bytes, payload: Any = None,
+                   copy: bool = True) -> None:
+        """What the ring's ``send`` does not: bulk payloads, buffers that are not contiguous
+        bytes, bad arguments (raised here)."""
         self._post(proc, header, payload, copy, None if copy else self.direct_min - 1)
 
     def _post(self, proc: int, header: bytes, payload: Any, copy: bool,
@@ -241,9 +276,8 @@ class MPIConduit(Conduit):
             if bulk is not None:
                 req = self._comm.Isend(bulk, rank, tag + 1)
                 sends.append((req, bulk) if copy else req)
-            self._sent[proc] += 1
-            self._bytes_sent[proc] += n
-            if len(sends) > 4 * REAP_AT:
+            self._ring.note_sent(proc, n)
+            if len(sends) > REAP_AT:
                 self._reap()
         return req
 
@@ -301,30 +335,18 @@ class MPIConduit(Conduit):
 
     # -- receiving --------------------------------------------------------------------------
     def recv(self, ready: bool = False) -> tuple[bytes, Any] | None:
-        with MPI_LOCK:
-            if self._closed:
-                return None
-            if len(self._sends) > REAP_AT:
-                self._reap()
-            while True:
-                i = self._head
-                req = self._reqs[i]
-                if not req.Test(self._status):
-                    return None
-                m = self._take(i)
-                if m is not None:
-                    self._nap = NAP_MIN_S
-                    return m
+        """The next message, in the order the receives were posted (the ring's ``recv``, an
+        instance attribute set in ``__init__``, runs the common case in C)."""
+        return self._ring.recv()
 
-    def _take(self, i: int) -> tuple[bytes, Any] | None:
-        """Read the completed envelope in buffer ``i``, post its receive again and return
-        the message (None: it was malformed, dropped and counted). Holds MPI_LOCK."""
-        st = self._status
-        buf, view = self._bufs[i], self._views[i]
-        count = st.Get_count(self._BYTE)
+    def _take_slow(self, i: int, count: int, source: int) -> tuple[bytes, Any] | None:
+        """The ring's completed envelope ``i`` (``count`` bytes from ``source``) that its C
+        did not take: a bulk payload, a large in-line one, or a malformed one (None: dropped;
+        the ring counts it and posts the receive again). Holds MPI_LOCK."""
+        view = self._ring.view(i)
         msg = None
         if count >= ENVELOPE:
-            kind, hl, _, n = ENV.unpack_from(buf)
+            kind, hl, _, n = ENV.unpack_from(view)
             body = ENVELOPE + hl
             if hl <= MAX_HEADER and kind <= KIND_BULK:
                 header = view[ENVELOPE:body].tobytes()
@@ -334,14 +356,12 @@ class MPIConduit(Conduit):
                     if n <= COPY_OUT:
                         msg = (header, memoryview(view[body:count].tobytes()))
                     else:  # hand the buffer over; a fresh one takes its place
-                        msg = (header, view[body:count])
-                        buf = self._bufs[i] = bytearray(self._bufsize)
-                        self._views[i] = memoryview(buf)
+                        msg = (header, memoryview(self._ring.swap(i))[body:count])
                 elif kind == KIND_BULK and count == body and n:
                     pre = self._pre.pop(i, None)
                     if pre is None:
                         into, place = self._bulk_into(header, n, [])
-                        req = self._comm.Irecv(into, st.Get_source(), self._tag + 1)
+                        req = self._comm.Irecv(into, source, self._tag + 1)
                     else:
                         req, into, place = pre
                     # while it comes, and once it is here, post the bulk receives of the
@@ -351,14 +371,9 @@ class MPIConduit(Conduit):
                         self._lookahead(i, place)
                     self._lookahead(i, place)
                     msg = (header, memoryview(into))
-        self._reqs[i] = self._comm.Irecv(buf, self._any, self._tag)
-        self._head = (i + 1) % self._depth
-        if msg is None:
-            self.dropped += 1
-        else:
-            self.received += 1
-            if msg[1] is not None:
-                self.bytes_received += msg[1].nbytes
+        view.release()
+        if msg is not None:
+            self._ring.note_received(0 if msg[1] is None else msg[1].nbytes)
         return msg
 
     def _bulk_into(self, header: bytes, n: int,
@@ -382,24 +397,26 @@ class MPIConduit(Conduit):
         receives). A payload goes straight to its place in a segment only where no earlier
         one of these goes: the messages stay delivered, and stored, in order. Holds
         MPI_LOCK."""
-        st = self._peek
+        ring = self._ring
         taken = [] if first is None else [first]
         k = (i + 1) % self._depth
         while k != i:
             pre = self._pre.get(k)
             if pre is None:
-                if not self._reqs[k].Get_status(st):
+                done = ring.peek(k)
+                if done is None:
                     return
-                buf = self._bufs[k]
-                count = st.Get_count(self._BYTE)
+                count, source = done
                 if count < ENVELOPE:
                     return
-                kind, hl, _, n = ENV.unpack_from(buf)
-                if kind != KIND_BULK or hl > MAX_HEADER or count != ENVELOPE + hl or not n:
-                    return
-                into, place = self._bulk_into(self._views[k][ENVELOPE:ENVELOPE + hl].tobytes(),
-                                              n, taken)
-                pre = self._pre[k] = (self._comm.Irecv(into, st.Get_source(), self._tag + 1),
+                with ring.view(k) as view:
+                    kind, hl, _, n = ENV.unpack_from(view)
+                    if (kind != KIND_BULK or hl > MAX_HEADER or count != ENVELOPE + hl
+                            or not n):
+                        return
+                    header = view[ENVELOPE:ENVELOPE + hl].tobytes()
+                into, place = self._bulk_into(header, n, taken)
+                pre = self._pre[k] = (self._comm.Irecv(into, source, self._tag + 1),
                                       into, place)
             if pre[2] is not None:
                 taken.append(pre[2])
@@ -408,17 +425,16 @@ class MPIConduit(Conduit):
     def _ready(self) -> bool:
         """Whether the next envelope has come (``MPI_Request_get_status``: the request stays
         for :meth:`recv` to complete)."""
-        with MPI_LOCK:
-            return not self._closed and self._reqs[self._head].Get_status()
+        return self._ring.ready()
 
     # -- waiting: spin, then nap (MPI has no descriptor) ----------------------------------
     def _nap_for(self, timeout: float | None) -> float:
         """How long to nap now: 0 while sends are in flight (MPI moves their data only while
         it is called: a napping sender stalls its own large sends), else the next nap."""
         with MPI_LOCK:
-            if self._sends:
+            if self._ring.reap() or self._sends:
                 self._reap()
-                if self._sends:
+                if self._ring.reap() or self._sends:
                     return 0.0
         nap = self._nap
         self._nap = min(nap * 2, NAP_MAX_S)
@@ -467,29 +483,30 @@ class MPIConduit(Conduit):
 
     # -- the rest ---------------------------------------------------------------------------
     def statistics(self) -> ConduitStatistics:
+        sent, sent_bytes, received, received_bytes, dropped = self._ring.counts()
         return ConduitStatistics(
-            self.name, self._address, sum(self._sent), self.received, sum(self._bytes_sent),
-            self.bytes_received, self.dropped, sum(1 for s in self._sent if s), 0)
+            self.name, self._address, sum(sent), received, sent_bytes, received_bytes,
+            self.dropped + dropped, sum(1 for s in sent if s), 0)
 
     def close(self, linger: float = 0.5) -> None:
         with MPI_LOCK:
             if self._closed:
                 return
             self._closed = True
+            self._ring.stop()
         deadline = time.monotonic() + linger
         while True:
             with MPI_LOCK:
                 self._reap()
-                if not self._sends or time.monotonic() >= deadline:
+                left = self._ring.reap()
+                if (not self._sends and not left) or time.monotonic() >= deadline:
                     break
             time.sleep(NAP_MIN_S)
         with MPI_LOCK:
             _orphans.extend(self._sends)
             self._sends.clear()
-            for req in self._reqs:
-                req.Cancel()
-                req.Wait()
+            self._ring.shutdown()  # envelopes still in flight stay with MPI, never freed
             for req, _, _ in self._pre.values():
                 req.Cancel()
                 req.Wait()
-            self._reqs, self._pre = [], {}
+            self._pre = {}
