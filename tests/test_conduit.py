@@ -167,6 +167,43 @@ def check_fifo_1000(a: Conduit, b: Conduit) -> None:
     assert_idle(b)
 
 
+def check_mixed_kinds_keep_order(a: Conduit, b: Conduit) -> None:
+    """Headers alone, small and large payloads (bytes, typed 2-D arrays, views), copied or
+    not, by position or keyword, interleaved: delivered in the order sent, intact (the mpi
+    conduit sends and takes the common case in C and hands the rest to its Python: neither
+    may overtake the other)."""
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    big = rng.integers(0, 256, MiB + 3, dtype=np.uint8)
+    words = np.arange(60, dtype=np.int64).reshape(6, 10)
+    mid = memoryview(bytes(range(256)) * 24)  # 6 KiB: in line, but over a small copy's size
+    sent = []
+    for i in range(48):
+        k = i % 6
+        h = header(i)
+        if k == 0:
+            a.send(1, h)
+            sent.append((h, None))
+        elif k == 1:
+            a.send(1, h, b"s" * (i % 9))
+            sent.append((h, b"s" * (i % 9)))
+        elif k == 2:
+            a.send(1, h, payload=mid, copy=False)
+            sent.append((h, bytes(mid)))
+        elif k == 3:
+            a.send(1, h, big, True)
+            sent.append((h, big.tobytes()))
+        elif k == 4:
+            a.send(1, h, words, copy=True)
+            sent.append((h, words.tobytes()))
+        else:
+            a.send(1, h, big[: 20000 + i], copy=False)
+            sent.append((h, big[: 20000 + i].tobytes()))
+    assert recv_n(b, len(sent), timeout=60) == sent
+    assert_idle(b)
+
+
 def check_send_to_self(a: Conduit, b: Conduit) -> None:
     for i in range(50):
         a.send(0, header(i, b"S"), b"self" * i if i % 2 else None)
@@ -357,7 +394,8 @@ def check_close_idempotent(a: Conduit, b: Conduit) -> None:
 CHECKS = [
     check_identity, check_recv_none_when_idle, check_header_only,
     *(functools.partial(check_header_and_payload, size=n) for n in (0, 1, MiB)),
-    check_payload_buffer_is_bytes_like, check_fifo_1000, check_send_to_self,
+    check_payload_buffer_is_bytes_like, check_fifo_1000, check_mixed_kinds_keep_order,
+    check_send_to_self,
     check_both_directions_at_once, check_wait_readable, check_recv_wait,
     check_recv_ready_hint_is_no_promise, check_payloads_stay_valid_while_referenced,
     check_copy_false_payloads,
