@@ -290,36 +290,60 @@ hot_queue_send(HotObject *h, int reply, int proc, int flags, Py_ssize_t nargs, P
     return rc;
 }
 
-/* Pack a header and hand it, with ``payload`` (NULL: none; else bytes of at most
- * max_medium, the Medium payload), to the conduit's send for process ``proc``, as the engine's
- * send_user would: 0 sent, -1 error, 1 not handled here (a payload that is not bytes or is too
- * large: the caller's slow path takes it and says what is wrong). */
+/* Pack a header and hand it, with ``payload`` (NULL: none; else bytes, or a contiguous
+ * 1-D buffer of unsigned bytes, of at most max_medium: the Medium payload), to the conduit's
+ * send for process ``proc``, as the engine's send_user would: 0 sent, -1 error, 1 not handled
+ * here (any other payload, or one too large: the caller's slow path takes it and says what is
+ * wrong). */
 static int
 net_send(HotObject *h, int proc, int flags, Py_ssize_t nargs, Py_ssize_t hidx, long src,
          long dest, const int64_t *a, PyObject *payload)
 {
+    PyObject *mv = NULL;  /* a view of a payload that is not bytes (the conduit copies it) */
     if (payload != NULL) {
-        if (!PyBytes_CheckExact(payload) || PyBytes_GET_SIZE(payload) > h->max_medium) {
+        Py_ssize_t len;
+        if (PyBytes_CheckExact(payload)) {
+            len = PyBytes_GET_SIZE(payload);
+        } else {
+            mv = PyMemoryView_FromObject(payload);
+            if (mv == NULL) {
+                PyErr_Clear();
+                return 1;
+            }
+            Py_buffer *b = PyMemoryView_GET_BUFFER(mv);
+            if (b->ndim != 1 || b->format == NULL || strcmp(b->format, "B") != 0
+                    || !PyBuffer_IsContiguous(b, 'C')) {
+                Py_DECREF(mv);
+                return 1;
+            }
+            len = b->len;
+            payload = mv;
+        }
+        if (len > h->max_medium) {
+            Py_XDECREF(mv);
             return 1;
         }
-        if (PyBytes_GET_SIZE(payload) == 0) {
+        if (len == 0) {
             payload = NULL;  /* as send_user: an empty Medium payload travels as none */
         }
     }
     PyObject *hdr = PyBytes_FromStringAndSize(NULL, FIXED + 8 * nargs);
     if (hdr == NULL) {
+        Py_XDECREF(mv);
         return -1;
     }
     pack_header((unsigned char *)PyBytes_AS_STRING(hdr), flags, nargs, hidx, src, dest, 0, a);
     PyObject *po = PyLong_FromLong(proc);
     if (po == NULL) {
         Py_DECREF(hdr);
+        Py_XDECREF(mv);
         return -1;
     }
     PyObject *stack[] = {po, hdr, payload != NULL ? payload : Py_None};
     PyObject *r = PyObject_Vectorcall(h->net_send, stack, 3, NULL);
     Py_DECREF(po);
     Py_DECREF(hdr);
+    Py_XDECREF(mv);
     if (r == NULL) {
         return -1;
     }
