@@ -140,12 +140,22 @@ lock_call(PyObject *fn)
 static void
 unlock(MPIRingObject *r)
 {
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc = PyErr_GetRaisedException();
+    if (lock_call(r->release) < 0) {
+        PyErr_WriteUnraisable((PyObject *)r);
+    }
+    if (exc != NULL) {
+        PyErr_SetRaisedException(exc);
+    }
+#else
     PyObject *t, *v, *tb;
     PyErr_Fetch(&t, &v, &tb);
     if (lock_call(r->release) < 0) {
         PyErr_WriteUnraisable((PyObject *)r);
     }
     PyErr_Restore(t, v, tb);
+#endif
 }
 
 /* Forget the envelopes whose sends completed, oldest first (MPI_LOCK held): 0, -1 error. */
