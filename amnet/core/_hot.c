@@ -81,7 +81,9 @@ PyInit__hot(void)
             || PyModule_AddObjectRef(m, "Token", (PyObject *)&Token_Type) < 0
             || PyModule_AddObjectRef(m, "EndpointBase", (PyObject *)&EndpointBase_Type) < 0
             || PyModule_AddObjectRef(m, "MPIRing", (PyObject *)&MPIRing_Type) < 0
-            || PyModule_AddIntConstant(m, "MAX_ARGS", MAX_ARGS) < 0) {
+            || PyModule_AddIntConstant(m, "MAX_ARGS", MAX_ARGS) < 0
+            /* the mpi conduit's envelope, as MPIRing builds and reads it (_hot_mpi.c) */
+            || PyModule_AddIntConstant(m, "MPI_ENVELOPE", MPI_ENVELOPE) < 0) {
         Py_DECREF(m);
         return NULL;
     }

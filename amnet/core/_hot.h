@@ -79,6 +79,7 @@ enum { E_MORE = 1, E_DEPOSITED = 2 };
 #define QHDR 128
 #define W_SLEEP 8
 #define BUDGET 256
+#define MPI_ENVELOPE 16  /* the mpi conduit's envelope prefix (_hot_mpi.c, _mpiconduit.py) */
 #define YIELD_EVERY 256  /* a spinning rank gives its core away after this many empty polls */
 
 static inline double

@@ -16,7 +16,10 @@
  * (communicator, datatype, request) are ints in MPICH's ABI and pointers in Open MPI's; the
  * conduit says which (``MPI._sizeof``) and passes the handles' values (``MPI._handleof``),
  * the size of MPI_Status and where its MPI_SOURCE field lies (found by writing one with
- * mpi4py), so the calls below are made with the library's own types.
+ * mpi4py), so the calls below are made with the library's own types. (Where pointers are 4
+ * bytes, Open MPI's handles take the int path: those ABIs pass both alike.) The symbols are
+ * looked up in mpi4py's module's own scope, so a profiling library preloaded into the global
+ * scope (PMPI) sees mpi4py's calls but not these.
  *
  * Every MPI call is made under the conduit's MPI_LOCK (a threading.Lock of the process: MPI is
  * used serialized; mpi4py's calls elsewhere take the same lock), acquired through its Python
@@ -26,7 +29,7 @@
 
 #include <dlfcn.h>
 
-#define ENVELOPE 16
+#define ENVELOPE MPI_ENVELOPE
 #define REAP_AT 16
 enum { K_HEADER = 0, K_INLINE = 1, K_BULK = 2 };
 
@@ -56,6 +59,7 @@ typedef struct {
     int stopped;                     /* stop(): sends refused, nothing received */
     Py_ssize_t bufsize, inline_max, direct_max, copy_out, max_header;
     PyObject **bufs;                 /* bytearrays, one per posted receive */
+    char *done;                      /* receive i completed and not yet posted again */
     Py_buffer *views;                /* their buffers, held: never resized, never moved */
     int64_t *reqs;
     char *st, *st2;                  /* MPI_Status storage: the receive's, a scratch one */
@@ -89,6 +93,7 @@ m_isend(MPIRingObject *r, const void *buf, int n, int dest, int tag, void *req)
 static int
 m_irecv(MPIRingObject *r, int i)
 {
+    r->done[i] = 0;
     void *buf = r->views[i].buf;
     int n = (int)r->bufsize;
     int rc = r->h8 ? ((irecv8_t)r->irecv)(buf, n, (void *)r->byte, r->any, r->tag,
@@ -184,14 +189,17 @@ free_state(MPIRingObject *r)
     if (r->views != NULL) {
         for (int i = 0; i < r->depth; i++) {
             /* a receive still posted (never shut down) keeps its buffer: leaked, not freed */
-            if (r->closed && r->views[i].obj != NULL) {
-                PyBuffer_Release(&r->views[i]);
+            if (r->closed) {
+                if (r->views[i].obj != NULL) {
+                    PyBuffer_Release(&r->views[i]);
+                }
                 Py_CLEAR(r->bufs[i]);
             }
         }
     }
     PyMem_Free(r->views);
     PyMem_Free(r->bufs);
+    PyMem_Free(r->done);
     PyMem_Free(r->reqs);
     PyMem_Free(r->st);
     PyMem_Free(r->st2);
@@ -232,15 +240,15 @@ MPIRing_dealloc(MPIRingObject *r)
     Py_TYPE(r)->tp_free((PyObject *)r);
 }
 
+/* ``name`` in the scope of ``lib`` (mpi4py's module and the MPI library it depends on); not
+ * the global scope, which may hold another MPI */
 static void *
 sym(void *lib, const char *name)
 {
     void *f = lib != NULL ? dlsym(lib, name) : NULL;
     if (f == NULL) {
-        f = dlsym(RTLD_DEFAULT, name);
-    }
-    if (f == NULL) {
-        PyErr_Format(PyExc_RuntimeError, "the MPI library mpi4py loaded has no %s", name);
+        PyErr_Format(PyExc_RuntimeError, "cannot find %s in the MPI library of mpi4py's "
+                     "module (%s)", name, lib != NULL ? "not there" : "module not loaded");
     }
     return f;
 }
@@ -303,6 +311,7 @@ MPIRing_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     r->procs = procs;
     r->s_cap = 64;
     r->bufs = PyMem_Calloc(depth, sizeof(PyObject *));
+    r->done = PyMem_Calloc(depth, 1);
     r->views = PyMem_Calloc(depth, sizeof(Py_buffer));
     r->reqs = PyMem_Calloc(depth, sizeof(int64_t));
     r->st = PyMem_Calloc(1, st_size);
@@ -312,7 +321,7 @@ MPIRing_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     r->dtag = PyMem_Calloc(procs, sizeof(int));
     r->sent = PyMem_Calloc(procs, sizeof(int64_t));
     r->sent_bytes = PyMem_Calloc(procs, sizeof(int64_t));
-    if (!r->bufs || !r->views || !r->reqs || !r->st || !r->st2 || !r->sends || !r->drank
+    if (!r->bufs || !r->done || !r->views || !r->reqs || !r->st || !r->st2 || !r->sends || !r->drank
             || !r->dtag || !r->sent || !r->sent_bytes) {
         Py_DECREF(r);
         return PyErr_NoMemory();
@@ -378,6 +387,10 @@ MPIRing_swap(MPIRingObject *r, PyObject *arg)
     if (i < 0 || i >= r->depth) {
         return PyErr_Occurred() ? NULL : (PyErr_SetString(PyExc_IndexError, "no such buffer"),
                                           NULL);
+    }
+    if (!r->done[i]) {
+        PyErr_SetString(PyExc_RuntimeError, "MPIRing.swap: that receive has not completed");
+        return NULL;
     }
     PyObject *fresh = PyByteArray_FromStringAndSize(NULL, r->bufsize);
     Py_buffer v;
@@ -628,7 +641,6 @@ take_fast(MPIRingObject *r, int i, int count)
         if (pl == NULL) {
             return NULL;
         }
-        r->received_bytes += (int64_t)n;
     } else {
         return Py_None;
     }
@@ -646,6 +658,9 @@ take_fast(MPIRingObject *r, int i, int count)
     PyTuple_SET_ITEM(t, 0, hdr);
     PyTuple_SET_ITEM(t, 1, pl);
     r->received++;
+    if (kind == K_INLINE) {
+        r->received_bytes += (int64_t)n;
+    }
     return t;
 }
 
@@ -680,6 +695,7 @@ MPIRing_recv(MPIRingObject *r, PyObject *const *args, Py_ssize_t nargs, PyObject
             msg = k < 0 ? NULL : Py_NewRef(Py_None);
             goto out;
         }
+        r->done[i] = 1;
         int count, src;
         if (m_count(r, r->st, &count) < 0) {
             goto out;
@@ -794,18 +810,42 @@ MPIRing_set_dests(MPIRingObject *r, PyObject *arg)
         PyErr_Format(PyExc_ValueError, "set_dests needs %d pairs", r->procs);
         return NULL;
     }
-    for (int p = 0; p < r->procs; p++) {
-        int rank, tag;
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, p), "ii", &rank, &tag)) {
-            Py_DECREF(seq);
-            return NULL;
+    int *rank = PyMem_Calloc(r->procs, sizeof(int)), *tag = PyMem_Calloc(r->procs, sizeof(int));
+    int ok = rank != NULL && tag != NULL;
+    if (!ok) {
+        PyErr_NoMemory();
+    }
+    for (int p = 0; ok && p < r->procs; p++) {
+        ok = PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, p), "ii", &rank[p], &tag[p]);
+        if (ok && (rank[p] < 0 || tag[p] < 0)) {
+            PyErr_SetString(PyExc_ValueError, "set_dests: a negative rank or tag");
+            ok = 0;
         }
-        r->drank[p] = rank;
-        r->dtag[p] = tag;
     }
     Py_DECREF(seq);
+    if (ok) {  /* all or nothing */
+        memcpy(r->drank, rank, r->procs * sizeof(int));
+        memcpy(r->dtag, tag, r->procs * sizeof(int));
+    }
+    PyMem_Free(rank);
+    PyMem_Free(tag);
+    if (!ok) {
+        return NULL;
+    }
     Py_RETURN_NONE;
 }
+
+/* received: messages taken so far (the conduit's naps start short again when it grew) */
+static PyObject *
+MPIRing_get_received(MPIRingObject *r, void *Py_UNUSED(closure))
+{
+    return PyLong_FromLongLong((long long)r->received);
+}
+
+static PyGetSetDef MPIRing_getset[] = {
+    {"received", (getter)MPIRing_get_received, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
 
 static PyMethodDef MPIRing_methods[] = {
     {"send", (PyCFunction)(void (*)(void))MPIRing_send, METH_FASTCALL | METH_KEYWORDS, NULL},
@@ -835,5 +875,6 @@ PyTypeObject MPIRing_Type = {
     .tp_traverse = (traverseproc)MPIRing_traverse,
     .tp_clear = (inquiry)MPIRing_clear,
     .tp_methods = MPIRing_methods,
+    .tp_getset = MPIRing_getset,
     .tp_new = MPIRing_new,
 };

@@ -68,6 +68,9 @@ MPICH_NETWORK_PATH = {"MPIR_CVAR_NOLOCAL": "1", "MPIR_CVAR_CH4_NETMOD": "ofi",
 MPI_LOCK = threading.Lock()
 ENV = struct.Struct("<BxHIQ")  # kind, header length, (reserved), payload length
 ENVELOPE = ENV.size  # 16
+if ENVELOPE != _hot.MPI_ENVELOPE:  # the C ring builds and reads the same envelopes
+    raise ImportError(f"amnet.core._hot was built for {_hot.MPI_ENVELOPE}-byte envelopes, "
+                      f"not {ENVELOPE}: rebuild it (pip install -e .)")
 KIND_HEADER, KIND_INLINE, KIND_BULK = 0, 1, 2
 INLINE_CAP = 1 << 20  # largest payload carried in line (with max_medium above it)
 COPY_OUT = 4096  # in-line payloads up to this size are copied out; larger keep the buffer
@@ -172,7 +175,6 @@ class MPIConduit(Conduit):
         super().__init__(proc, procs, bind_host, curve, options, secret)
         MPI = mpi()
         self._MPI = MPI
-        self._any = MPI.ANY_SOURCE
         self._comm = _job["comm"] or MPI.COMM_WORLD
         self._channel = next(_channels)
         self._tag = TAG_BASE + 2 * self._channel
@@ -200,11 +202,16 @@ class MPIConduit(Conduit):
         self.direct_min = min(self._inline + 1, DIRECT_MIN)
         h8, st_size, src_off = _ring_abi(MPI)
         # the envelopes (the posted receives, in bytearrays it owns) and their sends, in C
-        self._ring = _hot.MPIRing(
-            MPI.__file__, h8, MPI._handleof(self._comm), MPI._handleof(MPI.BYTE),
-            MPI.ANY_SOURCE, self._tag, self._depth, self._bufsize, self._inline,
-            self.direct_min - 1, COPY_OUT, MAX_HEADER, st_size, src_off, procs, MPI_LOCK,
-            self._send_slow, self._take_slow)
+        try:
+            self._ring = _hot.MPIRing(
+                MPI.__file__, h8, MPI._handleof(self._comm), MPI._handleof(MPI.BYTE),
+                MPI.ANY_SOURCE, self._tag, self._depth, self._bufsize, self._inline,
+                self.direct_min - 1, COPY_OUT, MAX_HEADER, st_size, src_off, procs, MPI_LOCK,
+                self._send_slow, self._take_slow)
+        except RuntimeError as e:
+            raise ConfigError(f"the mpi conduit cannot call this MPI library from C: {e} "
+                              f"({MPI.Get_library_version().splitlines()[0]})") from None
+        self._seen = 0  # the ring's messages taken when the nap was last set
         with MPI_LOCK:
             self._ring.start()
         # the ring's own methods, so that the engine's C calls them without a Python frame
@@ -253,6 +260,9 @@ class MPIConduit(Conduit):
         ``inline``: the largest payload to carry in line (default: max_medium's)."""
         if self._closed:
             raise RuntimeError("send on a closed mpi conduit")
+        if not 0 <= proc < len(self._dest):
+            raise IndexError(f"no process {proc} among the mpi conduit's {len(self._dest)} "
+                             f"peers")
         rank, tag = self._dest[proc]
         hl = len(header)
         bulk = None
@@ -345,18 +355,14 @@ class MPIConduit(Conduit):
         the ring counts it and posts the receive again). Holds MPI_LOCK."""
         view = self._ring.view(i)
         msg = None
-        if count >= ENVELOPE:
+        if count >= ENVELOPE:  # (a header alone and a small payload: the ring took them)
             kind, hl, _, n = ENV.unpack_from(view)
             body = ENVELOPE + hl
-            if hl <= MAX_HEADER and kind <= KIND_BULK:
+            if hl <= MAX_HEADER:
                 header = view[ENVELOPE:body].tobytes()
-                if kind == KIND_HEADER and count == body:
-                    msg = (header, None)
-                elif kind == KIND_INLINE and count == body + n:
-                    if n <= COPY_OUT:
-                        msg = (header, memoryview(view[body:count].tobytes()))
-                    else:  # hand the buffer over; a fresh one takes its place
-                        msg = (header, memoryview(self._ring.swap(i))[body:count])
+                if kind == KIND_INLINE and count == body + n and n > COPY_OUT:
+                    # hand the buffer over; a fresh one takes its place
+                    msg = (header, memoryview(self._ring.swap(i))[body:count])
                 elif kind == KIND_BULK and count == body and n:
                     pre = self._pre.pop(i, None)
                     if pre is None:
@@ -430,7 +436,12 @@ class MPIConduit(Conduit):
     # -- waiting: spin, then nap (MPI has no descriptor) ----------------------------------
     def _nap_for(self, timeout: float | None) -> float:
         """How long to nap now: 0 while sends are in flight (MPI moves their data only while
-        it is called: a napping sender stalls its own large sends), else the next nap."""
+        it is called: a napping sender stalls its own large sends), else the next nap (the
+        shortest again once a message came since the last)."""
+        got = self._ring.received
+        if got != self._seen:
+            self._seen = got
+            self._nap = NAP_MIN_S
         with MPI_LOCK:
             if self._ring.reap() or self._sends:
                 self._reap()
