@@ -349,6 +349,21 @@ MPIRing_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 
 /* -- called with MPI_LOCK held (by the conduit's Python, or in take_slow) ------------- */
 
+/* the receive index ``arg`` names: 0..depth-1, or -1 with an exception set */
+static long
+slot_of(MPIRingObject *r, PyObject *arg)
+{
+    long i = PyLong_AsLong(arg);
+    if (i == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (i < 0 || i >= r->depth) {
+        PyErr_Format(PyExc_IndexError, "no receive %ld (the ring has %d)", i, r->depth);
+        return -1;
+    }
+    return i;
+}
+
 /* start(): post the receives */
 static PyObject *
 MPIRing_start(MPIRingObject *r, PyObject *Py_UNUSED(ignored))
@@ -370,10 +385,9 @@ MPIRing_start(MPIRingObject *r, PyObject *Py_UNUSED(ignored))
 static PyObject *
 MPIRing_view(MPIRingObject *r, PyObject *arg)
 {
-    long i = PyLong_AsLong(arg);
-    if (i < 0 || i >= r->depth) {
-        return PyErr_Occurred() ? NULL : (PyErr_SetString(PyExc_IndexError, "no such buffer"),
-                                          NULL);
+    long i = slot_of(r, arg);
+    if (i < 0) {
+        return NULL;
     }
     return PyMemoryView_FromObject(r->bufs[i]);
 }
@@ -383,10 +397,9 @@ MPIRing_view(MPIRingObject *r, PyObject *arg)
 static PyObject *
 MPIRing_swap(MPIRingObject *r, PyObject *arg)
 {
-    long i = PyLong_AsLong(arg);
-    if (i < 0 || i >= r->depth) {
-        return PyErr_Occurred() ? NULL : (PyErr_SetString(PyExc_IndexError, "no such buffer"),
-                                          NULL);
+    long i = slot_of(r, arg);
+    if (i < 0) {
+        return NULL;
     }
     if (!r->done[i]) {
         PyErr_SetString(PyExc_RuntimeError, "MPIRing.swap: that receive has not completed");
@@ -409,10 +422,9 @@ MPIRing_swap(MPIRingObject *r, PyObject *arg)
 static PyObject *
 MPIRing_peek(MPIRingObject *r, PyObject *arg)
 {
-    long k = PyLong_AsLong(arg);
-    if (k < 0 || k >= r->depth) {
-        return PyErr_Occurred() ? NULL : (PyErr_SetString(PyExc_IndexError, "no such buffer"),
-                                          NULL);
+    long k = slot_of(r, arg);
+    if (k < 0) {
+        return NULL;
     }
     int done = m_getst(r, &r->reqs[k], r->st2);
     if (done <= 0) {
