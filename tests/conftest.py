@@ -15,6 +15,8 @@ import pytest
 
 DATA = Path(__file__).parent / "data"
 sys.path.insert(0, str(DATA))
+# real cluster parts the tests bring up (tests/cluster: hosts with sshd in network namespaces)
+sys.path.insert(0, str(Path(__file__).parent / "cluster"))
 # Jobs on the mpi conduit (and the mpi4py peers) use MPICH's network path between processes
 # of this host, not its shared memory: what crosses hosts on a cluster (amnet/core/_mpiconduit).
 from amnet.core._mpiconduit import MPICH_NETWORK_PATH  # noqa: E402
