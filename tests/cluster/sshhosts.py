@@ -1,8 +1,8 @@
 """Real hosts for the tests: network namespaces on this machine, each with its own address and
 its own ``sshd``, reached with the real ``ssh`` client.
 
-``SshHosts(n)`` brings up ``n`` hosts ``10.214.K.2`` (network namespace and host name ``amhost-
-TAG-K``, a UTS namespace of its own), each joined to this namespace by a veth pair
+``SshHosts(n)`` brings up ``n`` hosts ``10.214.K.2`` (network namespace and host name
+``amhost-TAG-K``, a UTS namespace of its own), each joined to this namespace by a veth pair
 (``10.214.K.1`` on this side) and routed through it, so the hosts reach each other too (IPv4
 forwarding on while they exist). Every run makes its own keys (a client key, a host key per
 host) in a temporary directory, writes an ssh client configuration there that trusts exactly
