@@ -1,12 +1,16 @@
 """Real cluster parts: ``amnet-run --spawner ssh`` to hosts that run a real ``sshd`` (network
-namespaces with their own addresses, tests/cluster/sshhosts.py), and the wire between them
-captured with ``tcpdump`` and searched for a job's payload and secret.
+namespaces with their own addresses, tests/cluster/sshhosts.py), the wire between them
+captured with ``tcpdump`` and searched for a job's payload and secret, and jobs on a real
+one-node Slurm cluster (tests/cluster/slurmnode.py): the srun spawner, ``python -m amnet``
+under ``srun --mpi=pmi2``, the mpi conduit with ``srun`` as its launcher, and an allocation
+too small for the job.
 
 Each test fails if its part is swapped for a stand-in: the ssh test checks that every rank
 ran in its host's network namespace (reached through sshd, with the run's own keys), and
 the wire test's control (``--insecure`` tcp) shows that the search finds the payload and the
 secret when they do cross in the clear. They skip, saying why, without root or the
-packages (``.ci/run`` installs them: openssh-server, openssh-client, tcpdump).
+packages (``.ci/run`` installs them: openssh-server, openssh-client, tcpdump, slurm-wlm,
+munge). The Slurm tests check that every rank ran as a task of a Slurm job step.
 """
 
 from __future__ import annotations
@@ -15,14 +19,18 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
 
 import pytest
+import slurmnode
 import sshhosts
 
 JOB = str(Path(__file__).parent / "data" / "clusterjob.py")
+SLURM_JOB = str(Path(__file__).parent / "data" / "slurmjob.py")
+SLURM_LINE = re.compile(r"rank (\d+) job (\d+) step (\d+) ok (\w+) conduit (\w+)")
 LINE = re.compile(r"rank (\d+) node (\d+) netns (\d+) ok (\w+) conduit (\w+)")
 
 
@@ -130,3 +138,60 @@ def test_kill_9_of_a_rank_on_a_remote_host_ends_the_job_everywhere(runner, hosts
     assert f"rank 3 (node 1, proc 3, host {hosts.names[1]}) killed by signal 9 (SIGKILL)" \
         in out.stderr
     assert time.monotonic() - t0 < 20
+
+
+# -- a real one-node Slurm ---------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def slurm():
+    why = slurmnode.missing()
+    if why:
+        pytest.skip(why)
+    with slurmnode.SlurmNode() as s:
+        yield s
+
+
+def slurm_lines(out, n: int, conduit: str) -> None:
+    """Every one of ``n`` ranks ran as a task of a Slurm job step, on ``conduit``, and its AMs,
+    put and reduce_all were right."""
+    assert out.returncode == 0, out.stderr
+    lines = [SLURM_LINE.fullmatch(ln) for ln in out.stdout.splitlines()]
+    assert len(lines) == n and all(lines), out.stdout
+    assert sorted(int(m.group(1)) for m in lines) == list(range(n))
+    assert len({m.group(2) for m in lines}) == 1  # one Slurm job
+    assert all(m.group(4) == "True" and m.group(5) == conduit for m in lines), out.stdout
+
+
+def test_srun_spawner_on_real_slurm(runner, slurm):
+    out = runner("-n", "4", "--spawner", "srun", SLURM_JOB, env=slurm.env())
+    slurm_lines(out, 4, "zmq")
+
+
+def test_python_m_amnet_under_srun_pmi2(runner, slurm):
+    """The user's own ``srun --mpi=pmi2`` starts the processes; amnet takes them over MPI."""
+    cmd = ["srun", "-n", "2", "--mpi=pmi2", sys.executable, "-P", "-m", "amnet", SLURM_JOB]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60,
+                         env=runner.env(slurm.env()), cwd=runner.tmp, stdin=subprocess.DEVNULL)
+    slurm_lines(out, 2, "mpi")
+
+
+def test_mpi_conduit_with_srun_as_its_launcher(runner, slurm):
+    out = runner("-n", "2", "--conduit", "mpi", "--mpiexec", "srun --mpi=pmi2", SLURM_JOB,
+                 env=slurm.env())
+    slurm_lines(out, 2, "mpi")
+
+
+@pytest.mark.parametrize("how", [["--spawner", "srun"],
+                                 ["--conduit", "mpi", "--mpiexec", "srun --mpi=pmi2"]],
+                         ids=["srun-spawner", "mpi-conduit"])
+def test_an_allocation_too_small_is_refused_before_asking_slurm(runner, slurm, how):
+    """Inside a one-node allocation a job of 2 nodes is refused at once, naming both numbers
+    (it used to wait in Slurm's queue for nodes the allocation could never get)."""
+    t0 = time.monotonic()
+    cmd = ["salloc", "-N", "1", *runner.cmd("-n", "4", "--nodes", "2", *how, SLURM_JOB)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60,
+                         env=runner.env(slurm.env()), cwd=runner.tmp, stdin=subprocess.DEVNULL)
+    assert out.returncode == 2, out.stderr
+    assert "the job needs 2 nodes and Slurm allocation" in out.stderr
+    assert "has 1 (SLURM_JOB_NUM_NODES)" in out.stderr and "(--nodes 1)" in out.stderr
+    assert out.stdout == ""
+    assert time.monotonic() - t0 < 15

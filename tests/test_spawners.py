@@ -91,6 +91,31 @@ def test_srun_and_mpirun_commands(tmp_path, monkeypatch):
                                 "--host", "n1,n2"]
 
 
+def test_a_slurm_allocation_too_small_is_refused_before_srun(tmp_path, monkeypatch):
+    """Inside an allocation of 2 nodes, a job of 4 nodes started with srun (the srun spawner,
+    or the mpi conduit with srun as its launcher) is refused with both numbers; a job that
+    fits, or one outside any allocation, is not. (tests/test_cluster.py does this on a real
+    Slurm.)"""
+    from amnet import ConfigError
+    from amnet.launch.mpilaunch import mpiexec_command
+
+    executable(tmp_path / "srun", "#!/bin/sh\nexit 0\n")
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setenv("SLURM_JOB_ID", "77")
+    monkeypatch.setenv("SLURM_JOB_NUM_NODES", "2")
+    big, fits = Topology.make(8, nodes=4), Topology.make(4, nodes=2)
+    says = (r"the job needs 4 nodes and Slurm allocation 77 has 2 \(SLURM_JOB_NUM_NODES\); "
+            r".* ask salloc/sbatch for 4 nodes \(-N 4\), or run the job on 2 \(--nodes 2\)")
+    with pytest.raises(SpawnerError, match=says):
+        make_spawner("srun", big)
+    with pytest.raises(ConfigError, match=says):
+        mpiexec_command("srun --mpi=pmi2", big)
+    make_spawner("srun", fits)
+    assert mpiexec_command("srun --mpi=pmi2", fits)[:3] == ["srun", "--mpi=pmi2", "-n"]
+    monkeypatch.delenv("SLURM_JOB_ID")  # outside an allocation srun makes one: no check
+    make_spawner("srun", big)
+
+
 def test_missing_tools_are_clear_errors(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     topo = Topology.make(2)

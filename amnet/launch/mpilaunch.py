@@ -38,6 +38,7 @@ from typing import Any
 from .. import _protocol as proto
 from .._errors import ConfigError
 from .._topology import Topology
+from ._slurm import check_allocation
 from .job import Outcome
 
 STOP_S = 3.0  # after SIGTERM to the MPI launcher: how long before SIGKILL to the group
@@ -97,6 +98,7 @@ def mpiexec_command(launcher: str | None, topo: Topology, hosts: str | None = No
     n, p = str(topo.procs), str(topo.procs_per_node)
     cmd = list(words)
     if kind == "srun":
+        check_allocation(topo.nodes, f"srun (--mpiexec, {p} processes a node)")
         cmd += ["-n", n, f"--ntasks-per-node={p}", "--kill-on-bad-exit=1"]
     elif kind == "openmpi":
         cmd += ["-n", n, "-x", proto.SPEC_ENV]

@@ -30,6 +30,7 @@ from .. import _protocol as proto
 from .._errors import ConfigError
 from .._security import is_local_host
 from .._topology import Topology
+from ._slurm import check_allocation
 
 _LIMIT = 1 << 20
 MAX_ENV_SPEC = 120 << 10  # Linux refuses an environment string over 128 KiB (MAX_ARG_STRLEN)
@@ -400,6 +401,11 @@ class SrunSpawner(Spawner):
         if shutil.which("srun") is None:
             raise SpawnerError("the srun spawner needs Slurm's 'srun' on PATH (run inside an "
                                "allocation: salloc / sbatch)")
+        if self.name == "srun":
+            try:
+                check_allocation(self.topo.nodes, "the srun spawner (one agent per node)")
+            except ConfigError as e:
+                raise SpawnerError(str(e)) from None
 
     def command(self) -> list[str]:
         k = self.topo.nodes
