@@ -15,6 +15,7 @@ munge). The Slurm tests check that every rank ran as a task of a Slurm job step.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import signal
@@ -139,6 +140,116 @@ def test_kill_9_of_a_rank_on_a_remote_host_ends_the_job_everywhere(runner, hosts
         in out.stderr
     assert time.monotonic() - t0 < 20
 
+
+WAITING = """
+import time, amnet
+ep = amnet.init()
+print("ready", ep.rank, flush=True)
+time.sleep(120)
+"""
+
+
+def on_hosts(hosts, what: str) -> list[int]:
+    """The processes in the hosts' network namespaces whose command line has ``what``."""
+    found = []
+    for ns in hosts.namespaces:
+        pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True,
+                              text=True).stdout.split()
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if what.encode() in f.read().replace(b"\0", b" "):
+                        found.append(int(pid))
+            except OSError:
+                pass
+    return found
+
+
+def agent_of(pids: list[int]) -> list[int]:
+    """Of processes with an agent's command line, the agents: Python processes whose parent
+    is none of them (its ranks are forked from it, with its command line; a shell may wrap
+    it)."""
+    out = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv0 = f.read().split(b"\0")[0]
+        except OSError:
+            continue
+        if ppid not in pids and b"python" in os.path.basename(argv0):
+            out.append(pid)
+    return out
+
+
+def gone_from_hosts(hosts, runner, seconds: float = 10.0) -> list[str]:
+    """Wait until nothing of the job is left on the hosts (its ranks carry the runner's mark;
+    its agents, started by sshd, the agent's command line); return what is left."""
+    from conftest import leftovers
+
+    deadline = time.monotonic() + seconds
+    while True:
+        left = leftovers(runner.mark) + [f"agent {p}" for p in on_hosts(hosts, "amnet.launch")]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("victim", ["agent", "launcher"])
+def test_kill_9_of_a_remote_agent_or_of_amnet_run_leaves_nothing_on_any_host(
+        runner, hosts, victim):
+    s = runner.script("waiting.py", WAITING)
+    proc = runner.popen("-n", "4", "--nodes", "2", "--spawner", "ssh", "--hosts",
+                        ",".join(hosts.ips), s, env=hosts.env())
+    try:
+        seen = 0
+        while seen < 4:
+            line = proc.stdout.readline()
+            assert line, f"the job ended before its ranks were ready: {proc.stderr.read()}"
+            seen += line.startswith("ready")
+        agents = agent_of(on_hosts(hosts, "amnet.launch.agent --node 1"))
+        assert len(agents) == 1, agents  # node 1's agent, under sshd on host 1
+        os.kill(agents[0] if victim == "agent" else proc.pid, signal.SIGKILL)
+        if victim == "agent":
+            rc = proc.wait(timeout=15)
+            err = proc.stderr.read()
+            # ssh reports its remote command's death by a signal as 255, and so does amnet-run
+            assert rc == 255, (rc, err)
+            assert (f"amnet-run: the agent of node 1 on host {hosts.ips[1]} ended (code 255) "
+                    "before its rank processes did") in err
+        assert gone_from_hosts(hosts, runner) == []
+    finally:
+        proc.kill()
+        proc.communicate()
+
+
+def test_sshd_refusing_the_key_and_a_host_without_sshd_are_one_line_each(runner, hosts):
+    """Real refusals: a key the hosts' sshd does not accept, and a host with no sshd (this
+    side of host 0's link); amnet-run says which node, which host and what ssh said."""
+    other = hosts.dir / "stranger"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)],
+                   check=True, capture_output=True)
+    bindir = hosts.dir / "bin-stranger"
+    bindir.mkdir(exist_ok=True)
+    wrapper = bindir / "ssh"
+    config = hosts.dir / "ssh_config_stranger"  # the hosts' own, with the stranger's key
+    config.write_text((hosts.dir / "ssh_config").read_text().replace(
+        f"IdentityFile {hosts.dir / 'client'}", f"IdentityFile {other}"))
+    wrapper.write_text(f'#!/bin/sh\nexec {sshhosts.SSH} -F {config} "$@"\n')
+    wrapper.chmod(0o755)
+    s = runner.script("waiting.py", WAITING)
+    out = runner("-n", "2", "--spawner", "ssh", "--hosts", hosts.ips[1], s,
+                 env={"PATH": f"{bindir}:{os.environ['PATH']}"})
+    assert out.returncode == 255, out.stderr
+    assert (f"amnet-run: could not start the agent of node 0 on host {hosts.ips[1]}: ssh "
+            "exited with code 255: ") in out.stderr
+    assert "Permission denied (publickey)" in out.stderr
+    out = runner("-n", "2", "--spawner", "ssh", "--hosts", hosts.gateways[0], s,
+                 env=hosts.env())
+    assert out.returncode == 255, out.stderr
+    assert f"could not start the agent of node 0 on host {hosts.gateways[0]}" in out.stderr
+    assert "Connection refused" in out.stderr
 
 # -- a real one-node Slurm ---------------------------------------------------------------------
 @pytest.fixture(scope="module")
