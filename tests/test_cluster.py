@@ -48,14 +48,16 @@ def canary() -> str:
     return "AMNET-CANARY-" + uuid.uuid4().hex
 
 
-def ssh_job(runner, hosts, *flags: str, env: dict | None = None):
-    """Run the job on 4 ranks, 2 per host, through the hosts' sshd; return (the run, its
-    canary, its lines matched). Rank 0 writes the job's secret to runner.tmp / "secret"."""
+def ssh_job(runner, hosts, *flags: str, env: dict | None = None, spawner: str | None = "ssh"):
+    """Run the job on 4 ranks, 2 per host, started on the hosts through their sshd (by the
+    ``spawner``; None: the mpi conduit's MPI launcher); return (the run, its canary, its lines
+    matched). Rank 0 writes the job's secret to runner.tmp / "secret"."""
     c = canary()
     env = {**hosts.env(), "AMTEST_CANARY": c,
            "AMTEST_SECRET_FILE": str(runner.tmp / "secret"), **(env or {})}
-    out = runner("-n", "4", "--nodes", "2", "--spawner", "ssh", "--hosts", ",".join(hosts.ips),
-                 *flags, JOB, env=env, timeout=90)
+    how = ["--spawner", spawner] if spawner else []
+    out = runner("-n", "4", "--nodes", "2", *how, "--hosts", ",".join(hosts.ips), *flags, JOB,
+                 env=env, timeout=90)
     return out, c, [LINE.fullmatch(ln) for ln in out.stdout.splitlines()]
 
 
@@ -140,6 +142,51 @@ def test_kill_9_of_a_rank_on_a_remote_host_ends_the_job_everywhere(runner, hosts
         in out.stderr
     assert time.monotonic() - t0 < 20
 
+
+def open_mpi_launcher() -> str | None:
+    """Open MPI's launcher where it is installed (Debian: libopenmpi-dev / openmpi-bin)."""
+    for name in ("mpirun.openmpi", "orterun", "prterun"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+@pytest.mark.parametrize("mpi", ["mpich", "openmpi"])
+def test_mpirun_spawner_across_the_hosts(runner, hosts, mpi):
+    """``--spawner mpirun``: the MPI's own launcher starts the agents on the hosts, over the
+    hosts' sshd (MPICH's Hydra and Open MPI both start their daemons with ``ssh``)."""
+    env = dict(hosts.env())
+    if mpi == "mpich":
+        # Hydra's proxies connect back to this host by the address of this interface
+        env["HYDRA_IFACE"] = hosts.links[0]
+    else:
+        launcher = open_mpi_launcher()
+        if launcher is None:
+            pytest.skip("needs Open MPI (apt-get install openmpi-bin)")
+        bindir = runner.tmp / "ompi"
+        bindir.mkdir()
+        (bindir / "mpiexec").symlink_to(launcher)
+        env["PATH"] = f"{hosts.bindir}:{bindir}:{os.environ['PATH']}"
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    out, _, lines = ssh_job(runner, hosts, env=env, spawner="mpirun")
+    assert out.returncode == 0, out.stderr
+    assert len(lines) == 4 and all(lines), out.stdout
+    for m in lines:
+        _, node, ns, ok, conduit = m.groups()
+        assert int(ns) == hosts.ns_inode(int(node)) and ok == "True" and conduit == "zmq"
+
+
+def test_mpi_conduit_across_the_hosts(runner, hosts):
+    """``--conduit mpi`` with hosts: Hydra starts one MPI process per amnet process over the
+    hosts' sshd, and the AMs and puts cross between the namespaces as MPI messages."""
+    out, _, lines = ssh_job(runner, hosts, "--conduit", "mpi",
+                            env={"HYDRA_IFACE": hosts.links[0]}, spawner=None)
+    assert out.returncode == 0, out.stderr
+    assert len(lines) == 4 and all(lines), out.stdout
+    for m in lines:
+        _, node, ns, ok, conduit = m.groups()
+        assert int(ns) == hosts.ns_inode(int(node)) and ok == "True" and conduit == "mpi"
 
 WAITING = """
 import time, amnet
