@@ -188,6 +188,21 @@ def test_mpi_conduit_across_the_hosts(runner, hosts):
         _, node, ns, ok, conduit = m.groups()
         assert int(ns) == hosts.ns_inode(int(node)) and ok == "True" and conduit == "mpi"
 
+@pytest.mark.parametrize("example", ["am_pingpong.py", "halo_vis.py", "upc/sobel.py"])
+def test_examples_check_their_answers_on_the_real_hosts(runner, hosts, example):
+    """The AM round trips of every category (am_pingpong), a VIS halo exchange (halo_vis)
+    and a upc_rt kernel (sobel), 4 ranks on the two sshd hosts: the same line as on one
+    machine (tests/test_examples.py), each example checking its own answer."""
+    import test_examples
+
+    expected = {**test_examples.EXPECTED, **{f"upc/{k}": v for k, v in
+                                             test_examples.UPC_EXPECTED.items()}}[example]
+    out = runner("-n", "4", "--nodes", "2", "--spawner", "ssh", "--hosts", ",".join(hosts.ips),
+                 "--timeout", "60", str(test_examples.EXAMPLES / example), env=hosts.env(),
+                 timeout=90)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.splitlines() == [expected], out.stdout + out.stderr
+
 WAITING = """
 import time, amnet
 ep = amnet.init()

@@ -15,7 +15,8 @@ privilege-separation directory (``/run/sshd``, removed again if this made it) an
 
 Needs root, iproute2, OpenSSH's server and client (Debian: ``openssh-server``). As a script,
 for trying amnet by hand: ``sudo python tests/cluster/sshhosts.py 2`` brings up two hosts,
-prints how to reach them, and takes them down on Enter.
+prints how to reach them, and takes them down on Enter; ``sshhosts.py 2 -- CMD`` runs the
+shell command CMD with them (``$HOSTS``: their addresses) and takes them down after.
 """
 
 from __future__ import annotations
@@ -201,8 +202,17 @@ if __name__ == "__main__":
     why = missing()
     if why:
         sys.exit(f"sshhosts: {why}")
-    with SshHosts(int(sys.argv[1]) if len(sys.argv) > 1 else 2) as h:
-        print(f"hosts: {','.join(h.ips)}")
-        print(f"reach them with: PATH={h.bindir}:$PATH amnet-run --spawner ssh "
-              f"--hosts {','.join(h.ips)} -n 4 --nodes {h.n} examples/hello.py")
-        input("Enter takes them down. ")
+    args = sys.argv[1:]
+    n = int(args.pop(0)) if args and args[0].isdigit() else 2
+    with SshHosts(n) as h:
+        print(f"hosts {','.join(h.ips)} ({', '.join(h.names)}), each with its own sshd",
+              flush=True)
+        if args and args[0] == "--":  # run a command with them (HOSTS: their addresses)
+            env = {**os.environ, **h.env(), "HOSTS": ",".join(h.ips)}
+            code = subprocess.run(["sh", "-c", " ".join(args[1:])], env=env).returncode
+        else:
+            print(f"reach them with: PATH={h.bindir}:$PATH amnet-run --spawner ssh "
+                  f"--hosts {','.join(h.ips)} -n 4 --nodes {h.n} examples/hello.py")
+            input("Enter takes them down. ")
+            code = 0
+    sys.exit(code)

@@ -1,5 +1,6 @@
 """A job for the real-host tests (tests/test_cluster.py): every rank sends a rank on the other
-node a Medium AM and a put, both carrying the canary ``AMTEST_CANARY``, checks what it got,
+node a Medium AM and a put, both carrying the canary ``AMTEST_CANARY``, joins a reduce_all
+over every rank, checks what it got,
 and prints where it ran (its network namespace's inode). Rank 0 writes the job's secret to
 the file ``AMTEST_SECRET_FILE`` names (on the shared file system, not over the network): the
 wire test looks for it in the capture."""
@@ -9,6 +10,7 @@ import os
 import numpy as np
 
 import amnet
+from amnet.coll import ADD
 
 CANARY = os.environ["AMTEST_CANARY"].encode()
 GOT: list[bytes] = []
@@ -32,7 +34,10 @@ ep.request_medium(peer, note, CANARY)
 ep.put(peer, 64, np.frombuffer(CANARY, dtype=np.uint8))
 ep.wait_until(lambda: len(GOT) == 1, timeout=30)
 ep.barrier()
-ok = GOT == [CANARY] and bytes(ep.segment[64:64 + len(CANARY)]) == CANARY
+total = np.zeros(1, np.int64)
+ep.coll.reduce_all(total, np.array([ep.rank + 1], np.int64), ADD)
+ok = (GOT == [CANARY] and bytes(ep.segment[64:64 + len(CANARY)]) == CANARY
+      and int(total[0]) == ep.size * (ep.size + 1) // 2)
 conduit = ep.statistics().conduit.name
 print(f"rank {ep.rank} node {ep.node} netns {ns} ok {ok} conduit {conduit}", flush=True)
 ep.barrier()
