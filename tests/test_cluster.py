@@ -368,3 +368,35 @@ def test_an_allocation_too_small_is_refused_before_asking_slurm(runner, slurm, h
     assert "has 1 (SLURM_JOB_NUM_NODES)" in out.stderr and "(--nodes 1)" in out.stderr
     assert out.stdout == ""
     assert time.monotonic() - t0 < 15
+
+
+def test_kill_9_of_amnet_run_ends_a_pending_srun(runner, slurm):
+    """Outside an allocation, a job of 2 nodes on the one-node cluster waits in Slurm's queue
+    (srun asked for an allocation); amnet-run killed with SIGKILL: srun goes too (it gets
+    SIGTERM when amnet-run dies), and Slurm forgets the request."""
+    proc = runner.popen("-n", "4", "--nodes", "2", "--spawner", "srun", SLURM_JOB,
+                        env=slurm.env())
+    try:
+        env = {**os.environ, **slurm.env()}
+        deadline = time.monotonic() + 20
+        while True:  # the request is in Slurm's queue
+            q = subprocess.run(["squeue", "-h", "-o", "%T"], capture_output=True, text=True,
+                               env=env)
+            if "PENDING" in q.stdout:
+                break
+            assert time.monotonic() < deadline, (q.stdout, q.stderr)
+            time.sleep(0.1)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        from conftest import leftovers
+
+        deadline = time.monotonic() + 10
+        while leftovers(runner.mark) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert leftovers(runner.mark) == []  # srun (it carries the job's mark) is gone
+        q = subprocess.run(["squeue", "-h", "-o", "%T"], capture_output=True, text=True,
+                           env=env)
+        assert "PENDING" not in q.stdout and "RUNNING" not in q.stdout, q.stdout
+    finally:
+        proc.kill()
+        proc.communicate()

@@ -12,6 +12,7 @@ They are registered in one place, :data:`SPAWNERS`, by name.
 
 from __future__ import annotations
 
+import ctypes
 import ipaddress
 import os
 import re
@@ -168,6 +169,23 @@ def _agent_cmd(python: str, node: int | None) -> list[str]:
     return [python, "-P", "-m", "amnet.launch.agent", *tail]
 
 
+def _prctl() -> Any:
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl  # Linux; found before any fork
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _prctl()
+
+
+def _term_when_we_die() -> None:
+    """In a spawner tool's child, before exec: SIGTERM when amnet-run dies (Linux's
+    PR_SET_PDEATHSIG; nothing is imported or looked up after the fork)."""
+    if _PRCTL is not None:
+        _PRCTL(1, int(signal.SIGTERM), 0, 0, 0)
+
+
 def _forwarded_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not _NO_FORWARD.match(k)}
 
@@ -233,10 +251,15 @@ class Spawner:
         """
         import asyncio
 
+        # A tool started without the spec on its standard input (srun, mpirun) would not
+        # notice amnet-run's death (a pending srun waits in Slurm's queue for good): it gets
+        # SIGTERM then, even after a SIGKILL, and ends what it started. (ssh and custom
+        # commands see their standard input close.)
         proc = await asyncio.create_subprocess_exec(
             *cmd, stdin=asyncio.subprocess.PIPE if stdin_spec else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            start_new_session=True, env=env, limit=_LIMIT)
+            start_new_session=True, env=env, limit=_LIMIT,
+            preexec_fn=None if stdin_spec else _term_when_we_die)
         if stdin_spec:
             proc.stdin.write(proto.frame_spec(spec))
         return Launched(proc, nodes, where, what)
