@@ -27,20 +27,28 @@ KILL_S = 1.0  # after SIGTERM: time before SIGKILL
 LAUNCHER_SILENCE_S = 20.0
 
 
+def _find_prctl():
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+#: Linux's prctl, found at import: set_pdeathsig also runs in a child between fork and exec
+#: (a preexec_fn), where nothing should be looked up or loaded
+_PRCTL = _find_prctl()
+
+
 def set_pdeathsig(sig: int = signal.SIGKILL) -> None:
     """Ask Linux to send ``sig`` to this process when its parent dies (no-op elsewhere)."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(sig), 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    if _PRCTL is not None:
+        _PRCTL(1, int(sig), 0, 0, 0)  # PR_SET_PDEATHSIG
 
 
 def set_child_subreaper() -> None:
     """Make orphaned descendants (a rank's daemons) children of this process, not of init."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        pass
+    if _PRCTL is not None:
+        _PRCTL(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 
 
 def stop_children() -> None:

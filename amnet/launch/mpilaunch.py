@@ -39,6 +39,7 @@ from .. import _protocol as proto
 from .._errors import ConfigError
 from .._topology import Topology
 from ._slurm import check_allocation
+from .agent import set_pdeathsig
 from .job import Outcome
 
 STOP_S = 3.0  # after SIGTERM to the MPI launcher: how long before SIGKILL to the group
@@ -250,8 +251,6 @@ def _snapshot(items: set[str]) -> list[str]:
 def _on_our_death() -> None:
     """In the MPI launcher's child, before exec: SIGTERM when we die (even by SIGKILL), on
     which it ends the job's processes."""
-    from .agent import set_pdeathsig
-
     set_pdeathsig(signal.SIGTERM)
 
 

@@ -12,7 +12,6 @@ They are registered in one place, :data:`SPAWNERS`, by name.
 
 from __future__ import annotations
 
-import ctypes
 import ipaddress
 import os
 import re
@@ -32,6 +31,7 @@ from .._errors import ConfigError
 from .._security import is_local_host
 from .._topology import Topology
 from ._slurm import check_allocation
+from .agent import set_pdeathsig
 
 _LIMIT = 1 << 20
 MAX_ENV_SPEC = 120 << 10  # Linux refuses an environment string over 128 KiB (MAX_ARG_STRLEN)
@@ -169,21 +169,9 @@ def _agent_cmd(python: str, node: int | None) -> list[str]:
     return [python, "-P", "-m", "amnet.launch.agent", *tail]
 
 
-def _prctl() -> Any:
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl  # Linux; found before any fork
-    except (OSError, AttributeError):
-        return None
-
-
-_PRCTL = _prctl()
-
-
 def _term_when_we_die() -> None:
-    """In a spawner tool's child, before exec: SIGTERM when amnet-run dies (Linux's
-    PR_SET_PDEATHSIG; nothing is imported or looked up after the fork)."""
-    if _PRCTL is not None:
-        _PRCTL(1, int(signal.SIGTERM), 0, 0, 0)
+    """In a spawner tool's child, before exec: SIGTERM when amnet-run dies."""
+    set_pdeathsig(signal.SIGTERM)
 
 
 def _forwarded_env() -> dict[str, str]:
