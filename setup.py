@@ -14,9 +14,10 @@ setup(
                   ["amnet/core/_hot.c", "amnet/core/_hot_lock.c", "amnet/core/_hot_queue.c",
                    "amnet/core/_hot_progress.c", "amnet/core/_hot_engine.c",
                    "amnet/core/_hot_token.c", "amnet/core/_hot_ep.c",
-                   "amnet/core/_hot_mpi.c"],
+                   "amnet/core/_hot_mpi.c", "amnet/core/_hot_mpi_ring.c"],
                   extra_compile_args=["-O2"], libraries=["dl"],
-                  depends=["amnet/core/_hot.h", "amnet/pshm/_atomic_table.h"]),
+                  depends=["amnet/core/_hot.h", "amnet/core/_hot_mpi.h",
+                           "amnet/pshm/_atomic_table.h"]),
         # the collectives' data handler's common case (amnet/coll/_msg.py, Mailbox.on_data)
         # and the small calls' bookkeeping (amnet/coll/_fast.py)
         Extension("amnet.coll._cmail", ["amnet/coll/_cmail.c", "amnet/coll/_cmail_core.c"],

@@ -45,8 +45,10 @@
  *   _hot_token.c     the Token type (reply_*, its attributes)
  *   _hot_ep.c        EndpointBase: request_*, poll, wait_until, put/get (and _nbi), atomics,
  *                    the symmetric forms, segment_offset
- *   _hot_mpi.c       MPIRing: the mpi conduit's envelopes (send, the posted receives), calling
- *                    the MPI library mpi4py loaded
+ *   _hot_mpi.c       MPIRing's message path: the mpi conduit's envelopes (send, the posted
+ *                    receives), calling the MPI library mpi4py loaded
+ *   _hot_mpi_ring.c  MPIRing the type: binding the library, the conduit's slow-path methods,
+ *                    statistics (_hot_mpi.h between the two)
  */
 
 #ifndef AMNET_CORE_HOT_H

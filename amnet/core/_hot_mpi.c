@@ -23,57 +23,18 @@
  *
  * Every MPI call is made under the conduit's MPI_LOCK (a threading.Lock of the process: MPI is
  * used serialized; mpi4py's calls elsewhere take the same lock), acquired through its Python
- * methods, which release the interpreter lock while they wait. */
+ * methods, which release the interpreter lock while they wait.
+ *
+ * This file: the MPI calls and the message path (send, recv, ready); the type's set-up, the
+ * methods the conduit's Python calls and the statistics are in _hot_mpi_ring.c, the struct
+ * between them in _hot_mpi.h. */
 
-#include "_hot.h"
 
-#include <dlfcn.h>
-
-#define ENVELOPE MPI_ENVELOPE
-#define REAP_AT 16
-enum { K_HEADER = 0, K_INLINE = 1, K_BULK = 2 };
-
-typedef int (*isend4_t)(const void *, int, int, int, int, int, void *);
-typedef int (*isend8_t)(const void *, int, void *, int, int, void *, void *);
-typedef int (*irecv4_t)(void *, int, int, int, int, int, void *);
-typedef int (*irecv8_t)(void *, int, void *, int, int, void *, void *);
-typedef int (*test_t)(void *, int *, void *);
-typedef int (*getst4_t)(int, int *, void *);
-typedef int (*getst8_t)(void *, int *, void *);
-typedef int (*count4_t)(const void *, int, int *);
-typedef int (*count8_t)(const void *, void *, int *);
-typedef int (*cancel_t)(void *);
-typedef int (*wait_t)(void *, void *);
-
-typedef struct {
-    int64_t req;                     /* the request (4 or 8 bytes of it) */
-    char *buf;                       /* the envelope, freed once the send completed */
-} Send;
-
-typedef struct {
-    PyObject_HEAD
-    void *isend, *irecv, *test, *getst, *count, *cancel, *wait;
-    int h8;                          /* handles are pointers (8 bytes), else ints */
-    intptr_t comm, byte;
-    int any, tag, depth, head, closed, st_size, src_off, procs;
-    int stopped;                     /* stop(): sends refused, nothing received */
-    Py_ssize_t bufsize, inline_max, direct_max, copy_out, max_header;
-    PyObject **bufs;                 /* bytearrays, one per posted receive */
-    char *done;                      /* receive i completed and not yet posted again */
-    Py_buffer *views;                /* their buffers, held: never resized, never moved */
-    int64_t *reqs;
-    char *st, *st2;                  /* MPI_Status storage: the receive's, a scratch one */
-    Send *sends;                     /* envelopes in flight, oldest at s_head */
-    Py_ssize_t s_head, s_tail, s_cap;
-    int *drank, *dtag;               /* each process's rank and envelope tag (set_dests) */
-    int64_t *sent, *sent_bytes;
-    int64_t received, received_bytes, dropped;
-    PyObject *acquire, *release, *post_slow, *take_slow;
-} MPIRingObject;
+#include "_hot_mpi.h"
 
 /* -- MPI calls with the library's handle types --------------------------------------- */
 
-static int
+int
 mpi_error(const char *what, int rc)
 {
     PyErr_Format(PyExc_RuntimeError, "%s failed in the mpi conduit (MPI error code %d)",
@@ -81,7 +42,7 @@ mpi_error(const char *what, int rc)
     return -1;
 }
 
-static int
+int
 m_isend(MPIRingObject *r, const void *buf, int n, int dest, int tag, void *req)
 {
     int rc = r->h8 ? ((isend8_t)r->isend)(buf, n, (void *)r->byte, dest, tag, (void *)r->comm,
@@ -90,7 +51,7 @@ m_isend(MPIRingObject *r, const void *buf, int n, int dest, int tag, void *req)
     return rc ? mpi_error("MPI_Isend", rc) : 0;
 }
 
-static int
+int
 m_irecv(MPIRingObject *r, int i)
 {
     r->done[i] = 0;
@@ -104,7 +65,7 @@ m_irecv(MPIRingObject *r, int i)
 }
 
 /* 1 complete, 0 not yet, -1 error */
-static int
+int
 m_test(MPIRingObject *r, int64_t *req, char *st)
 {
     int flag = 0;
@@ -113,7 +74,7 @@ m_test(MPIRingObject *r, int64_t *req, char *st)
 }
 
 /* whether request ``req`` is complete, without completing it (MPI_Request_get_status) */
-static int
+int
 m_getst(MPIRingObject *r, const int64_t *req, char *st)
 {
     int flag = 0;
@@ -122,7 +83,7 @@ m_getst(MPIRingObject *r, const int64_t *req, char *st)
     return rc ? mpi_error("MPI_Request_get_status", rc) : flag != 0;
 }
 
-static int
+int
 m_count(MPIRingObject *r, const char *st, int *count)
 {
     int rc = r->h8 ? ((count8_t)r->count)(st, (void *)r->byte, count)
@@ -130,7 +91,7 @@ m_count(MPIRingObject *r, const char *st, int *count)
     return rc ? mpi_error("MPI_Get_count", rc) : 0;
 }
 
-static int
+int
 lock_call(PyObject *fn)
 {
     PyObject *x = PyObject_CallNoArgs(fn);
@@ -142,7 +103,7 @@ lock_call(PyObject *fn)
 }
 
 /* Release MPI_LOCK, keeping an exception that is already set. */
-static void
+void
 unlock(MPIRingObject *r)
 {
 #if PY_VERSION_HEX >= 0x030C0000
@@ -164,7 +125,7 @@ unlock(MPIRingObject *r)
 }
 
 /* Forget the envelopes whose sends completed, oldest first (MPI_LOCK held): 0, -1 error. */
-static int
+int
 reap(MPIRingObject *r)
 {
     while (r->s_head < r->s_tail) {
@@ -179,318 +140,6 @@ reap(MPIRingObject *r)
     }
     r->s_head = r->s_tail = 0;
     return 0;
-}
-
-/* -- the type ------------------------------------------------------------------------- */
-
-static void
-free_state(MPIRingObject *r)
-{
-    if (r->views != NULL) {
-        for (int i = 0; i < r->depth; i++) {
-            /* a receive still posted (never shut down) keeps its buffer: leaked, not freed */
-            if (r->closed) {
-                if (r->views[i].obj != NULL) {
-                    PyBuffer_Release(&r->views[i]);
-                }
-                Py_CLEAR(r->bufs[i]);
-            }
-        }
-    }
-    PyMem_Free(r->views);
-    PyMem_Free(r->bufs);
-    PyMem_Free(r->done);
-    PyMem_Free(r->reqs);
-    PyMem_Free(r->st);
-    PyMem_Free(r->st2);
-    /* envelopes still in flight are left to MPI (their memory is never freed) */
-    PyMem_Free(r->sends);
-    PyMem_Free(r->drank);
-    PyMem_Free(r->dtag);
-    PyMem_Free(r->sent);
-    PyMem_Free(r->sent_bytes);
-}
-
-static int
-MPIRing_traverse(MPIRingObject *r, visitproc visit, void *arg)
-{
-    Py_VISIT(r->acquire);
-    Py_VISIT(r->release);
-    Py_VISIT(r->post_slow);
-    Py_VISIT(r->take_slow);
-    return 0;
-}
-
-static int
-MPIRing_clear(MPIRingObject *r)
-{
-    Py_CLEAR(r->acquire);
-    Py_CLEAR(r->release);
-    Py_CLEAR(r->post_slow);
-    Py_CLEAR(r->take_slow);
-    return 0;
-}
-
-static void
-MPIRing_dealloc(MPIRingObject *r)
-{
-    PyObject_GC_UnTrack(r);
-    MPIRing_clear(r);
-    free_state(r);
-    Py_TYPE(r)->tp_free((PyObject *)r);
-}
-
-/* ``name`` in the scope of ``lib`` (mpi4py's module and the MPI library it depends on); not
- * the global scope, which may hold another MPI */
-static void *
-sym(void *lib, const char *name)
-{
-    void *f = lib != NULL ? dlsym(lib, name) : NULL;
-    if (f == NULL) {
-        PyErr_Format(PyExc_RuntimeError, "cannot find %s in the MPI library of mpi4py's "
-                     "module (%s)", name, lib != NULL ? "not there" : "module not loaded");
-    }
-    return f;
-}
-
-/* MPIRing(lib, h8, comm, byte, any_source, tag, depth, bufsize, inline_max, direct_max,
- *         copy_out, max_header, status_size, source_offset, procs, lock, post_slow, take_slow)
- * lib: a file whose dependencies include the MPI library (mpi4py.MPI's); the receives are
- * posted by start(). */
-static PyObject *
-MPIRing_new(PyTypeObject *type, PyObject *args, PyObject *kw)
-{
-    const char *lib;
-    int h8, any, tag, depth, st_size, src_off, procs;
-    unsigned long long comm, byte;  /* handle values as mpi4py gives them (maybe unsigned) */
-    Py_ssize_t bufsize, inline_max, direct_max, copy_out, max_header;
-    PyObject *lock, *post_slow, *take_slow;
-    if (kw != NULL && PyDict_GET_SIZE(kw)) {
-        PyErr_SetString(PyExc_TypeError, "MPIRing takes no keyword arguments");
-        return NULL;
-    }
-    if (!PyArg_ParseTuple(args, "siKKiiinnnnniiiOOO", &lib, &h8, &comm, &byte, &any, &tag,
-                          &depth, &bufsize, &inline_max, &direct_max, &copy_out, &max_header,
-                          &st_size, &src_off, &procs, &lock, &post_slow, &take_slow)) {
-        return NULL;
-    }
-    if (depth < 1 || bufsize < ENVELOPE || bufsize > INT32_MAX || st_size < 4 || src_off < 0
-            || src_off + 4 > st_size || procs < 1 || !PyCallable_Check(post_slow)
-            || !PyCallable_Check(take_slow)) {
-        PyErr_SetString(PyExc_ValueError, "bad MPIRing arguments");
-        return NULL;
-    }
-    MPIRingObject *r = (MPIRingObject *)type->tp_alloc(type, 0);
-    if (r == NULL) {
-        return NULL;
-    }
-    r->closed = 1;  /* until start(): nothing is posted */
-    void *h = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD);
-    if ((r->isend = sym(h, "MPI_Isend")) == NULL || (r->irecv = sym(h, "MPI_Irecv")) == NULL
-            || (r->test = sym(h, "MPI_Test")) == NULL
-            || (r->getst = sym(h, "MPI_Request_get_status")) == NULL
-            || (r->count = sym(h, "MPI_Get_count")) == NULL
-            || (r->cancel = sym(h, "MPI_Cancel")) == NULL
-            || (r->wait = sym(h, "MPI_Wait")) == NULL) {
-        Py_DECREF(r);
-        return NULL;
-    }
-    r->h8 = h8 != 0;
-    r->comm = (intptr_t)(uintptr_t)comm;
-    r->byte = (intptr_t)(uintptr_t)byte;
-    r->any = any;
-    r->tag = tag;
-    r->depth = depth;
-    r->bufsize = bufsize;
-    r->inline_max = inline_max;
-    r->direct_max = direct_max;
-    r->copy_out = copy_out;
-    r->max_header = max_header;
-    r->st_size = st_size;
-    r->src_off = src_off;
-    r->procs = procs;
-    r->s_cap = 64;
-    r->bufs = PyMem_Calloc(depth, sizeof(PyObject *));
-    r->done = PyMem_Calloc(depth, 1);
-    r->views = PyMem_Calloc(depth, sizeof(Py_buffer));
-    r->reqs = PyMem_Calloc(depth, sizeof(int64_t));
-    r->st = PyMem_Calloc(1, st_size);
-    r->st2 = PyMem_Calloc(1, st_size);
-    r->sends = PyMem_Calloc(r->s_cap, sizeof(Send));
-    r->drank = PyMem_Calloc(procs, sizeof(int));
-    r->dtag = PyMem_Calloc(procs, sizeof(int));
-    r->sent = PyMem_Calloc(procs, sizeof(int64_t));
-    r->sent_bytes = PyMem_Calloc(procs, sizeof(int64_t));
-    if (!r->bufs || !r->done || !r->views || !r->reqs || !r->st || !r->st2 || !r->sends || !r->drank
-            || !r->dtag || !r->sent || !r->sent_bytes) {
-        Py_DECREF(r);
-        return PyErr_NoMemory();
-    }
-    for (int i = 0; i < depth; i++) {
-        r->bufs[i] = PyByteArray_FromStringAndSize(NULL, bufsize);
-        if (r->bufs[i] == NULL || PyObject_GetBuffer(r->bufs[i], &r->views[i],
-                                                     PyBUF_WRITABLE) < 0) {
-            Py_DECREF(r);
-            return NULL;
-        }
-    }
-    if ((r->acquire = PyObject_GetAttrString(lock, "acquire")) == NULL
-            || (r->release = PyObject_GetAttrString(lock, "release")) == NULL) {
-        Py_DECREF(r);
-        return NULL;
-    }
-    r->post_slow = Py_NewRef(post_slow);
-    r->take_slow = Py_NewRef(take_slow);
-    for (int p = 0; p < procs; p++) {
-        r->drank[p] = -1;
-    }
-    return (PyObject *)r;
-}
-
-/* -- called with MPI_LOCK held (by the conduit's Python, or in take_slow) ------------- */
-
-/* the receive index ``arg`` names: 0..depth-1, or -1 with an exception set */
-static long
-slot_of(MPIRingObject *r, PyObject *arg)
-{
-    long i = PyLong_AsLong(arg);
-    if (i == -1 && PyErr_Occurred()) {
-        return -1;
-    }
-    if (i < 0 || i >= r->depth) {
-        PyErr_Format(PyExc_IndexError, "no receive %ld (the ring has %d)", i, r->depth);
-        return -1;
-    }
-    return i;
-}
-
-/* start(): post the receives */
-static PyObject *
-MPIRing_start(MPIRingObject *r, PyObject *Py_UNUSED(ignored))
-{
-    if (!r->closed || r->head != 0) {
-        PyErr_SetString(PyExc_RuntimeError, "MPIRing.start: already started");
-        return NULL;
-    }
-    for (int i = 0; i < r->depth; i++) {
-        if (m_irecv(r, i) < 0) {
-            return NULL;  /* the posted ones stay posted: the ring is never shut down */
-        }
-        r->closed = 0;
-    }
-    Py_RETURN_NONE;
-}
-
-/* view(i) -> memoryview of receive buffer i */
-static PyObject *
-MPIRing_view(MPIRingObject *r, PyObject *arg)
-{
-    long i = slot_of(r, arg);
-    if (i < 0) {
-        return NULL;
-    }
-    return PyMemoryView_FromObject(r->bufs[i]);
-}
-
-/* swap(i) -> the bytearray of receive buffer i, which a fresh one replaces (the caller keeps
- * the payload in it; the receive is posted into the new one) */
-static PyObject *
-MPIRing_swap(MPIRingObject *r, PyObject *arg)
-{
-    long i = slot_of(r, arg);
-    if (i < 0) {
-        return NULL;
-    }
-    if (!r->done[i]) {
-        PyErr_SetString(PyExc_RuntimeError, "MPIRing.swap: that receive has not completed");
-        return NULL;
-    }
-    PyObject *fresh = PyByteArray_FromStringAndSize(NULL, r->bufsize);
-    Py_buffer v;
-    if (fresh == NULL || PyObject_GetBuffer(fresh, &v, PyBUF_WRITABLE) < 0) {
-        Py_XDECREF(fresh);
-        return NULL;
-    }
-    PyObject *old = r->bufs[i];
-    PyBuffer_Release(&r->views[i]);
-    r->bufs[i] = fresh;
-    r->views[i] = v;
-    return old;
-}
-
-/* peek(k) -> (count, source) of receive k if it completed (not completing it), else None */
-static PyObject *
-MPIRing_peek(MPIRingObject *r, PyObject *arg)
-{
-    long k = slot_of(r, arg);
-    if (k < 0) {
-        return NULL;
-    }
-    int done = m_getst(r, &r->reqs[k], r->st2);
-    if (done <= 0) {
-        return done < 0 ? NULL : Py_NewRef(Py_None);
-    }
-    int count;
-    if (m_count(r, r->st2, &count) < 0) {
-        return NULL;
-    }
-    int src;
-    memcpy(&src, r->st2 + r->src_off, sizeof src);
-    return Py_BuildValue("(ii)", count, src);
-}
-
-/* reap() -> how many envelopes are still in flight, after forgetting the completed ones */
-static PyObject *
-MPIRing_reap(MPIRingObject *r, PyObject *Py_UNUSED(ignored))
-{
-    if (reap(r) < 0) {
-        return NULL;
-    }
-    return PyLong_FromSsize_t(r->s_tail - r->s_head);
-}
-
-/* note_sent(proc, nbytes): count a message the conduit's Python sent */
-static PyObject *
-MPIRing_note_sent(MPIRingObject *r, PyObject *args)
-{
-    int p;
-    long long n;
-    if (!PyArg_ParseTuple(args, "iL", &p, &n)) {
-        return NULL;
-    }
-    if (p < 0 || p >= r->procs) {
-        PyErr_SetString(PyExc_IndexError, "no such process");
-        return NULL;
-    }
-    r->sent[p]++;
-    r->sent_bytes[p] += n;
-    Py_RETURN_NONE;
-}
-
-/* shutdown(): cancel the posted receives and wait for them; envelopes still in flight are
- * left to MPI, their memory never freed */
-static PyObject *
-MPIRing_shutdown(MPIRingObject *r, PyObject *Py_UNUSED(ignored))
-{
-    if (r->closed) {
-        Py_RETURN_NONE;
-    }
-    r->closed = 1;
-    for (int i = 0; i < r->depth; i++) {
-        ((cancel_t)r->cancel)(&r->reqs[i]);
-        ((wait_t)r->wait)(&r->reqs[i], r->st2);
-    }
-    r->s_head = r->s_tail = 0;
-    Py_RETURN_NONE;
-}
-
-/* stop(): from now on sends raise and recv finds nothing (the receives stay posted until
- * shutdown) */
-static PyObject *
-MPIRing_stop(MPIRingObject *r, PyObject *Py_UNUSED(ignored))
-{
-    r->stopped = 1;
-    Py_RETURN_NONE;
 }
 
 /* -- taking MPI_LOCK themselves ------------------------------------------------------- */
@@ -509,7 +158,7 @@ send_slow(MPIRingObject *r, PyObject *const *args, Py_ssize_t nargs, PyObject *k
 /* send(proc, header, payload=None, copy=True): the conduit's send. A header alone, or with a
  * contiguous payload of at most inline_max bytes (direct_max with copy=False), goes as one
  * envelope from here; anything else through post_slow. The buffers may be reused at once. */
-static PyObject *
+PyObject *
 MPIRing_send(MPIRingObject *r, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     /* proc, header, payload, copy: positional, or payload and copy by keyword */
@@ -678,7 +327,7 @@ take_fast(MPIRingObject *r, int i, int count)
 
 /* recv(ready=False) -> (header, payload) | None: the next message, in the order the receives
  * were posted (see the conduit's recv) */
-static PyObject *
+PyObject *
 MPIRing_recv(MPIRingObject *r, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     /* ready (a hint, never a promise) changes nothing here */
@@ -758,7 +407,7 @@ out:
 }
 
 /* ready() -> whether the next envelope has come (the request stays for recv to complete) */
-static PyObject *
+PyObject *
 MPIRing_ready(MPIRingObject *r, PyObject *Py_UNUSED(ignored))
 {
     if (lock_call(r->acquire) < 0) {
@@ -772,121 +421,3 @@ MPIRing_ready(MPIRingObject *r, PyObject *Py_UNUSED(ignored))
     return PyBool_FromLong(k);
 }
 
-/* -- statistics ----------------------------------------------------------------------- */
-
-/* counts() -> (sent by process, bytes sent, received, bytes received, dropped) */
-static PyObject *
-MPIRing_counts(MPIRingObject *r, PyObject *Py_UNUSED(ignored))
-{
-    PyObject *sent = PyList_New(r->procs);
-    if (sent == NULL) {
-        return NULL;
-    }
-    long long bytes = 0;
-    for (int p = 0; p < r->procs; p++) {
-        PyObject *v = PyLong_FromLongLong(r->sent[p]);
-        if (v == NULL) {
-            Py_DECREF(sent);
-            return NULL;
-        }
-        PyList_SET_ITEM(sent, p, v);
-        bytes += r->sent_bytes[p];
-    }
-    return Py_BuildValue("(NLLLL)", sent, bytes, (long long)r->received,
-                         (long long)r->received_bytes, (long long)r->dropped);
-}
-
-/* note_received(nbytes): count a message take_slow returned */
-static PyObject *
-MPIRing_note_received(MPIRingObject *r, PyObject *arg)
-{
-    long long n = PyLong_AsLongLong(arg);
-    if (n == -1 && PyErr_Occurred()) {
-        return NULL;
-    }
-    r->received++;
-    r->received_bytes += n;
-    Py_RETURN_NONE;
-}
-
-/* set_dests([(rank, tag), ...]): where each process's envelopes go */
-static PyObject *
-MPIRing_set_dests(MPIRingObject *r, PyObject *arg)
-{
-    PyObject *seq = PySequence_Fast(arg, "set_dests needs a sequence of (rank, tag)");
-    if (seq == NULL) {
-        return NULL;
-    }
-    if (PySequence_Fast_GET_SIZE(seq) != r->procs) {
-        Py_DECREF(seq);
-        PyErr_Format(PyExc_ValueError, "set_dests needs %d pairs", r->procs);
-        return NULL;
-    }
-    int *rank = PyMem_Calloc(r->procs, sizeof(int)), *tag = PyMem_Calloc(r->procs, sizeof(int));
-    int ok = rank != NULL && tag != NULL;
-    if (!ok) {
-        PyErr_NoMemory();
-    }
-    for (int p = 0; ok && p < r->procs; p++) {
-        ok = PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, p), "ii", &rank[p], &tag[p]);
-        if (ok && (rank[p] < 0 || tag[p] < 0)) {
-            PyErr_SetString(PyExc_ValueError, "set_dests: a negative rank or tag");
-            ok = 0;
-        }
-    }
-    Py_DECREF(seq);
-    if (ok) {  /* all or nothing */
-        memcpy(r->drank, rank, r->procs * sizeof(int));
-        memcpy(r->dtag, tag, r->procs * sizeof(int));
-    }
-    PyMem_Free(rank);
-    PyMem_Free(tag);
-    if (!ok) {
-        return NULL;
-    }
-    Py_RETURN_NONE;
-}
-
-/* received: messages taken so far (the conduit's naps start short again when it grew) */
-static PyObject *
-MPIRing_get_received(MPIRingObject *r, void *Py_UNUSED(closure))
-{
-    return PyLong_FromLongLong((long long)r->received);
-}
-
-static PyGetSetDef MPIRing_getset[] = {
-    {"received", (getter)MPIRing_get_received, NULL, NULL, NULL},
-    {NULL, NULL, NULL, NULL, NULL},
-};
-
-static PyMethodDef MPIRing_methods[] = {
-    {"send", (PyCFunction)(void (*)(void))MPIRing_send, METH_FASTCALL | METH_KEYWORDS, NULL},
-    {"recv", (PyCFunction)(void (*)(void))MPIRing_recv, METH_FASTCALL | METH_KEYWORDS, NULL},
-    {"ready", (PyCFunction)MPIRing_ready, METH_NOARGS, NULL},
-    {"start", (PyCFunction)MPIRing_start, METH_NOARGS, NULL},
-    {"view", (PyCFunction)MPIRing_view, METH_O, NULL},
-    {"swap", (PyCFunction)MPIRing_swap, METH_O, NULL},
-    {"peek", (PyCFunction)MPIRing_peek, METH_O, NULL},
-    {"reap", (PyCFunction)MPIRing_reap, METH_NOARGS, NULL},
-    {"note_sent", (PyCFunction)MPIRing_note_sent, METH_VARARGS, NULL},
-    {"note_received", (PyCFunction)MPIRing_note_received, METH_O, NULL},
-    {"shutdown", (PyCFunction)MPIRing_shutdown, METH_NOARGS, NULL},
-    {"stop", (PyCFunction)MPIRing_stop, METH_NOARGS, NULL},
-    {"counts", (PyCFunction)MPIRing_counts, METH_NOARGS, NULL},
-    {"set_dests", (PyCFunction)MPIRing_set_dests, METH_O, NULL},
-    {NULL, NULL, 0, NULL},
-};
-
-PyTypeObject MPIRing_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "amnet.core._hot.MPIRing",
-    .tp_basicsize = sizeof(MPIRingObject),
-    .tp_dealloc = (destructor)MPIRing_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "The mpi conduit's envelopes in C (see amnet/core/_hot_mpi.c).",
-    .tp_traverse = (traverseproc)MPIRing_traverse,
-    .tp_clear = (inquiry)MPIRing_clear,
-    .tp_methods = MPIRing_methods,
-    .tp_getset = MPIRing_getset,
-    .tp_new = MPIRing_new,
-};

@@ -443,10 +443,11 @@ class MPIConduit(Conduit):
             self._seen = got
             self._nap = NAP_MIN_S
         with MPI_LOCK:
-            if self._ring.reap() or self._sends:
+            in_flight = self._ring.reap()  # the envelopes' sends still in flight
+            if self._sends:
                 self._reap()
-                if self._ring.reap() or self._sends:
-                    return 0.0
+            if in_flight or self._sends:
+                return 0.0
         nap = self._nap
         self._nap = min(nap * 2, NAP_MAX_S)
         return nap if timeout is None else max(0.0, min(nap, timeout))
