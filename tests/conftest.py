@@ -22,6 +22,9 @@ sys.path.insert(0, str(Path(__file__).parent / "cluster"))
 from amnet.core._mpiconduit import MPICH_NETWORK_PATH  # noqa: E402
 
 os.environ.update(MPICH_NETWORK_PATH)
+#: A job's environment without those settings (``Runner``'s ``env``): MPICH's own choices, as
+#: between real hosts (tests/test_cluster*.py).
+MPICH_DEFAULTS: dict[str, str | None] = dict.fromkeys(MPICH_NETWORK_PATH)
 
 
 def leftovers(mark: str) -> list[str]:
@@ -78,7 +81,11 @@ class Runner:
         env["AMTEST_MARK"] = self.mark
         # no empty entry: it would put the current directory on sys.path (python -P or not)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(DATA), env.get("PYTHONPATH")) if p)
-        env.update(extra or {})
+        for k, v in (extra or {}).items():  # None: not in the job's environment
+            if v is None:
+                env.pop(k, None)
+            else:
+                env[k] = v
         return env
 
     def script(self, name: str, text: str) -> str:
@@ -113,6 +120,18 @@ def runner(tmp_path):
 
 
 # -- two hosts in network namespaces ---------------------------------------------------------
+@pytest.fixture(scope="module")
+def hosts():
+    """Two hosts with a real sshd each (network namespaces: tests/cluster/sshhosts.py)."""
+    import sshhosts
+
+    why = sshhosts.missing()
+    if why:
+        pytest.skip(why)
+    with sshhosts.SshHosts(2) as h:
+        yield h
+
+
 @pytest.fixture
 def netns():
     """A second 'host': a network namespace joined to this one by a veth pair.

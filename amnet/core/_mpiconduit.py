@@ -115,11 +115,15 @@ def mpi(thread_level: str = "serialized") -> Any:
         raise ConfigError(MISSING) from None
     if "mpi4py.MPI" not in sys.modules:
         mpi4py.rc.thread_level = thread_level
+        mpi4py.rc.initialize = False  # the library is looked at before MPI_Init (below)
+        mpi4py.rc.finalize = True  # and finalized at exit, as mpi4py would have
     try:
         from mpi4py import MPI
     except (ImportError, RuntimeError) as e:
         raise ConfigError(f"{MISSING}: {e}") from None
     if not MPI.Is_initialized():
+        # read by MPICH and libfabric in MPI_Init
+        os.environ.update(mpich_settings(MPI.Get_library_version(), os.environ))
         MPI.Init_thread(LEVELS.index(thread_level))
     have = MPI.Query_thread()
     if have < LEVELS.index(thread_level):
@@ -127,6 +131,35 @@ def mpi(thread_level: str = "serialized") -> Any:
                           f"needs {thread_level} here (import amnet before mpi4py, or set "
                           f"mpi4py.rc.thread_level = {thread_level!r})")
     return MPI
+
+
+def mpich_settings(library_version: str, environ: Any) -> dict[str, str]:
+    """What amnet sets in the environment before ``MPI_Init`` for the mpich wheel's MPICH
+    (``MPICH Device: ch4:ucx ofi``: both network modules built), where nobody chose a
+    network module: ``MPIR_CVAR_CH4_NETMOD=ofi``, and, unless ``FI_PROVIDER`` is set,
+    ``FI_PROVIDER=^sockets``. Any other MPI, or a module named in the environment (by the
+    user, or ``MPICH_NETWORK_PATH``), gets nothing.
+
+    Found between real hosts (tests/test_cluster.py runs the core AM job there; plain
+    mpi4py shows both, docs/conduits.md): over MPICH's ucx module (MPICH 5.0.2, UCX over
+    TCP), which it picks first, a receive posted from ``MPI_ANY_SOURCE`` misses messages
+    that arrived before it was posted, and the conduit's receives are all from any source:
+    a burst of AMs stopped half way. Over ofi, libfabric's ``sockets`` provider (which MPICH
+    picked there before ``tcp``) sends a message only while the sender calls MPI: a rank
+    that left a barrier and computed held the last message of the barrier, and a rank of the
+    other host waited in it as long."""
+    if environ.get("MPIR_CVAR_CH4_NETMOD"):
+        return {}
+    for line in library_version.splitlines():
+        if line.startswith("MPICH Device:"):
+            words = line.split(":", 1)[1].replace(":", " ").split()
+            if "ucx" not in words or "ofi" not in words:
+                return {}
+            out = {"MPIR_CVAR_CH4_NETMOD": "ofi"}
+            if not environ.get("FI_PROVIDER"):
+                out["FI_PROVIDER"] = "^sockets"
+            return out
+    return {}
 
 
 def set_job_comm(comm: Any) -> None:

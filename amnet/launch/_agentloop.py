@@ -85,6 +85,7 @@ class AgentLoop:
         self.parent = os.getppid()
         self.finished = None
         self.last_heard = 0.0
+        self.heard = False  # anything from amnet-run yet (else: its address is unreachable)
 
     def run(self) -> int:
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
@@ -218,6 +219,7 @@ class AgentLoop:
 
     def _on_frames(self, frames: list[bytes]) -> None:
         self.last_heard = self.loop.time()
+        self.heard = True
         try:
             msg = proto.unpack(frames[-1])
         except proto.ProtocolError:
@@ -232,6 +234,10 @@ class AgentLoop:
             await asyncio.sleep(2.0)
             if self.loop.time() - self.last_heard > LAUNCHER_SILENCE_S:
                 self.launcher_gone = True
-                self.teardown(f"no word from amnet-run for {LAUNCHER_SILENCE_S:.0f} s", 0.0, True)
+                why = f"no word from amnet-run for {LAUNCHER_SILENCE_S:.0f} s"
+                if not self.heard:  # it never answered: this host cannot reach its address
+                    why += (f" (never reached it at {self.spec['bootstrap']}: give amnet-run "
+                            "--bootstrap-addr an address of its host that the nodes reach)")
+                self.teardown(why, 0.0, True)
                 return
 

@@ -110,11 +110,19 @@ def _check_placement(topo: Any, hosts: list[str]) -> None:
                          f"launcher {topo.procs_per_node} processes per host, in rank order)")
 
 
+_KEEP_SHM = ("amnet-", "vader_segment.")  # amnet's own; Open MPI's (see below)
+
+
 def _unlink_mapped_shm() -> None:
     """Remove the names of the /dev/shm objects the MPI mapped in ``MPI_Init`` (MPICH's
     ``mpich_shm_*``): the processes of the host have mapped them, and a job killed before
     ``MPI_Finalize`` would leave them behind. The mappings stay; MPI never opens them again
-    by name. Called once every process is past ``MPI_Init``, before amnet maps anything."""
+    by name. Called once every process is past ``MPI_Init``, before amnet maps anything.
+
+    Open MPI's ``vader_segment.*`` stay: its ``MPI_Finalize`` unlinks them itself (and
+    prints a warning per segment when one is gone), and it registers them for removal with
+    its launcher (``mpirun``, or the PMIx server of ``srun --mpi=pmix``), which removes them
+    when a process dies."""
     try:
         with open("/proc/self/maps") as f:
             lines = f.read().splitlines()
@@ -124,7 +132,7 @@ def _unlink_mapped_shm() -> None:
         parts = line.split(None, 5)  # address perms offset dev inode [path]
         path = parts[5].strip() if len(parts) == 6 else ""
         if path.startswith("/dev/shm/") and "/" not in path[9:] and \
-                not path.endswith("(deleted)") and not path[9:].startswith("amnet-"):
+                not path.endswith("(deleted)") and not path[9:].startswith(_KEEP_SHM):
             try:
                 os.unlink(path)
             except OSError:

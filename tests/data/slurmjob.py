@@ -1,8 +1,10 @@
 """A job for the real Slurm tests (tests/test_cluster.py): a Medium AM and a put to another
-rank, a reduce_all over every rank, and a line per rank saying what ran it (the Slurm job and
-step ids that srun gives its tasks) and on which conduit."""
+rank, a reduce_all over every rank, and a line per rank saying where it ran (its host name), what
+ran it (the Slurm job and step ids that srun gives its tasks) and on which conduit. The recipe
+in docs/conduits.md runs it as its ``app.py``."""
 
 import os
+import socket
 
 import numpy as np
 
@@ -29,7 +31,7 @@ total = np.zeros(1, np.int64)
 ep.coll.reduce_all(total, np.array([ep.rank + 1], np.int64), ADD)
 ok = (GOT == [b"from %d" % left] and bytes(ep.segment[8:16]) == bytes([left + 1]) * 8
       and int(total[0]) == ep.size * (ep.size + 1) // 2)
-print(f"rank {ep.rank} job {os.environ.get('SLURM_JOB_ID')} step "
+print(f"rank {ep.rank} host {socket.gethostname()} job {os.environ.get('SLURM_JOB_ID')} step "
       f"{os.environ.get('SLURM_STEP_ID')} ok {ok} conduit {ep.statistics().conduit.name}",
       flush=True)
 ep.barrier()
