@@ -20,6 +20,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import uuid
 
@@ -206,6 +207,24 @@ def test_mpi_conduit_across_the_hosts(runner, hosts):
     for m in lines:
         _, node, ns, ok, conduit = m.groups()
         assert int(ns) == hosts.ns_inode(int(node)) and ok == "True" and conduit == "mpi"
+
+def test_python_m_amnet_under_the_users_mpiexec_across_the_hosts(runner, hosts):
+    """The user's own ``mpiexec -ppn 2 -hosts H1,H2 python -m amnet app.py`` (Hydra over the
+    hosts' sshd): every MPI process an amnet process, a node per host."""
+    cmd = ["mpiexec", "-n", "4", "-ppn", "2", "-hosts", ",".join(hosts.ips), sys.executable,
+           "-P", "-m", "amnet", JOB]
+    env = {**MPICH_DEFAULTS, **hosts.env(), "HYDRA_IFACE": hosts.links[0],
+           "AMTEST_CANARY": canary(), "AMTEST_SECRET_FILE": ""}
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=90, cwd=runner.tmp,
+                         env=runner.env(env), stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stderr
+    lines = [LINE.fullmatch(ln) for ln in out.stdout.splitlines()]
+    assert len(lines) == 4 and all(lines), out.stdout
+    for m in lines:
+        rank, node, ns, ok, conduit = m.groups()
+        assert int(node) == int(rank) // 2 and int(ns) == hosts.ns_inode(int(node))
+        assert ok == "True" and conduit == "mpi"
+
 
 @pytest.mark.parametrize("example", ["am_pingpong.py", "halo_vis.py", "upc/sobel.py"])
 def test_examples_check_their_answers_on_the_real_hosts(runner, hosts, example):

@@ -186,6 +186,18 @@ def test_an_allocation_too_small_is_refused_before_asking_slurm(runner, slurm, h
     assert time.monotonic() - t0 < 15
 
 
+def test_agents_that_never_reach_amnet_run_say_where_they_tried(runner, slurm):
+    """``--bootstrap-addr`` on this host's loopback, agents started by srun on the namespaced
+    hosts: they cannot reach it, and after the launcher's silence they stop, naming the
+    address they tried and the option to change it."""
+    out = runner("-n", "2", "--nodes", "2", "--spawner", "srun", "--bootstrap-addr",
+                 "127.0.0.1", SLURM_JOB, env=env_of(slurm), timeout=90)
+    assert out.returncode != 0
+    assert "never reached it at tcp://127.0.0.1:" in out.stderr, out.stderr
+    assert "give amnet-run --bootstrap-addr" in out.stderr
+    assert out.stdout == ""
+
+
 def squeue(slurm) -> str:
     return subprocess.run(["squeue", "-h", "-o", "%T"], capture_output=True, text=True,
                           env={**os.environ, **slurm.env()}).stdout
