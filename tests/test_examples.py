@@ -10,7 +10,8 @@ docstrings give: 4 UPC threads as 2 processes of 2 rank-threads on one node, and
 on 2 simulated nodes; each on amnet and over shmem_rt (``AMNET_UPC_RUNTIME=shmem``), with the
 same output.
 
-The OpenSHMEM examples in examples/shmem/ (on shmem_rt) too, in the three shapes their
+The asyncio examples in examples/aio/ (amnet.aio) and the OpenSHMEM examples in
+examples/shmem/ (on shmem_rt) too, in the three shapes their
 docstrings give: 4 PEs as 4 processes, as 2 processes of 2 rank-threads, and on 2 simulated
 nodes. hello.py prints one line per PE (in no fixed order, sorted here); race_winner.py
 does not name its winner, which varies.
@@ -91,6 +92,28 @@ SHMEM_SHAPES = {
     "threads": ["--threads-per-proc", "2"],  # 2 processes x 2 rank-threads
     "2nodes": ["--nodes", "2"],  # 2 nodes, 2 processes each
 }
+
+
+AIO_EXPECTED = {
+    "kv_service.py": "kv_service: 4 ranks stored 200 keys each with 200 rpcs in flight (owned "
+                     "[200, 200, 200, 200]), read back their right neighbour's, a missing key "
+                     "raised KeyError: ok",
+    "crawler.py": "crawler: 4 ranks crawled a 6000-vertex graph from their own vertices: "
+                  "reached [6000, 6000, 6000, 6000] in [13, 13, 13, 13] levels, up to 1565 rpcs "
+                  "in flight, every level equal to a local breadth-first search: ok",
+    "overlap.py": "overlap: 4 ranks x 1000 cells, 25 steps, halo gets awaited while the "
+                  "interior was computed: equals the serial computation (norm 44.883608279): "
+                  "ok",
+}
+
+
+@pytest.mark.parametrize("shape", sorted(SHMEM_SHAPES))  # the shapes their docstrings give
+@pytest.mark.parametrize("example", sorted(AIO_EXPECTED))
+def test_aio_example(runner, example, shape):
+    out = runner("-n", "4", *SHMEM_SHAPES[shape], "--timeout", "40",
+                 str(EXAMPLES / "aio" / example), timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.splitlines() == [AIO_EXPECTED[example]], out.stdout + out.stderr
 
 
 @pytest.mark.parametrize("threads", [1, 2], ids=["T1", "T2"])

@@ -163,6 +163,13 @@ class CopyHandle:
         self._step()
         return self._h is None or self._h.test()
 
+    def __await__(self) -> Any:
+        """``await handle`` in a coroutine that ``amnet.aio.run`` runs: ``sync()`` without
+        blocking the loop."""
+        import amnet.aio
+
+        return amnet.aio.awaitable(self).__await__()
+
     def sync(self) -> None:
         """Wait until the copy completed (``upc_sync``)."""
         while True:

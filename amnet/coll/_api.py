@@ -69,6 +69,13 @@ class CollHandle:
         self._coll._wait(self._run)
         return self._run.result
 
+    def __await__(self) -> Any:
+        """``await handle`` in a coroutine that :func:`amnet.aio.run` runs: what
+        :meth:`wait` returns, with the same errors."""
+        from .. import aio  # the loop driver: a layer beside this one
+
+        return aio.awaitable(self).__await__()
+
 
 class Team:
     """An ordered set of ranks (see the module). ``size``, ``index`` (my place),

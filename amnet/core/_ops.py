@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .._errors import AMNetError
+from .._errors import AMContextError, AMNetError
 
 
 class Bucket:
@@ -24,10 +24,32 @@ class Bucket:
         return self.puts == 0 and self.gets == 0
 
 
-class Op:
-    """One operation in flight, completed by the reply that names its op id."""
+#: How ``await handle`` is done: set by :mod:`amnet.aio` when it is imported (the core knows
+#: no event loop). ``AWAITER[0](obj)`` returns what the await yields from.
+AWAITER: list[Any] = [None]
 
-    __slots__ = ("bucket", "done", "error", "is_get", "out", "peer", "rs", "value")
+
+def awaiting(obj: Any) -> Any:
+    """The awaitable behind ``await obj`` (a :class:`Handle`, a collective's handle).
+
+    Raises:
+        AMContextError: amnet.aio was never imported (nothing drives progress from a loop).
+    """
+    fn = AWAITER[0]
+    if fn is None:
+        raise AMContextError(f"await of {obj!r} needs amnet.aio: run the coroutine with "
+                             "amnet.aio.run(main) (or inside amnet.aio.attach())")
+    return fn(obj)
+
+
+class Op:
+    """One operation in flight, completed by the reply that names its op id.
+
+    ``notify``: None, or a callable that :meth:`complete` calls with the op once it is done
+    (on whichever thread completed it: amnet.aio's loop driver sets it while an ``await``
+    waits for the op)."""
+
+    __slots__ = ("bucket", "done", "error", "is_get", "notify", "out", "peer", "rs", "value")
 
     def __init__(self, rs: Any, peer: int, is_get: bool = False, out: Any = None,
                  bucket: Bucket | None = None) -> None:
@@ -39,6 +61,7 @@ class Op:
         self.done = False
         self.value: Any = None
         self.error: BaseException | None = None
+        self.notify: Any = None
         with rs.lock:  # completions run on the draining thread: counters need a real lock
             rs.inflight += 1
             if bucket is not None:
@@ -59,6 +82,9 @@ class Op:
                     b.puts -= 1
             self.rs.inflight -= 1
         self.done = True
+        notify = getattr(self, "notify", None)  # a subclass may not have run Op.__init__
+        if notify is not None:
+            notify(self)
 
 
 class Done:
@@ -115,6 +141,11 @@ class Handle:
         if op.error is not None:
             raise op.error
         return op.value
+
+    def __await__(self) -> Any:
+        """``await handle`` (in a coroutine that :func:`amnet.aio.run` runs): the result, as
+        :meth:`wait` returns it, with the same errors."""
+        return awaiting(self).__await__()
 
     def __repr__(self) -> str:
         return f"<amnet.Handle {self.kind} {'done' if self._op.done else 'pending'}>"

@@ -114,6 +114,10 @@ class PshmNetwork:
                       self.mine.buf)
         self.bytes_mapped = lay.size
         self.my_bell = self.doorbells.get(me)
+        # 1 while an event loop drives this process's progress (amnet.aio): senders ring the
+        # doorbell for every message, as for a sleeping process, since the loop watches it
+        # and never says when it sleeps (set_ring_always)
+        self.ring_always = 0
 
     @property
     def ident(self) -> str:
@@ -177,12 +181,18 @@ class PshmNetwork:
             else:  # no doorbell (processes an MPI launcher started): nap, then look again
                 wait([], min(timeout, NO_BELL_NAP_S))
         finally:
-            words.store(L.W_SLEEP, 0)
+            words.store(L.W_SLEEP, self.ring_always)
             if bell is not None:
                 try:
                     os.eventfd_read(bell)
                 except (BlockingIOError, OSError):
                     pass
+
+    def set_ring_always(self, on: bool) -> None:
+        """While on, the sleeping flag stays up (senders ring this process's doorbell for
+        every message): for an event loop watching the doorbell (amnet.aio)."""
+        self.ring_always = 1 if on else 0
+        self.mine.words.store(L.W_SLEEP, self.ring_always)
 
     def statistics(self) -> PshmStatistics:
         sent, received, full_waits, rings, _ = self.hot.counts()
