@@ -66,7 +66,7 @@ def test_registry_has_am_and_rma():
 
 
 def test_am_figures(marked):
-    res = am_mod.am(["--iters", "20", "--warmup", "2", "--reps", "2", "--sizes", "8,1K",
+    res = am_mod.am(["--no-aio", "--iters", "20", "--warmup", "2", "--reps", "2", "--sizes", "8,1K",
                      "--latency-us", "5", "--wait-mode", "auto,block", "--no-node",
                      "--conduit", "tcp"], progress=False)
     assert res["suite"] == "am"
@@ -146,7 +146,7 @@ def test_rma_figures(marked):
 
 
 def test_am_pinned_to_one_core_skips_the_spinning_peer(marked):
-    res = am_mod.am(iters=10, warmup=1, reps=1, sizes=[8], pin="same", node=False,
+    res = am_mod.am(iters=10, warmup=1, reps=1, sizes=[8], pin="same", node=False, aio=False,
                     progress=False)
     assert res["config"]["pin"] == "same"
     assert [r["am"] for r in res["results"]] == ["short", "medium"]
@@ -173,7 +173,7 @@ def test_am_pinned_to_one_core_skips_the_spinning_peer(marked):
     ("rma", ["--bytes", "lots"]),
     ("rma", ["--sizes", "0"]),
     ("rma", ["--pin", "everywhere"]),
-    ("am", ["--no-node", "--no-network"]),
+    ("am", ["--no-node", "--no-network", "--no-aio"]),
     ("am", ["--node-batch", "0"]),
     ("am", ["--node-warmup", "-1"]),
     ("rma", ["--no-node", "--no-network"]),
@@ -242,16 +242,34 @@ def test_am_both_sections_print_both_tables(marked):
     res = am_mod.am(["--iters", "5", "--warmup", "1", "--reps", "1", "--sizes", "8",
                      "--node-iters", "20", "--node-warmup", "2", "--node-batch", "10"],
                     progress=False)
-    assert res["config"]["sections"] == ["network", "node"]
-    assert [t["section"] for t in res["tables"]] == ["network", "node"]
+    assert res["config"]["sections"] == ["network", "node", "aio"]
+    assert [t["section"] for t in res["tables"]] == ["network", "node", "aio"]
     assert res["table"]["columns"][0] == "AM"  # the main table is still the network one
     _check_table(res)
     text = markdown(res)
-    assert text.index("### Across nodes") < text.index("### On one node")
+    assert text.index("### Across nodes") < text.index("### On one node") < \
+        text.index("### amnet.aio")
+    aio = [r for r in res["results"] if r["section"] == "aio"]
+    # per place: the awaited get and rpc, 1000 rpcs with gather, the idle await
+    assert [(r["place"], r["what"]) for r in aio] == [
+        (p, w) for p in ("within a node", "across nodes")
+        for w in ("get await", "get floors", "rpc await", "1000 rpcs gather", "gather floor",
+                  "idle await")]
+    for r in aio:
+        if r["what"] == "get floors":
+            assert r["floor_await"]["median"] > 0 and r["ratio_vs_handle"] > 0
+        elif r["what"] == "gather floor":
+            assert min(r["floor_s"]) > 0 and r["ratio_vs_handles"] > 0
+        elif "ratio" in r:
+            assert r["ratio"] > 0 and r["target"]["met"] == (r["ratio"] <= r["target"][
+                "max_ratio"])
+        else:
+            assert 0 <= r["fraction"] < 1 and 0.95 < r["wall_s"] < 2
 
 
 def test_am_node_figures(marked):
-    res = am_mod.am(["--no-network", "--reps", "1", "--node-iters", "40", "--node-warmup",
+    res = am_mod.am(["--no-aio", "--no-network", "--reps", "1", "--node-iters", "40",
+                     "--node-warmup",
                      "5", "--node-batch", "20"], progress=False)
     assert res["config"]["sections"] == ["node"]
     cfg = res["config"]["node"]
@@ -320,7 +338,8 @@ def test_am_node_figures(marked):
 
 def test_am_node_without_mpi4py_says_missing(marked, monkeypatch):
     monkeypatch.setattr(_node, "mpi_missing", lambda: "mpi4py is not installed (test)")
-    res = am_mod.am(["--no-network", "--reps", "1", "--node-iters", "10", "--node-warmup",
+    res = am_mod.am(["--no-aio", "--no-network", "--reps", "1", "--node-iters", "10",
+                     "--node-warmup",
                      "1", "--node-batch", "10"], progress=False)
     rows = {r.get("config") or r["peer"]: r for r in res["results"]}
     procs = rows["2 procs"]
@@ -388,7 +407,7 @@ def test_am_and_rma_over_mpi_beside_mpi4py(marked):
     """--conduit tcp,mpi: the raw-zmq table for tcp, then an mpi table beside mpi4py on the
     same MPI for each of MPICH's paths (no shared memory with the default network module;
     forced onto TCP), each Short / 1 MiB row with its target."""
-    res = am_mod.am(["--quick", "--no-node", "--conduit", "tcp,mpi", "--sizes", "8"],
+    res = am_mod.am(["--quick", "--no-node", "--no-aio", "--conduit", "tcp,mpi", "--sizes", "8"],
                     progress=False)
     assert [t["section"] for t in res["tables"]] == ["network", "mpi-nolocal", "mpi"]
     assert "over the tcp conduit" in res["tables"][0]["title"]

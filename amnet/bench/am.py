@@ -38,6 +38,10 @@ MPICH's shared-memory transport, mpi4py's default thread level).
 
 Every repetition runs each configuration (each wait mode), raw-shm and mpi4py one after the
 other, fresh processes each; targets are checked on the medians over repetitions.
+
+aio section (:mod:`amnet.bench._aio`, ``--no-aio`` skips it): amnet.aio's awaited 8 B get and
+Short rpc beside their blocking forms, 1000 rpcs awaited with ``asyncio.gather`` beside
+handles, and the CPU of an idle awaiting rank, within a node and across nodes.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from statistics import median
 from typing import Any
 
 from . import _mpinet, _node, suite
+from ._aio import aio_section
 from ._jobs import am_job, node_am_job
 from ._mpipeer import run_mpi
 from ._report import Progress, nodes_topologies, quick_parse
@@ -83,7 +88,8 @@ TARGET_THREADS_VS_CALLS = 1.5  # "2 threads" <= 1.5x python calls in turns, in e
 
 def _parser(iters: int, warmup: int, reps: int, sizes: Any, latency_us: float,
             wait_modes: Any, pin: str, node: bool, network: bool, node_iters: int,
-            node_warmup: int, node_batch: int, conduit: Any) -> argparse.ArgumentParser:
+            node_warmup: int, node_batch: int, conduit: Any,
+            aio: bool = True) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="amnet-bench am",
         description="Network section: Short and Medium AM round trip across 2 simulated nodes "
@@ -123,6 +129,10 @@ def _parser(iters: int, warmup: int, reps: int, sizes: Any, latency_us: float,
                    help="run the node section (default: on)")
     p.add_argument("--network", action=argparse.BooleanOptionalAction, default=network,
                    help="run the network section (default: on)")
+    p.add_argument("--aio", action=argparse.BooleanOptionalAction, default=aio,
+                   help="run the aio section: amnet.aio's awaited get and rpc beside the "
+                        "blocking forms, 1000 rpcs with asyncio.gather beside handles, the CPU "
+                        "of an idle awaiting rank (default: on)")
     p.add_argument("--node-iters", type=int, default=node_iters, metavar="I",
                    help="node section: timed round trips per configuration and peer per "
                         "repetition, rounded up to whole batches (default: %(default)s)")
@@ -138,10 +148,13 @@ def am(args: Sequence[str] | None = None, *, iters: int = 2000, warmup: int = 20
        reps: int = 7, sizes: str | Iterable[int] = "8,1K,64K", latency_us: float = 0.0,
        wait_modes: str | Iterable[str] = "auto", pin: str = "none", node: bool = True,
        network: bool = True, node_iters: int = 10000, node_warmup: int = 1000,
-       node_batch: int = 200, conduit: str = "zmq", progress: bool = True) -> dict[str, Any]:
-    """AM round trip: across 2 nodes vs raw pyzmq; on one node (Table 2) vs raw-shm, mpi4py."""
+       node_batch: int = 200, conduit: str = "zmq", aio: bool = True,
+       progress: bool = True) -> dict[str, Any]:
+    """AM round trip across 2 nodes vs raw pyzmq, on one node vs raw-shm/mpi4py; amnet.aio.
+
+    The network and node sections, then amnet.aio's awaits beside the blocking forms."""
     parser = _parser(iters, warmup, reps, sizes, latency_us, wait_modes, pin, node, network,
-                     node_iters, node_warmup, node_batch, conduit)
+                     node_iters, node_warmup, node_batch, conduit, aio)
     parser.add_argument("--nodes", type=nodes_topologies, default=None, metavar="K,K",
                         help="1: the node section only, 2: the network section only, 1,2: "
                              "both (as --node/--network)")
@@ -167,8 +180,8 @@ def am(args: Sequence[str] | None = None, *, iters: int = 2000, warmup: int = 20
         parser.error(f"--latency-us must be within 0..1000000, got {opts.latency_us}")
     if max(opts.sizes) > 16 << 20:
         parser.error("Medium sizes are at most 16 MiB (AMNET_MAX_MEDIUM's limit)")
-    if not (opts.node or opts.network):
-        parser.error("--no-node and --no-network leave nothing to run")
+    if not (opts.node or opts.network or opts.aio):
+        parser.error("--no-node, --no-network and --no-aio leave nothing to run")
 
     nets = []
     if opts.network:
@@ -179,7 +192,8 @@ def am(args: Sequence[str] | None = None, *, iters: int = 2000, warmup: int = 20
             else:
                 nets.append(_network(argparse.Namespace(**{**vars(opts), "conduit": c}),
                                      progress))
-    return merge_sections("am", *nets, _node_section(opts, progress) if opts.node else None)
+    return merge_sections("am", *nets, _node_section(opts, progress) if opts.node else None,
+                          aio_section(opts, progress) if opts.aio else None)
 
 
 def _network(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:

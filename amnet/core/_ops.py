@@ -145,7 +145,12 @@ class Handle:
     def __await__(self) -> Any:
         """``await handle`` (in a coroutine that :func:`amnet.aio.run` runs): the result, as
         :meth:`wait` returns it, with the same errors."""
-        return awaiting(self).__await__()
+        op = self._op
+        if op.done and AWAITER[0] is not None:  # nothing to wait for (a node-local copy)
+            if op.error is not None:
+                raise op.error
+            return op.value
+        return (yield from awaiting(self).__await__())
 
     def __repr__(self) -> str:
         return f"<amnet.Handle {self.kind} {'done' if self._op.done else 'pending'}>"

@@ -1,0 +1,133 @@
+"""``amnet-bench am``'s aio section: amnet.aio's awaits beside the blocking forms, in the
+same job (jobs in :mod:`amnet.bench._aiojob`).
+
+Rows, each within a node (2 processes, the shared-memory network) and across nodes (2
+simulated nodes, the ``--conduit``'s first conduit other than mpi, else zmq):
+
+- an 8 B get and a Short rpc round trip: ``await ep.get_nb(...)`` / ``await ep.rpc(...)``
+  beside ``ep.get(...)`` / ``ep.rpc(...).wait()``; target: at most 1.5x the blocking form;
+- 1000 rpcs from rank 0 to the three others (4 ranks): ``asyncio.gather`` of the awaited
+  rpcs beside the same issued as handles and waited for with ``amnet.wait_all``; target: at
+  most 1.0x;
+- an idle rank awaiting ``asyncio.sleep(1)``: its process's CPU time over the wall time;
+  target: under 5% of a core.
+"""
+
+from __future__ import annotations
+
+import argparse
+from statistics import median
+from typing import Any
+
+from ._aiojob import idle_job, many_job, rtt_job
+from ._report import Progress
+from ._twonode import dist, over_reps, run_job, us
+
+TARGET_AWAIT = 1.5
+TARGET_MANY = 1.0
+TARGET_IDLE = 0.05
+
+
+def aio_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
+    conduit = next((c for c in opts.conduit if c != "mpi"), "zmq")
+    places = {"within a node": dict(n=2, nodes=1),
+              "across nodes": dict(n=2, nodes=2, conduit=conduit)}
+    plan = {"batch": max(10, opts.node_batch // 2), "warmup": opts.node_warmup // 10 + 5,
+            "batches": max(3, opts.node_iters // max(10, opts.node_batch // 2) // 4)}
+    many = {"count": 1000, "rounds": max(2, opts.reps)}
+    idle = {"seconds": 1.0}
+    bar = Progress("am aio", opts.reps * len(places) * 2 + len(places), enabled=progress)
+    rtts: dict[str, dict[str, list]] = {p: {} for p in places}
+    gathers: dict[str, dict[str, list[float]]] = {
+        p: {"handles": [], "gather": [], "floor": []} for p in places}
+    idles: dict[str, dict[str, float]] = {}
+    try:
+        for rep in range(opts.reps):
+            for place, topo in places.items():
+                got = run_job(rtt_job, plan, **topo)[0]
+                for key, samples in got.items():
+                    rtts[place].setdefault(key, []).append(dist(samples))
+                bar.step(f"{place} round trips rep {rep + 1}/{opts.reps}")
+                m = run_job(many_job, many, **{**topo, "n": 4})[0]
+                for k in ("handles", "gather", "floor"):
+                    gathers[place][k] += m[k]
+                bar.step(f"{place} 1000 rpcs rep {rep + 1}/{opts.reps}")
+        for place, topo in places.items():
+            idles[place] = run_job(idle_job, idle, **topo)[0]
+            bar.step(f"{place} idle")
+    finally:
+        bar.close()
+
+    results: list[dict[str, Any]] = []
+    rows: list[list[str]] = []
+    for place in places:
+        for form, label in (("get", "8 B get round trip"), ("rpc", "Short rpc round trip")):
+            blk = over_reps(rtts[place][f"{form} blocking"])
+            aw = over_reps(rtts[place][f"{form} await"])
+            ratio = aw["median"] / blk["median"]
+            met = ratio <= TARGET_AWAIT
+            results.append({"section": "aio", "place": place, "what": f"{form} await",
+                            "aio": aw, "blocking": blk, "ratio": ratio,
+                            "target": {"max_ratio": TARGET_AWAIT, "met": met}})
+            rows.append([place, f"await {label}", us(aw), f"blocking: {us(blk)}",
+                         f"{ratio:.2f}", f"<= {TARGET_AWAIT:g}: " + ("met" if met
+                                                                     else "missed")])
+            if form == "get":  # what an await costs at least, and the handle form
+                hd = over_reps(rtts[place]["get handle"])
+                fl = over_reps(rtts[place]["floor await"])
+                results.append({"section": "aio", "place": place, "what": "get floors",
+                                "handle": hd, "floor_await": fl,
+                                "ratio_vs_handle": aw["median"] / hd["median"]})
+                rows.append([place, "  beside: get_nb(...).wait(); await of a coroutine "
+                             "that returns at once", f"{aw['median'] * 1e6:.1f} / "
+                             f"{hd['median'] * 1e6:.1f} = {aw['median'] / hd['median']:.2f}x "
+                             "the handle form", f"floor: {us(fl)}", "-", "-"])
+        h, g, fl = (gathers[place][k] for k in ("handles", "gather", "floor"))
+        ratio = median(g) / median(h)
+        met = ratio <= TARGET_MANY
+        results.append({"section": "aio", "place": place, "what": "1000 rpcs gather",
+                        "aio_s": g, "handles_s": h, "floor_s": fl, "ratio": ratio,
+                        "target": {"max_ratio": TARGET_MANY, "met": met}})
+        rows.append([place, "1000 rpcs to 3 others: asyncio.gather",
+                     f"{median(g) * 1e3:.1f} ms ({min(g) * 1e3:.1f}..{max(g) * 1e3:.1f})",
+                     f"handles + wait_all: {median(h) * 1e3:.1f} ms "
+                     f"({min(h) * 1e3:.1f}..{max(h) * 1e3:.1f})", f"{ratio:.2f}",
+                     f"<= {TARGET_MANY:g}: " + ("met" if met else "missed")])
+        results.append({"section": "aio", "place": place, "what": "gather floor",
+                        "floor_s": fl, "ratio_vs_handles": median(fl) / median(h)})
+        rows.append([place, "  beside: asyncio.gather of 1000 coroutines on futures, no "
+                     "communication", f"{median(fl) * 1e3:.1f} ms ({min(fl) * 1e3:.1f}.."
+                     f"{max(fl) * 1e3:.1f})", "-", f"{median(fl) / median(h):.2f}", "-"])
+        i = idles[place]
+        frac = i["cpu"] / i["wall"]
+        met = frac < TARGET_IDLE
+        results.append({"section": "aio", "place": place, "what": "idle await",
+                        "cpu_s": i["cpu"], "wall_s": i["wall"], "fraction": frac,
+                        "target": {"max_fraction": TARGET_IDLE, "met": met}})
+        rows.append([place, f"idle rank awaiting {idle['seconds']:g} s: CPU of its process",
+                     f"{i['cpu'] * 1e3:.1f} ms ({frac * 100:.2f}% of a core)", "-", "-",
+                     f"< {TARGET_IDLE * 100:g}%: " + ("met" if met else "missed")])
+    notes = [
+        f"Round trips: µs, median (p10..p90) over {opts.reps} fresh jobs of each job's "
+        f"{plan['batches']} batches of {plan['batch']} (after {plan['warmup']} of each form "
+        "untimed), the blocking and the awaited form alternating batch by batch in rank 0's "
+        "coroutine (amnet.aio.run), rank 1 serving in a blocking ep.wait_until for both.",
+        f"1000 rpcs: rank 0 of 4 (2 per node across nodes) to ranks 1, 2, 3 in turn; "
+        f"seconds per 1000, median (min..max) over {many['rounds']} rounds of each of "
+        f"{opts.reps} jobs (after a round untimed), the two forms alternating.",
+        "Floors, measured in the same jobs: an 8 B get within a node is a copy in C (the "
+        "blocking form), and get_nb a Python call that makes a handle; an await costs at "
+        "least the await of a coroutine that returns at once. asyncio.gather makes a task "
+        "per awaitable it is given: its row without communication is what 1000 tasks cost.",
+        "Idle: rank 0 awaits asyncio.sleep(1) while rank 1 waits in ep.wait_until; "
+        "time.process_time() of rank 0's process over the wall time.",
+        f"ratio = awaited / blocking (lower is better). Across nodes: the {conduit} "
+        "conduit.",
+    ]
+    config = {"plan": plan, "many": many, "idle": idle, "places": {
+        p: {k: v for k, v in t.items()} for p, t in places.items()}, "reps": opts.reps}
+    return {"config": config, "results": results,
+            "table": {"section": "aio", "title": "amnet.aio: awaited operations beside the "
+                      "blocking forms", "columns": ["where", "what", "amnet.aio",
+                                                    "the blocking form", "ratio", "target"],
+                      "rows": rows, "notes": notes}}
