@@ -65,3 +65,17 @@ def test_errors_have_public_names_and_pickle():
 def test_config_of_a_plain_process():
     assert isinstance(amnet.config, amnet.Config)
     assert amnet.config.segment_size >= 4096
+
+
+def test_aio_surface():
+    import types
+
+    import amnet.aio
+
+    public = {n for n in dir(amnet.aio) if not n.startswith("_")
+              and not isinstance(getattr(amnet.aio, n), types.ModuleType)}
+    assert public == {"Promise", "as_future", "attach", "awaitable", "defer", "loop_of",
+                      "on_complete", "run"}
+    assert set(amnet.aio.__all__) == public
+    for name in public:  # each says what it raises, or is a class documenting its methods
+        assert getattr(amnet.aio, name).__doc__, name
