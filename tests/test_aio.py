@@ -43,6 +43,16 @@ def test_awaited_handles_give_what_wait_gives(topo):
         assert out["region"] == b"region!!"
 
 
+@pytest.mark.parametrize("topo", ["procs-2nodes", "threads"])
+def test_the_layers_handles_are_awaitable(topo):
+    """VIS's vector put and get, upc_rt's memput_nb and memget_nb, awaited."""
+    got = job(aiojobs.layers, topo)
+    n = len(got)
+    for r, out in enumerate(got):
+        assert out["vis"] == (b"ABCD", b"EFGH")
+        assert out["upc"] == bytes([(r - 2) % n + 1]) * 64  # thread r-1's block, from r-2
+
+
 @pytest.mark.parametrize("topo", ["procs-2nodes", "threads", "mpi"])
 def test_cancel_and_timeout_mid_flight_leave_the_operations_whole(topo):
     got = job(aiojobs.cancel_and_timeout, topo)

@@ -17,17 +17,20 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import conformance
 import pytest
 from conftest import DATA, MPICH_DEFAULTS
 
+ROOT = Path(__file__).parent.parent
 JOB = str(DATA / "clusterjob.py")
 LINE = re.compile(r"rank (\d+) node (\d+) netns (\d+) ok (\w+) conduit (\w+)")
 
@@ -208,18 +211,50 @@ def test_mpi_conduit_across_the_hosts(runner, hosts):
         _, node, ns, ok, conduit = m.groups()
         assert int(ns) == hosts.ns_inode(int(node)) and ok == "True" and conduit == "mpi"
 
-def test_python_m_amnet_under_the_users_mpiexec_across_the_hosts(runner, hosts):
-    """The user's own ``mpiexec -ppn 2 -hosts H1,H2 python -m amnet app.py`` (Hydra over the
-    hosts' sshd): every MPI process an amnet process, a node per host."""
-    cmd = ["mpiexec", "-n", "4", "-ppn", "2", "-hosts", ",".join(hosts.ips), sys.executable,
-           "-P", "-m", "amnet", JOB]
-    env = {**MPICH_DEFAULTS, **hosts.env(), "HYDRA_IFACE": hosts.links[0],
-           "AMTEST_CANARY": canary(), "AMTEST_SECRET_FILE": ""}
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=90, cwd=runner.tmp,
+def recipe_lines() -> list[str]:
+    """The MPI command lines of docs/conduits.md's cluster recipe (without a scheduler)."""
+    text = (ROOT / "docs" / "conduits.md").read_text()
+    block = text[text.index("### A cluster recipe"):].split("tests/test_cluster.py runs each "
+                                                              "line")[1]
+    block = block.split("```sh\n", 1)[1].split("```", 1)[0]
+    return [ln.split("#")[0].strip() for ln in block.splitlines() if ln.strip()]
+
+
+@pytest.mark.parametrize("k", [0, 1, 2], ids=["mpich-mpiexec", "openmpi-mpiexec",
+                                               "amnet-run-conduit-mpi"])
+def test_the_docs_mpi_lines_run_as_written_across_the_hosts(runner, hosts, k):
+    """docs/conduits.md's line ``k``, with the hosts' addresses for ``a`` and ``b``,
+    ``app.py`` this module's job, ``python`` and ``amnet-run`` this interpreter's (first on
+    PATH): every MPI process an amnet process, a node per host."""
+    line = recipe_lines()[k]
+    a, b = hosts.ips
+    argv = shlex.split(line.replace("a:2,b:2", f"{a}:2,{b}:2").replace("a,b", f"{a},{b}"))
+    argv = [JOB if w == "app.py" else w for w in argv]
+    bindir = runner.tmp / "bin"
+    bindir.mkdir()
+    (bindir / "python").symlink_to(sys.executable)
+    (bindir / "amnet-run").symlink_to(Path(sys.executable).parent / "amnet-run")
+    env = {**MPICH_DEFAULTS, "HYDRA_IFACE": hosts.links[0], "AMTEST_CANARY": canary(),
+           "AMTEST_SECRET_FILE": ""}
+    path = f"{hosts.bindir}:{bindir}:{os.environ['PATH']}"
+    if k == 0:  # MPICH's Hydra (the mpich wheel's, beside this interpreter) first on PATH
+        (bindir / "mpiexec").symlink_to(Path(sys.executable).parent / "mpiexec")
+    elif k == 1:  # Open MPI's mpiexec first on PATH, and its library under mpi4py
+        launcher = open_mpi_launcher()
+        if launcher is None:
+            pytest.skip("needs Open MPI (apt-get install openmpi-bin)")
+        (bindir / "mpiexec").symlink_to(launcher)
+        env.update(MPI4PY_MPIABI="openmpi", OMPI_ALLOW_RUN_AS_ROOT="1",
+                   OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                   # what the test itself needs on the hosts (the line's -x PATH is the doc's)
+                   OMPI_MCA_mca_base_env_list="PYTHONPATH;AMTEST_MARK;AMTEST_CANARY;"
+                                              "AMTEST_SECRET_FILE;MPI4PY_MPIABI")
+    env["PATH"] = path
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=90, cwd=runner.tmp,
                          env=runner.env(env), stdin=subprocess.DEVNULL)
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 0, line + "\n" + out.stderr
     lines = [LINE.fullmatch(ln) for ln in out.stdout.splitlines()]
-    assert len(lines) == 4 and all(lines), out.stdout
+    assert len(lines) == 4 and all(lines), out.stdout + out.stderr
     for m in lines:
         rank, node, ns, ok, conduit = m.groups()
         assert int(node) == int(rank) // 2 and int(ns) == hosts.ns_inode(int(node))

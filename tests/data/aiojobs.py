@@ -105,6 +105,32 @@ def basics(_ep_unused=None) -> dict:
     return _run(main)
 
 
+def layers(_=None) -> dict:
+    """Awaits of the layers' handles: VIS vector put and get, upc_rt's memget_nb and
+    memput_nb, an extension-free region: their results as the blocking forms give them."""
+    import upc_rt as upc
+
+    async def main(ep):
+        out = {}
+        far = (ep.rank + ep.size // 2) % ep.size  # on the other node
+        await ep.vis.put_vector_nb(far, [(1024, 4), (1100, 4)], [b"ABCD", b"EFGH"])
+        ep.barrier()
+        a, b = bytearray(4), bytearray(4)
+        await ep.vis.get_vector_nb(far, [a, b], [(1024, 4), (1100, 4)])
+        out["vis"] = (bytes(a), bytes(b))
+        upc.init()
+        me, T = upc.MYTHREAD, upc.THREADS
+        A = upc.all_alloc(T, 64)
+        await upc.memput_nb(A + 64 * ((me + 1) % T), bytes([me + 1]) * 64, 64)
+        upc.barrier()
+        buf = bytearray(64)
+        await upc.memget_nb(buf, A + 64 * ((me + T - 1) % T), 64)
+        out["upc"] = bytes(buf)
+        upc.barrier()
+        return out
+    return _run(main)
+
+
 def cancel_and_timeout(_=None) -> dict:
     """The ranks of the second node compute for 1 s without calling amnet (their handlers
     wait); rank 0's awaits of an rpc and a put to the last rank time out and are cancelled
