@@ -230,28 +230,30 @@ def test_the_docs_mpi_lines_run_as_written_across_the_hosts(runner, hosts, k):
     a, b = hosts.ips
     argv = shlex.split(line.replace("a:2,b:2", f"{a}:2,{b}:2").replace("a,b", f"{a},{b}"))
     argv = [JOB if w == "app.py" else w for w in argv]
+    env = runner.env({**MPICH_DEFAULTS, "HYDRA_IFACE": hosts.links[0],
+                      "AMTEST_CANARY": canary(), "AMTEST_SECRET_FILE": ""})
     bindir = runner.tmp / "bin"
     bindir.mkdir()
-    (bindir / "python").symlink_to(sys.executable)
-    (bindir / "amnet-run").symlink_to(Path(sys.executable).parent / "amnet-run")
-    env = {**MPICH_DEFAULTS, "HYDRA_IFACE": hosts.links[0], "AMTEST_CANARY": canary(),
-           "AMTEST_SECRET_FILE": ""}
-    path = f"{hosts.bindir}:{bindir}:{os.environ['PATH']}"
-    if k == 0:  # MPICH's Hydra (the mpich wheel's, beside this interpreter) first on PATH
-        (bindir / "mpiexec").symlink_to(Path(sys.executable).parent / "mpiexec")
-    elif k == 1:  # Open MPI's mpiexec first on PATH, and its library under mpi4py
+    if k == 1:  # Open MPI's mpiexec first on PATH, and its library under mpi4py
         launcher = open_mpi_launcher()
         if launcher is None:
             pytest.skip("needs Open MPI (apt-get install openmpi-bin)")
         (bindir / "mpiexec").symlink_to(launcher)
         env.update(MPI4PY_MPIABI="openmpi", OMPI_ALLOW_RUN_AS_ROOT="1",
-                   OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                   # what the test itself needs on the hosts (the line's -x PATH is the doc's)
-                   OMPI_MCA_mca_base_env_list="PYTHONPATH;AMTEST_MARK;AMTEST_CANARY;"
-                                              "AMTEST_SECRET_FILE;MPI4PY_MPIABI")
-    env["PATH"] = path
+                   OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    # ``python`` on PATH: this interpreter, with the test's own variables (Open MPI passes
+    # only PATH, which the line's -x names; Hydra passes everything anyway)
+    keep = ("PYTHONPATH", "AMTEST_MARK", "AMTEST_CANARY", "AMTEST_SECRET_FILE",
+            "MPI4PY_MPIABI", *MPICH_DEFAULTS)
+    exports = "".join(f"export {k}={shlex.quote(env[k])}\n" for k in keep if k in env)
+    wrapper = bindir / "python"
+    wrapper.write_text(f"#!/bin/sh\n{exports}exec {shlex.quote(sys.executable)} \"$@\"\n")
+    wrapper.chmod(0o755)
+    (bindir / "amnet-run").symlink_to(Path(sys.executable).parent / "amnet-run")
+    # hosts' ssh, then these, then this interpreter's bin (MPICH's mpiexec and its proxy)
+    env["PATH"] = f"{hosts.bindir}:{bindir}:{Path(sys.executable).parent}:{os.environ['PATH']}"
     out = subprocess.run(argv, capture_output=True, text=True, timeout=90, cwd=runner.tmp,
-                         env=runner.env(env), stdin=subprocess.DEVNULL)
+                         env=env, stdin=subprocess.DEVNULL)
     assert out.returncode == 0, line + "\n" + out.stderr
     lines = [LINE.fullmatch(ln) for ln in out.stdout.splitlines()]
     assert len(lines) == 4 and all(lines), out.stdout + out.stderr

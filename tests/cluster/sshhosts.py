@@ -51,6 +51,19 @@ def _run(*cmd: str) -> str:
     return p.stdout
 
 
+def _other_sshd() -> bool:
+    """Whether an sshd process still runs on this machine (in any namespace)."""
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/comm") as f:
+                    if f.read().strip() == "sshd":
+                        return True
+            except OSError:
+                pass
+    return False
+
+
 class SshHosts:
     """``n`` hosts with sshd (see the module docstring); a context manager."""
 
@@ -179,9 +192,11 @@ class SshHosts:
         if self._forward is not None:
             Path("/proc/sys/net/ipv4/ip_forward").write_text(self._forward)
             self._forward = None
-        if self._made_run_sshd:
+        if self._made_run_sshd and not _other_sshd():
+            # only once no sshd needs it: another run's hosts (or the system's sshd) may
+            # have started since, and sshd refuses connections without it
             shutil.rmtree("/run/sshd", ignore_errors=True)
-            self._made_run_sshd = False
+        self._made_run_sshd = False
         shutil.rmtree(self.dir, ignore_errors=True)
 
     # -- using them -------------------------------------------------------------------------

@@ -290,11 +290,15 @@ def misuse(_=None) -> dict:
     out = {}
 
     async def plain():
-        return await ep.rpc((ep.rank + 2) % ep.size, add, 1, 1)  # on the other node
-    try:
-        asyncio.run(plain())
-    except amnet.AMContextError as e:
-        out["plain_loop"] = str(e)
+        return await ep.rpc(ep.size - 1, add, 1, 1)  # the last rank: computing meanwhile
+    ep.barrier()
+    if ep.rank == ep.size - 1:
+        time.sleep(0.5)  # no progress here: the rpcs to it cannot complete before the await
+    else:
+        try:
+            asyncio.run(plain())
+        except amnet.AMContextError as e:
+            out["plain_loop"] = str(e)
     ep.barrier()  # the rpcs were answered in it
 
     async def nested(ep):
