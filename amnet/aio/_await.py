@@ -32,7 +32,7 @@ class HandleAwait:
         return op.value
 
 
-class TestAwait:
+class PolledAwait:
     """``await`` of another amnet handle (a collective's, a layer's): anything with
     ``test()`` (progress, then whether it is complete) and ``wait()`` or ``sync()`` (its
     result, at once once complete: UPC's ``upc_handle_t`` has ``sync``)."""
@@ -65,7 +65,7 @@ def awaitable(obj: Any) -> Any:
         return HandleAwait(obj)
     if callable(getattr(obj, "test", None)) and (callable(getattr(obj, "wait", None))
                                                  or callable(getattr(obj, "sync", None))):
-        return TestAwait(obj)
+        return PolledAwait(obj)
     raise TypeError(f"cannot await {obj!r}: not an amnet handle (nothing with test() and "
                     "wait() or sync())")
 

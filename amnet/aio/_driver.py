@@ -151,6 +151,8 @@ class Driver:
     def progress(self) -> None:
         """Run what has arrived (a few drains; more at the next iteration), then settle the
         awaits whose checks hold."""
+        if self.closed:  # a drain scheduled before the loop let go of this rank
+            return
         self._again = False
         self.wakeups += 1
         try:
