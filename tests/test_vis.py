@@ -449,6 +449,12 @@ def test_every_rank_to_every_other_rank_at_once(marked):
     n, rounds = 4, 3
     got = amnet.run(functools.partial(visjobs.fanout, rounds=rounds), n=n, nodes=2,
                     segment_size=SEGMENT, max_medium=4096, vis_pipeline=2, timeout=120)
+    check_fanout(got, rounds)
+
+
+def check_fanout(got: list, rounds: int) -> None:
+    """What every rank of a ``visjobs.fanout`` job on 2 nodes (2 ranks each) returned."""
+    n = len(got)
     for r, res in enumerate(got):
         others = [p for p in range(n) if p != r]
         k = len(others) * rounds

@@ -91,8 +91,6 @@ class Driver:
         self._timer: asyncio.TimerHandle | None = None
         self._again = False  # a drain is scheduled for the next iteration
         self.closed = False
-        self.wakeups = 0  # descriptor wake-ups and timer looks (statistics, tests)
-        self.spun = 0  # awaits that completed in their look before yielding
 
     # -- life ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -154,7 +152,6 @@ class Driver:
         if self.closed:  # a drain scheduled before the loop let go of this rank
             return
         self._again = False
-        self.wakeups += 1
         try:
             for _ in range(DRAINS):
                 if not self.lp.poll():
@@ -207,7 +204,6 @@ class Driver:
             poll()
             if time.perf_counter() > end:
                 return
-        self.spun += 1
 
     # -- waiting for operations ---------------------------------------------------------
     def watch(self, op: Any) -> asyncio.Future:

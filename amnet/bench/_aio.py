@@ -125,7 +125,7 @@ def aio_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
         "conduit.",
     ]
     config = {"plan": plan, "many": many, "idle": idle, "places": {
-        p: {k: v for k, v in t.items()} for p, t in places.items()}, "reps": opts.reps}
+        p: dict(t) for p, t in places.items()}, "reps": opts.reps}
     return {"config": config, "results": results,
             "table": {"section": "aio", "title": "amnet.aio: awaited operations beside the "
                       "blocking forms", "columns": ["where", "what", "amnet.aio",

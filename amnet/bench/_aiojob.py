@@ -31,25 +31,25 @@ def aio_stop(tok: Any) -> None:
 HANDLERS = [aio_noop, aio_stop]
 
 
-def _serve(ep: Any) -> None:
-    ep.wait_until(lambda: _STOP.get(ep.rank, False))
-
-
-def _stop_all(ep: Any) -> None:
+def _on_rank0(ep: Any, main: Any) -> Any:
+    """Run ``main`` with amnet.aio.run on rank 0 while the others serve in a blocking
+    ``ep.wait_until`` until rank 0 stops them; rank 0's result (None elsewhere)."""
+    ep.register_handlers(HANDLERS)
+    _STOP[ep.rank] = False
+    ep.barrier()
+    if ep.rank != 0:
+        ep.wait_until(lambda: _STOP.get(ep.rank, False))
+        return None
+    res = amnet.aio.run(main)
     for r in range(1, ep.size):
         ep.request_short(r, aio_stop)
+    return res
 
 
 def rtt_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
     """Per form (get, rpc) and way (blocking, awaited): ``plan["batches"]`` batches of
     ``plan["batch"]`` round trips to rank 1, the ways alternating; seconds per round trip of
     each batch."""
-    ep.register_handlers(HANDLERS)
-    _STOP[ep.rank] = False
-    ep.barrier()
-    if ep.rank != 0:
-        _serve(ep)
-        return None
     batch, batches, warm = plan["batch"], plan["batches"], plan["warmup"]
 
     def blocking_get() -> None:
@@ -105,21 +105,13 @@ def rtt_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
             out["floor await"].append((t2 - t1) / batch)
         return out
 
-    res = amnet.aio.run(main)
-    _stop_all(ep)
-    return res
+    return _on_rank0(ep, main)
 
 
 def many_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
     """``plan["count"]`` rpcs from rank 0 to the others in turn: issued as handles then
     ``amnet.wait_all``, and awaited together with ``asyncio.gather``, alternating
     ``plan["rounds"]`` times; seconds of each."""
-    ep.register_handlers(HANDLERS)
-    _STOP[ep.rank] = False
-    ep.barrier()
-    if ep.rank != 0:
-        _serve(ep)
-        return None
     count, rounds = plan["count"], plan["rounds"]
     peers = [1 + i % (ep.size - 1) for i in range(count)]
 
@@ -155,25 +147,15 @@ def many_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
                 out["floor"].append(f)
         return out
 
-    res = amnet.aio.run(main)
-    _stop_all(ep)
-    return res
+    return _on_rank0(ep, main)
 
 
 def idle_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
     """Rank 0 awaits ``plan["seconds"]`` on an idle job: the CPU seconds its process used."""
-    ep.register_handlers(HANDLERS)
-    _STOP[ep.rank] = False
-    ep.barrier()
-    if ep.rank != 0:
-        _serve(ep)
-        return None
 
     async def main(ep: Any) -> dict[str, float]:
         c0, t0 = time.process_time(), time.monotonic()
         await asyncio.sleep(plan["seconds"])
         return {"cpu": time.process_time() - c0, "wall": time.monotonic() - t0}
 
-    res = amnet.aio.run(main)
-    _stop_all(ep)
-    return res
+    return _on_rank0(ep, main)

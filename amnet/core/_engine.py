@@ -143,6 +143,7 @@ class Engine:
         self.spin_s = {"block": 0.0, "spin": float("inf")}.get(config.wait_mode, 0.0)
         self.handled = 0
         self.refused = 0
+        self.loops = 0  # event loops driving this process's progress (amnet.aio)
         self.deferred: collections.deque = collections.deque()
         self.conduit_at = 0.0  # when drain last looked at the conduit (with PSHM on)
         self.empty_polls = 0

@@ -46,16 +46,14 @@ class LoopProgress:
     def attach(self) -> None:
         """The loop watches this process's descriptors now (counted per process)."""
         eng = self.eng
-        n = getattr(eng, "loops", 0) + 1
-        eng.loops = n
-        if n == 1 and eng.pshm is not None:
+        eng.loops += 1
+        if eng.loops == 1 and eng.pshm is not None:
             eng.pshm.set_ring_always(True)
 
     def detach(self) -> None:
         eng = self.eng
-        n = getattr(eng, "loops", 1) - 1
-        eng.loops = n
-        if n == 0 and eng.pshm is not None and not eng.closed:
+        eng.loops -= 1
+        if eng.loops == 0 and eng.pshm is not None and not eng.closed:
             eng.pshm.set_ring_always(False)
 
     def reset(self, fd: int) -> None:

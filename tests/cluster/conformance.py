@@ -43,19 +43,9 @@ def check(name: str, ranks: list[dict]) -> None:
         test_am.check_bad_input(got, 2 << 20)
     elif name == "vis":
         import clusterfns
-        import visjobs
+        import test_vis
 
-        rounds = clusterfns.VIS_ROUNDS
-        for r, res in enumerate(got):
-            others = [p for p in range(n) if p != r]
-            k = len(others) * rounds
-            assert res["counts"] == {"put": k, "get": k, "checked_areas": k}
-            assert res["refused"] == 0
-            assert res["local"] == [p // 2 == r // 2 for p in others]
-            far = [(p, rnd) for p in others for rnd in range(rounds) if p // 2 != r // 2]
-            moving = sum(1 for p, rnd in far if visjobs.fan_desc(r, p, rnd)["pos"].size)
-            assert moving >= 4
-            assert res["probe"]["put_ops"] == res["probe"]["get_ops"] == moving, res["probe"]
+        test_vis.check_fanout(got, clusterfns.VIS_ROUNDS)
     elif name == "upc":
         tickets = sorted(t for f in got for t in f["tickets"])
         assert tickets == list(range(5 * n))  # fetch_add handed out every ticket once

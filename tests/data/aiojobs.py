@@ -226,8 +226,6 @@ def idle_cpu(_=None) -> dict:
             await asyncio.sleep(1.0)
             out["cpu"] = time.process_time() - c0
             out["wall"] = time.monotonic() - t0
-            out["threads"] = threading.active_count()
-            out["wakeups"] = None
         else:
             await asyncio.sleep(1.2)  # rank 0's idle second is over
         ep.barrier()
@@ -277,9 +275,8 @@ def promises(_=None) -> dict:
             await asyncio.sleep(0.001)
         out["callback"] = seen
         ep.barrier()
-        left = (ep.rank - 1) % ep.size
         out["puts"] = bytes(ep.segment[512:672]) == b"".join(
-            bytes([k + 1]) * 8 for k in range(20)) and left >= 0
+            bytes([k + 1]) * 8 for k in range(20))
         return out
     return _run(main)
 
