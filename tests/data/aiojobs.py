@@ -290,8 +290,9 @@ def misuse(_=None) -> dict:
         return await ep.rpc(ep.size - 1, add, 1, 1)  # the last rank: computing meanwhile
     ep.barrier()
     if ep.rank == ep.size - 1:
-        time.sleep(0.5)  # no progress here: the rpcs to it cannot complete before the await
+        time.sleep(1.0)  # no progress here: the rpcs to it cannot complete before the await
     else:
+        time.sleep(0.2)  # the last rank has left the barrier (where it served) and sleeps
         try:
             asyncio.run(plain())
         except amnet.AMContextError as e:
