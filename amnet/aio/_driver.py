@@ -4,8 +4,9 @@ A :class:`Driver` belongs to one rank(-thread) and one running loop. It watches 
 descriptors (``LoopProgress.fds``: the shared-memory doorbell, the conduit, the rank-threads'
 wake eventfd) with ``loop.add_reader`` and runs amnet's progress when one fires, so a rank
 that awaits serves other ranks' AMs without spinning; where there is no descriptor (the mpi
-conduit) a timer looks every :data:`TICK_S`, and elsewhere every :data:`SAFETY_S` as a
-safety net.
+conduit) a timer looks every :data:`TICK_S` while something is awaited or has just arrived,
+and backs off to :data:`IDLE_TICK_S` while the rank is idle (an idle rank still answers within
+that); elsewhere a timer looks every :data:`SAFETY_S` as a safety net.
 
 ``await handle`` first looks for up to :data:`SPIN_MAX_S` (no longer than the blocking
 form's spin, and not at all where ranks outnumber cores or other awaits are pending: a
@@ -32,6 +33,9 @@ from ..core._ops import Op
 SPIN_MAX_S = 200e-6
 #: the timer of a rank with no descriptor for its conduit (mpi) or its doorbell
 TICK_S = 0.001
+#: that timer's longest period: it doubles from TICK_S at every look that finds nothing while
+#: nothing is awaited, and is TICK_S again once something arrives or is awaited
+IDLE_TICK_S = 0.008
 #: the timer of the others: a safety net (every wake-up also comes on a descriptor)
 SAFETY_S = 0.05
 #: drains per wake-up before the loop gets a turn (the rest runs at the next iteration)
@@ -89,6 +93,7 @@ class Driver:
         self.failed: BaseException | None = None
         self.main: asyncio.Task | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._tick_s = TICK_S if self.lp.needs_tick else SAFETY_S
         self._again = False  # a drain is scheduled for the next iteration
         self.closed = False
 
@@ -133,38 +138,54 @@ class Driver:
 
     # -- progress -----------------------------------------------------------------------
     def _arm(self) -> None:
-        t = TICK_S if self.lp.needs_tick else SAFETY_S
-        self._timer = self.loop.call_later(t, self._tick)
+        self._timer = self.loop.call_later(self._tick_s, self._tick)
 
     def _tick(self) -> None:
         self._timer = None
-        self.progress()
+        found = self.progress()
+        if self.lp.needs_tick:
+            if found or self.waiting or self.checks:
+                self._tick_s = TICK_S
+            else:
+                self._tick_s = min(2 * self._tick_s, IDLE_TICK_S)
         if not self.closed:
             self._arm()
+
+    def _hurry(self) -> None:
+        """Look within TICK_S from now (an await began: the timer may be backed off, or be
+        the safety net while a check needs looking at without a message)."""
+        if self._timer is not None and self._tick_s > TICK_S:
+            self._timer.cancel()
+            if self.lp.needs_tick:
+                self._tick_s = TICK_S
+            self._timer = self.loop.call_later(TICK_S, self._tick)
 
     def _readable(self, fd: int) -> None:
         self.lp.reset(fd)
         self.progress()
 
-    def progress(self) -> None:
+    def progress(self) -> bool:
         """Run what has arrived (a few drains; more at the next iteration), then settle the
-        awaits whose checks hold."""
+        awaits whose checks hold. True if anything had arrived."""
         if self.closed:  # a drain scheduled before the loop let go of this rank
-            return
+            return False
         self._again = False
+        found = False
         try:
             for _ in range(DRAINS):
                 if not self.lp.poll():
                     break
+                found = True
             else:
                 if not self._again:
                     self._again = True
                     self.loop.call_soon(self.progress)
         except BaseException as e:  # JobAborted: the awaits and main end with it
             self._abort(e)
-            return
+            return True
         if self.checks:
             self._run_checks()
+        return found
 
     def _abort(self, exc: BaseException) -> None:
         for _, futs in list(self.waiting.values()):
@@ -214,6 +235,8 @@ class Driver:
         if entry is not None:
             entry[1].append(fut)
         elif isinstance(op, Op):
+            if self.lp.needs_tick and not self.waiting:
+                self._hurry()
             self.waiting[key] = (op, [fut])
             op.notify = self._notified
             if op.done:  # completed as it was being watched
@@ -221,17 +244,16 @@ class Driver:
                 self._settle(op)
         else:  # not an amnet.Op (a region's): looked at after every drain
             self.checks.append((lambda: op.done, fut))
+            self._hurry()
         return fut
 
     def watch_check(self, check: Callable[[], bool]) -> asyncio.Future:
         """A future resolved once ``check()`` holds (looked at after every drain)."""
         fut = self.loop.create_future()
         self.checks.append((check, fut))
-        if not self.lp.needs_tick and self._timer is not None:
-            # a check may hold without a message to this process (another rank-thread's
-            # progress completed it): look soon, not at the safety net's pace
-            self._timer.cancel()
-            self._timer = self.loop.call_later(TICK_S, self._tick)
+        # a check may hold without a message to this process (another rank-thread's progress
+        # completed it): look soon, not at the safety net's (or an idle mpi rank's) pace
+        self._hurry()
         return fut
 
     def _notified(self, op: Op) -> None:
