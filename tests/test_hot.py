@@ -468,6 +468,8 @@ def test_put_get_keywords_and_out_buffers(results, route):
         for what, (a, b) in g["ok"].items():
             assert a in (True, "bytearray") and b is True, (what, a, b)
         assert all(g["landed"].values()), g["landed"]
+        if route in ("pshm", "inline"):  # a node-local copy: the handle complete on return
+            assert g["nb done at once"] == (True, True)
 
 
 def expected_rma_errors(n: int, d: int, seg: int) -> dict[str, tuple[str, str]]:
@@ -524,6 +526,20 @@ def expected_rma_errors(n: int, d: int, seg: int) -> dict[str, tuple[str, str]]:
         "get_nbi out too small": ("ValueError", "ep.get_nbi(): out holds 8 bytes, 16 requested"),
         "get_nbi past end": ("SegmentBoundsError",
                              f"ep.get_nbi(): bytes [{seg - 1}, {seg + 1}) are {out_of}"),
+        "put_nb past end": ("SegmentBoundsError",
+                            f"ep.put_nb(): bytes [{seg - 1}, {seg + 1}) are {out_of}"),
+        "put_nb dest size": ("RankError", f"rank {n} is out of range"),
+        "put_nb bulk str": ("TypeError", "bulk"),
+        "put_nb str data": ("TypeError", f"put data {PAYLOAD_TYPE} str"),
+        "put_nb bad keyword": ("TypeError", "bluk"),
+        "get_nb out too small": ("ValueError", "ep.get_nb(): out holds 8 bytes, 16 requested"),
+        "get_nb out too small kw": ("ValueError",
+                                    "ep.get_nb(): out holds 8 bytes, 16 requested"),
+        "get_nb out read-only": ("TypeError", "ep.get_nb(): out is read-only"),
+        "get_nb past end": ("SegmentBoundsError",
+                            f"ep.get_nb(): bytes [{seg - 1}, {seg + 1}) are {out_of}"),
+        "get_nb src True": ("RankError", "a rank must be an int, got bool"),
+        "get_nb bad keyword": ("TypeError", "into"),
     })
     return want
 
@@ -564,7 +580,7 @@ def test_every_entry_point_refuses_after_finalize(results, route):
     got = results("after_finalize", route)
     for g in got:
         assert g == {k: "InitError" for k in g}, g
-        assert len(g) == 13
+        assert len(g) == 16
 
 
 # -- handler failures ------------------------------------------------------------------------

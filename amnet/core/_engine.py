@@ -57,7 +57,7 @@ from ._current import _tls, fail_rank
 from ._extension import handler_label, system_table
 from ._handlers import HandlerTable, handler_name
 from ._hot import Token, current_token
-from ._ops import Bucket
+from ._ops import DONE, Bucket, Done, Handle
 from ._sys import PUT as _SYS_PUT
 from ._sys import SYSTEM_HANDLERS, landed
 from .conduit import get_conduit
@@ -69,6 +69,7 @@ FORWARD_HINT = ("; a request handler sends only its one reply to its source "
                 "handler: ep.defer(fn, ...)")
 REPLY_HINT = ": a reply handler sends nothing; to send afterwards, ep.defer(fn, ...)"
 _hot.set_errors(InitError, AMContextError, FORWARD_HINT, REPLY_HINT)
+_hot.set_handles(Handle, Done, DONE)  # what the C get_nb and put_nb return within the node
 BLOCK_SLICE_S = 0.05  # a sleeping rank re-checks aborts this often
 WAKE_GRACE_S = 0.002  # a wake-up this late after a slice timed out is not a missed one
 DIRECT_WAIT_S = 1e-4  # a rank waiting for a direct send while another drains re-checks so often

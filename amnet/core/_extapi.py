@@ -31,23 +31,18 @@ class ExtendedMixin:
         op = X.start_get(eng, self._live(), src, offset, nbytes, out, False, "ep.get()")
         return Handle(eng, op, "get").wait()
 
-    def put_nb(self, dest: int, offset: int, data: Any, *, bulk: bool = False) -> Handle:
-        """Start a put and return its handle; ``data`` may be reused at once (amnet copies
-        what the transport still needs), or, with ``bulk=True``, only once the handle
-        completed (nothing is copied: GASNet's ``put_nb_bulk``, MPI_Isend's contract).
-
-        Raises: as :meth:`put` (before anything is sent); TypeError: ``bulk`` is no bool.
-        """
+    # ep.put_nb and ep.get_nb are C methods too (a node-local copy's handle is complete at
+    # once; their docstrings are there)
+    def _put_nb_slow(self, dest: int, offset: int, data: Any, *,
+                     bulk: bool = False) -> Handle:
+        """``ep.put_nb`` when the C fast path does not apply."""
         op = X.start_put(self._eng, self._live(), dest, offset, data, False, False,
                          "ep.put_nb()", X.check_bulk(bulk, "ep.put_nb()"))
         self._eng.poll()
         return Handle(self._eng, op, "put")
 
-    def get_nb(self, src: int, offset: int, nbytes: int, out: Any = None) -> Handle:
-        """Start a get; ``handle.wait()`` returns ``out`` (or a new bytearray) filled.
-
-        ``out`` must not be touched until the handle completed.
-        """
+    def _get_nb_slow(self, src: int, offset: int, nbytes: int, out: Any = None) -> Handle:
+        """``ep.get_nb`` when the C fast path does not apply."""
         op = X.start_get(self._eng, self._live(), src, offset, nbytes, out, False,
                          "ep.get_nb()")
         self._eng.poll()

@@ -2,6 +2,10 @@
  * design notes, and which file holds what, are in _hot.h. */
 
 #include "_hot.h"
+#if PY_VERSION_HEX < 0x030C0000
+#include <structmember.h>  /* PyMemberDef; T_OBJECT_EX, Py_T_OBJECT_EX from 3.12 */
+#define Py_T_OBJECT_EX T_OBJECT_EX
+#endif
 
 /* module state: the amnet exceptions, the current token of each thread                  */
 
@@ -10,6 +14,24 @@ PyObject *InitError, *AMContextError;
  * FORWARD_HINT and REPLY_HINT, so that C and Python say the same words) */
 PyObject *ForwardHint, *ReplyHint;
 Py_tss_t cur_token = Py_tss_NEEDS_INIT;
+PyObject *HandleClass, *DoneClass, *DoneObj, *KindGet, *KindPut;
+Py_ssize_t HandleSlots[3], DoneSlot;
+
+/* the offset of the __slots__ member ``name`` of class ``cls``, or -1 with an exception */
+static Py_ssize_t
+slot_offset(PyObject *cls, const char *name)
+{
+    PyObject *d = PyObject_GetAttrString(cls, name);
+    if (d == NULL) return -1;
+    Py_ssize_t off = -1;
+    if (Py_IS_TYPE(d, &PyMemberDescr_Type)) {
+        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+        if (m->type == Py_T_OBJECT_EX) off = m->offset;
+    }
+    Py_DECREF(d);
+    if (off < 0) PyErr_Format(PyExc_TypeError, "%s is no object slot", name);
+    return off;
+}
 
 /* ------------------------------------------------------------------------------------ */
 /* module                                                                                 */
@@ -35,10 +57,32 @@ set_errors(PyObject *m, PyObject *args)
     Py_RETURN_NONE;
 }
 
+static PyObject *
+set_handles(PyObject *m, PyObject *args)
+{
+    PyObject *h, *d, *done;
+    if (!PyArg_ParseTuple(args, "OOO", &h, &d, &done)) {
+        return NULL;
+    }
+    if (!PyType_Check(h) || !PyType_Check(d)
+            || (HandleSlots[0] = slot_offset(h, "_eng")) < 0
+            || (HandleSlots[1] = slot_offset(h, "_op")) < 0
+            || (HandleSlots[2] = slot_offset(h, "kind")) < 0
+            || (DoneSlot = slot_offset(d, "value")) < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "set_handles needs classes");
+        return NULL;
+    }
+    Py_XSETREF(HandleClass, Py_NewRef(h));
+    Py_XSETREF(DoneClass, Py_NewRef(d));
+    Py_XSETREF(DoneObj, Py_NewRef(done));
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"current_token", current_token, METH_NOARGS,
      "current_token() -> Token | None: the token of the handler running on this thread."},
     {"set_errors", set_errors, METH_VARARGS, NULL},
+    {"set_handles", set_handles, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
 
@@ -61,7 +105,9 @@ PyInit__hot(void)
     AMContextError = Py_NewRef(PyExc_RuntimeError);
     ForwardHint = PyUnicode_FromString("");
     ReplyHint = PyUnicode_FromString("");
-    if (ForwardHint == NULL || ReplyHint == NULL) {
+    KindGet = PyUnicode_InternFromString("get");
+    KindPut = PyUnicode_InternFromString("put");
+    if (ForwardHint == NULL || ReplyHint == NULL || KindGet == NULL || KindPut == NULL) {
         return NULL;
     }
     if (PyType_Ready(&Lock_Type) < 0 || PyType_Ready(&Hot_Type) < 0

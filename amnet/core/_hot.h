@@ -272,6 +272,11 @@ extern PyObject *InitError, *AMContextError;
  * FORWARD_HINT and REPLY_HINT, so that C and Python say the same words) */
 extern PyObject *ForwardHint, *ReplyHint;
 extern Py_tss_t cur_token;
+/* amnet.core._ops's Handle and Done classes, the kinds "get" and "put", and DONE (set_handles):
+ * what get_nb and put_nb return when the copy happened at once within the node */
+extern PyObject *HandleClass, *DoneClass, *DoneObj, *KindGet, *KindPut;
+/* the offsets of Handle's slots _eng, _op, kind and Done's value: made without __init__ */
+extern Py_ssize_t HandleSlots[3], DoneSlot;
 
 /* the types (each in its file; _hot.c readies them) */
 extern PyTypeObject Lock_Type, Hot_Type, Token_Type, EndpointBase_Type, SysSender_Type,

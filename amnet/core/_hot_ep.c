@@ -301,6 +301,71 @@ EP_get_nbi(EPObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwna
     return slow_call(ep, "_get_nbi_slow", args, nargs, kwnames);
 }
 
+/* A new instance of a class with __slots__, its object slots at ``offs`` set to ``vals``
+ * (new references; stolen), as its __init__ would (which is not run: these are amnet's own
+ * plain classes, _ops.Handle and _ops.Done) */
+static PyObject *
+slotted(PyObject *cls, const Py_ssize_t *offs, PyObject **vals, int n)
+{
+    PyTypeObject *t = (PyTypeObject *)cls;
+    PyObject *o = t->tp_alloc(t, 0);
+    for (int i = 0; i < n; i++) {
+        if (o != NULL) {
+            *(PyObject **)((char *)o + offs[i]) = vals[i];
+        } else {
+            Py_DECREF(vals[i]);
+        }
+    }
+    return o;
+}
+
+/* A handle of an operation complete at once: Handle(ep._eng, op, kind) (steals op). */
+static PyObject *
+done_handle(EPObject *ep, PyObject *op, PyObject *kind)
+{
+    if (op == NULL) return NULL;
+    PyObject *vals[3] = {Py_NewRef(ep->hot->eng), op, Py_NewRef(kind)};
+    return slotted(HandleClass, HandleSlots, vals, 3);
+}
+
+/* get_nb(src, offset, nbytes, out=None): within the node a copy here, its handle complete;
+ * else the Python get_nb (_get_nb_slow) */
+static PyObject *
+EP_get_nb(EPObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *out = nargs == 4 ? args[3] : Py_None;
+    int plain = kwnames == NULL && (nargs == 3 || nargs == 4);
+    if (!plain && nargs == 3 && kwnames != NULL && PyTuple_GET_SIZE(kwnames) == 1
+            && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "out") == 0) {
+        plain = 1;
+        out = args[3];
+    }
+    if (plain && HandleClass != NULL) {
+        PyObject *r = local_get(ep, args[0], args[1], args[2], out);
+        if (r != NULL) {
+            return done_handle(ep, slotted(DoneClass, &DoneSlot, &r, 1), KindGet);
+        }
+        if (PyErr_Occurred()) return NULL;
+    }
+    return slow_call(ep, "_get_nb_slow", args, nargs, kwnames);
+}
+
+/* put_nb(dest, offset, data, *, bulk=False): within the node a copy here, its handle
+ * complete; else the Python put_nb (_put_nb_slow) */
+static PyObject *
+EP_put_nb(EPObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    int plain = kwnames == NULL
+        || (PyTuple_GET_SIZE(kwnames) == 1
+            && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "bulk") == 0
+            && (args[nargs] == Py_True || args[nargs] == Py_False));
+    if (nargs == 3 && plain && HandleClass != NULL
+            && local_put(ep, args[0], args[1], args[2])) {
+        return done_handle(ep, Py_NewRef(DoneObj), KindPut);
+    }
+    return slow_call(ep, "_put_nb_slow", args, nargs, kwnames);
+}
+
 /* atomic(dest, offset, op, value=None, value2=None, dtype="i8"): a node-local hardware
  * atomic here when every argument is plainly valid; anything else (another node, a check
  * that fails, numpy scalars, a call inside a handler) goes to the Python atomic, which
@@ -714,6 +779,20 @@ static PyMethodDef EP_methods[] = {
      "Start a get into ``out``, completed by :meth:`wait_nbi` (or the access region). "
      "Within the node it is a direct copy, complete on return.\n\n"
      "Raises: as :meth:`get`; TypeError: ``out`` is None."},
+    {"put_nb", (PyCFunction)(void (*)(void))EP_put_nb, METH_FASTCALL | METH_KEYWORDS,
+     "put_nb($self, dest, offset, data, *, bulk=False)\n--\n\n"
+     "Start a put and return its :class:`amnet.Handle`; ``data`` may be reused at once "
+     "(amnet copies what the transport still needs), or, with ``bulk=True``, only once the "
+     "handle completed (nothing is copied: GASNet's ``put_nb_bulk``, MPI_Isend's contract). "
+     "Within the node it is a direct copy and the handle is complete on return.\n\n"
+     "Raises: as :meth:`put` (before anything is sent); TypeError: ``bulk`` is no bool."},
+    {"get_nb", (PyCFunction)(void (*)(void))EP_get_nb, METH_FASTCALL | METH_KEYWORDS,
+     "get_nb($self, src, offset, nbytes, out=None)\n--\n\n"
+     "Start a get and return its :class:`amnet.Handle`; ``handle.wait()`` (or ``await "
+     "handle``) returns ``out`` (or a new bytearray) filled. ``out`` must not be touched "
+     "until the handle completed. Within the node it is a direct copy and the handle is "
+     "complete on return.\n\n"
+     "Raises: as :meth:`get`."},
     {"get", (PyCFunction)(void (*)(void))EP_get, METH_FASTCALL | METH_KEYWORDS,
      "get($self, src, offset, nbytes, out=None)\n--\n\n"
      "Read ``nbytes`` at ``offset`` of ``src``'s segment into ``out`` (a writable buffer of "

@@ -654,6 +654,30 @@ def rma(ep) -> dict:
     ep.wait_nbi()
     ok["get_nbi out"] = (True, bytes(buf) == theirs[24:32])
     ok["get_nbi numpy out kw"] = (True, arr.tobytes() == theirs[80:84])
+    # the handle forms (node-local: C, the handle complete on return; else a reply's)
+    src = bytearray(b"nb001")
+    hs = [ep.put_nb(d, base + 192, src),
+          ep.put_nb(d, base + 208, b"nbblk", bulk=True),
+          ep.put_nb(dest=d, offset=base + 224, data=np.frombuffer(b"nbkw1", "u1"), bulk=False)]
+    src[:] = b"XXXXX"  # reused at once
+    ok["put_nb handles"] = (True, [h.wait() for h in hs] == [None] * 3
+                            and all(h.done and h.kind == "put" for h in hs))
+    h = ep.get_nb(d, 0, 8)
+    g = h.wait()
+    ok["get_nb"] = (type(g).__name__, bytes(g) == theirs[:8] and h.wait() is g)
+    buf = bytearray(8)
+    h = ep.get_nb(d, 24, 8, buf)
+    ok["get_nb out positional"] = (h.wait() is buf, bytes(buf) == theirs[24:32])
+    arr = np.zeros(4, "u1")
+    h = ep.get_nb(d, 80, 4, out=arr)
+    ok["get_nb numpy out kw"] = (h.wait() is arr, arr.tobytes() == theirs[80:84])
+    h = ep.get_nb(src=d, offset=16, nbytes=4)
+    ok["get_nb all keywords"] = (type(h.wait()).__name__, bytes(h.wait()) == theirs[16:20])
+    out["nb done at once"] = (ep.get_nb(d, 0, 8).done, ep.put_nb(d, base + 240, b"x").done)
+    h = ep.get_nb(np.int64(d), np.int64(80), np.int64(4))
+    g = h.wait()
+    ok["get_nb numpy ints"] = (h.kind == "get" and h.done,
+                               bytes(g) == theirs[80:84] and repr(h) == "<amnet.Handle get done>")
 
     bad = [
         ("get out too small", lambda: ep.get(d, 0, 16, bytearray(8))),
@@ -703,6 +727,17 @@ def rma(ep) -> dict:
         ("get_nbi out None", lambda: ep.get_nbi(d, 0, 4, None)),
         ("get_nbi out too small", lambda: ep.get_nbi(d, 0, 16, bytearray(8))),
         ("get_nbi past end", lambda: ep.get_nbi(d, seg - 1, 2, bytearray(2))),
+        ("put_nb past end", lambda: ep.put_nb(d, seg - 1, b"ab")),
+        ("put_nb dest size", lambda: ep.put_nb(ep.size, 0, b"x")),
+        ("put_nb bulk str", lambda: ep.put_nb(d, 0, b"x", bulk="yes")),
+        ("put_nb str data", lambda: ep.put_nb(d, 0, "text")),
+        ("put_nb bad keyword", lambda: ep.put_nb(d, 0, b"x", bluk=True)),
+        ("get_nb out too small", lambda: ep.get_nb(d, 0, 16, bytearray(8))),
+        ("get_nb out too small kw", lambda: ep.get_nb(d, 0, 16, out=bytearray(8))),
+        ("get_nb out read-only", lambda: ep.get_nb(d, 0, 4, b"abcd")),
+        ("get_nb past end", lambda: ep.get_nb(d, seg - 1, 2)),
+        ("get_nb src True", lambda: ep.get_nb(True, 0, 1)),
+        ("get_nb bad keyword", lambda: ep.get_nb(d, 0, 1, into=bytearray(1))),
     ]
     out["errors"] = [(what, *outcome(fn)) for what, fn in bad]
     out["ok"] = ok
@@ -720,6 +755,9 @@ def rma(ep) -> dict:
         "put_nbi": bytes(mine[base + 144:base + 149]) == b"nbi01",
         "put_nbi bulk": bytes(mine[base + 160:base + 165]) == b"bulkT",
         "put_nbi keywords": bytes(mine[base + 176:base + 181]) == b"bulkF",
+        "put_nb": bytes(mine[base + 192:base + 197]) == b"nb001",
+        "put_nb bulk": bytes(mine[base + 208:base + 213]) == b"nbblk",
+        "put_nb keywords": bytes(mine[base + 224:base + 229]) == b"nbkw1",
         "bad puts wrote nothing": bytes(mine[0:4096]) == pattern(ep.rank, 4096)
         and not mine[seg - 8:seg - 3].any(),
     }
@@ -759,6 +797,9 @@ def after_finalize(ep) -> dict:
         ("get own", lambda: ep.get(ep.rank, 0, 1)),
         ("get out", lambda: ep.get(d, 0, 1, bytearray(1))),
         ("get out keyword", lambda: ep.get(d, 0, 1, out=bytearray(1))),
+        ("put_nb", lambda: ep.put_nb(d, 0, b"x")),
+        ("get_nb own", lambda: ep.get_nb(ep.rank, 0, 1)),
+        ("get_nb out keyword", lambda: ep.get_nb(d, 0, 1, out=bytearray(1))),
         ("request_short", lambda: ep.request_short(d, h_count, 1)),
         ("request_medium", lambda: ep.request_medium(d, h_mcount, b"x", 1)),
         ("request_long", lambda: ep.request_long(d, h_count, b"x", 0, 1)),
