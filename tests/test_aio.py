@@ -96,6 +96,33 @@ def test_an_idle_awaiting_rank_uses_little_cpu_and_still_serves(topo):
         assert out["answer_s"] < 0.05  # answered while awaiting, not at its end
 
 
+@pytest.mark.parametrize("topo", ["procs-2nodes", "threads", "1node-pshm", "mpi"])
+def test_when_all_gives_the_results_in_order_without_a_task_each(topo):
+    """amnet.aio.when_all: results in order, every kind of handle and awaitable mixed, the
+    first remote error at the await (the other operations complete), return_exceptions, and
+    a timeout mid-flight (the operations go on; a failure after it is reported)."""
+    got = job(aiojobs.when_all, topo)
+    n = len(got)
+    for out in got:
+        assert out["many"] is True
+        # get_nb (a fresh segment), put_nb, a region, an rpc, a coroutine, a future, a reduce
+        assert out["mixed"] == [bytes(4), None, None, 5, "coro", "future", n]
+        assert out["empty"] == []
+        assert out["error"] == ("boom 7", True), out["error"]
+        assert out["other_went_on"] == 2
+        assert out["returned"] == ["ValueError", "boom 8", 8]
+        assert "cannot await 'not awaitable'" in out["type_error"]
+        assert out["landed"] is True
+    zero = got[0]
+    assert zero["later"] == 11  # the operation went on and completed
+    if TOPOS[topo].get("nodes", 1) > 1:
+        assert zero["timeout"] == "timeout"  # node 1 was computing
+        assert zero["reported"] == [
+            ("an amnet operation of a cancelled when_all failed on rank 0", "ValueError")]
+    else:
+        assert zero["timeout"] == "failed" and zero["reported"] == []
+
+
 @pytest.mark.parametrize("topo", ["procs-2nodes", "threads"])
 def test_futures_callbacks_and_promises(topo):
     for out in job(aiojobs.promises, topo):

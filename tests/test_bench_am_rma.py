@@ -112,7 +112,7 @@ def test_am_figures(marked):
 def test_rma_figures(marked):
     res = rma_mod.rma(reps=1, sizes="4K,1M", window=2, nbytes="2M", max_windows=8,
                       lat_sizes=[8], lat_iters=10, warmup=1, pin="split", node=False,
-                      progress=False)
+                      aio=False, progress=False)
     assert res["suite"] == "rma"
     cfg = res["config"]
     assert cfg["pin"] == "split"
@@ -250,11 +250,11 @@ def test_am_both_sections_print_both_tables(marked):
     assert text.index("### Across nodes") < text.index("### On one node") < \
         text.index("### amnet.aio")
     aio = [r for r in res["results"] if r["section"] == "aio"]
-    # per place: the awaited get and rpc, 1000 rpcs with gather, the idle await
+    # per place: the awaited get and rpc, 1000 rpcs with gather and when_all, the idle await
     assert [(r["place"], r["what"]) for r in aio] == [
         (p, w) for p in ("within a node", "across nodes")
-        for w in ("get await", "get floors", "rpc await", "1000 rpcs gather", "gather floor",
-                  "idle await")]
+        for w in ("get await", "get floors", "rpc await", "1000 rpcs gather",
+                  "1000 rpcs when_all", "gather floor", "idle await")]
     for r in aio:
         if r["what"] == "get floors":
             assert r["floor_await"]["median"] > 0 and r["ratio_vs_handle"] > 0
@@ -358,11 +358,40 @@ def test_am_node_without_mpi4py_says_missing(marked, monkeypatch):
     _check_table(res)
 
 
+def test_rma_aio_section(marked):
+    """rma's aio rows: awaited put_nb/get_nb per size beside ep.put/ep.get, within a node and
+    across nodes, and 1000 gets in flight with when_all and gather beside handles."""
+    res = rma_mod.rma(["--no-node", "--no-network", "--reps", "1", "--node-lat-sizes", "8,1K",
+                       "--node-iters", "20", "--node-warmup", "2", "--node-batch", "10"],
+                      progress=False)
+    assert res["config"]["sections"] == ["aio"]
+    _check_table(res)
+    got = [(r["place"], r["what"], r.get("bytes")) for r in res["results"]]
+    assert got == [(p, w, b) for p in ("within a node", "across nodes")
+                   for w, b in [(f"{op} await", n) for n in (8, 1024) for op in ("put", "get")]
+                   + [("1000 gets when_all", None), ("1000 gets gather", None)]]
+    for r in res["results"]:
+        assert r["ratio"] > 0
+        if "aio" in r:
+            assert r["aio"]["median"] > 0 and r["blocking"]["median"] > 0
+            # the target applies to the 8 B get only
+            assert (r["target"] is not None) == (r["what"] == "get await" and r["bytes"] == 8)
+        else:
+            assert len(r["aio_s"]) == len(r["handles_s"]) == 3  # rounds: a multiple of 3
+        if r["target"] is not None:
+            assert r["target"]["met"] == (r["ratio"] <= r["target"]["max_ratio"])
+    rows = res["tables"][0]["rows"]
+    assert rows[0][:2] == ["within a node", "await put_nb 8 B"]
+    assert rows[-1][:2] == ["across nodes", "1000 8 B gets in flight: asyncio.gather"]
+    with pytest.raises(SystemExit):
+        rma_mod.rma(["--no-node", "--no-network", "--no-aio"], progress=False)
+
+
 @pytest.mark.parametrize("threads", [True, False])
 def test_rma_node_figures(marked, threads):
     res = rma_mod.rma(network=False, node_threads=threads, reps=1, node_lat_sizes=[8, 1024],
                       node_bw_sizes="1M", node_iters=20, node_warmup=2, node_batch=10,
-                      node_bytes="2M", node_samples=2, progress=False)
+                      node_bytes="2M", node_samples=2, aio=False, progress=False)
     cfg = res["config"]["node"]
     assert res["config"]["sections"] == ["node"]
     assert cfg["ops_per_sample"] == {1 << 20: 2}
@@ -423,8 +452,8 @@ def test_am_and_rma_over_mpi_beside_mpi4py(marked):
     assert res["config"]["mpi"]["env"]["FI_PROVIDER"] == "tcp"
     assert res["config"]["mpi-nolocal"]["env"] == {"MPIR_CVAR_NOLOCAL": "1"}
     assert any(n.startswith("transport: MPIR_CVAR_NOLOCAL=1 for") for n in res["notes"])
-    res = rma_mod.rma(["--quick", "--no-node", "--conduit", "mpi", "--sizes", "1M",
-                       "--mpi-paths", "nolocal"], progress=False)
+    res = rma_mod.rma(["--quick", "--no-node", "--no-aio", "--conduit", "mpi", "--sizes",
+                       "1M", "--mpi-paths", "nolocal"], progress=False)
     assert [t["section"] for t in res["tables"]] == ["mpi-nolocal"]
     bw = next(r for r in res["results"] if r["op"] == "put_nbi bandwidth")
     assert bw["bytes"] == 1 << 20 and bw["amnet"]["median"] > 0 and bw["path"] == "nolocal"

@@ -75,7 +75,7 @@ def test_aio_surface():
     public = {n for n in dir(amnet.aio) if not n.startswith("_")
               and not isinstance(getattr(amnet.aio, n), types.ModuleType)}
     assert public == {"Promise", "as_future", "attach", "awaitable", "defer", "loop_of",
-                      "on_complete", "run"}
+                      "on_complete", "run", "when_all"}
     assert set(amnet.aio.__all__) == public
     for name in public:  # each says what it raises, or is a class documenting its methods
         assert getattr(amnet.aio, name).__doc__, name

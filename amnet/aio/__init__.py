@@ -6,8 +6,9 @@ ep.rpc(...)``, ``await ep.get_nb(...)``, ``await team.reduce_all_nb(...)``), com
 ``asyncio.gather``, ``asyncio.wait_for`` and cancellation; the rank serves other ranks' AMs
 whenever its loop is idle, woken by amnet's descriptors (the shared-memory doorbell, the
 conduit's), not by spinning; handlers hand work to the loop with :func:`defer`; and
-:func:`as_future`, :class:`Promise` and :func:`on_complete` turn completions into futures, a
-counted promise (UPC++'s ``promise``/``finalize``) or callbacks. docs/aio.md is the guide.
+:func:`as_future`, :class:`Promise`, :func:`when_all` and :func:`on_complete` turn completions
+into futures, a counted promise (UPC++'s ``promise``/``finalize``), one future of many
+results without a task each, or callbacks. docs/aio.md is the guide.
 """
 
 from ..core import _ops
@@ -19,8 +20,9 @@ from ._await import Promise as Promise
 from ._await import as_future as as_future
 from ._await import awaitable as awaitable
 from ._await import on_complete as on_complete
+from ._await import when_all as when_all
 
 _ops.AWAITER[0] = awaitable
 
 __all__ = ["Promise", "as_future", "attach", "awaitable", "defer", "loop_of", "on_complete",
-           "run"]
+           "run", "when_all"]

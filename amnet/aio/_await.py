@@ -1,14 +1,16 @@
 """``await`` of amnet's handles, futures and promises of their completion (UPC++'s
-``as_future``, ``promise`` with ``finalize``, ``then``), on the running loop's driver."""
+``as_future``, ``promise`` with ``finalize``, ``when_all``, ``then``), on the running loop's
+driver."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Generator
+from functools import partial
 from typing import Any
 
 from .._errors import AMContextError
-from ..core._ops import Handle
+from ..core._ops import Handle, Op
 from . import _driver
 
 
@@ -115,6 +117,112 @@ def _copy(src: asyncio.Future, dst: asyncio.Future) -> None:
         dst.set_exception(src.exception())
     else:
         dst.set_result(src.result())
+
+
+class _AllOf:
+    """The state of one :func:`when_all`: its future, the results, how many are left."""
+
+    __slots__ = ("drv", "exceptions", "left", "out", "results")
+
+    def __init__(self, drv: _driver.Driver, n: int, exceptions: bool) -> None:
+        self.drv = drv
+        self.out = drv.loop.create_future()
+        self.results: list[Any] = [None] * n
+        self.left = n
+        self.exceptions = exceptions
+
+    def handle_done(self, i: int, op: Any, error: BaseException | None) -> None:
+        """An amnet operation ``op`` completed (``op`` None: the job is being torn down)."""
+        if op is not None:
+            error = op.error
+            self.one(i, op.value, error)
+        else:
+            self.one(i, None, error, abort=True)
+
+    def future_done(self, i: int, fut: asyncio.Future) -> None:
+        if fut.cancelled():
+            self.one(i, None, asyncio.CancelledError())
+        else:
+            error = fut.exception()
+            self.one(i, None if error is not None else fut.result(), error)
+
+    def one(self, i: int, value: Any, error: BaseException | None, abort: bool = False) -> None:
+        out = self.out
+        if error is not None and (abort or not self.exceptions):
+            if not out.done():
+                out.set_exception(error)
+            elif out.cancelled() and not abort:  # nobody awaits it now: report it
+                self.drv.loop.call_exception_handler({
+                    "message": f"an amnet operation of a cancelled when_all failed on rank "
+                               f"{self.drv.rank}", "exception": error})
+        self.results[i] = error if error is not None else value
+        self.left -= 1
+        if self.left == 0 and not out.done():
+            out.set_result(self.results)
+
+
+def when_all(*aws: Any, return_exceptions: bool = False) -> asyncio.Future:
+    """A future of the running loop done once every one of ``aws`` completed: the list of
+    their results, in order (UPC++'s ``when_all``; ``asyncio.gather``'s answer, without a task
+    per amnet handle: an amnet ``Handle`` completes the future's count directly, anything
+    else awaitable is wrapped in a task as ``gather`` would).
+
+    The first error (an rpc that raised, a coroutine's exception) becomes the future's at
+    once, and the other operations go on; with ``return_exceptions=True`` errors are put in
+    the list instead. Cancelling the future (a timeout, a cancelled await) forgets it, not
+    the operations: they complete, and an error one of them ends with then goes to the
+    loop's exception handler.
+
+    Raises:
+        AMContextError: no amnet.aio loop runs in this thread.
+        TypeError: one of ``aws`` is not awaitable (before anything is watched).
+    """
+    drv = _driver.current()
+    for a in aws:
+        if not isinstance(a, Handle) and not (asyncio.isfuture(a) or asyncio.iscoroutine(a)):
+            awaitable(a)  # TypeError if it is none of amnet's handles either
+    state = _AllOf(drv, len(aws), return_exceptions)
+    results = state.results
+    done = 0
+    first: BaseException | None = None
+    for i, a in enumerate(aws):
+        if isinstance(a, Handle):
+            op = a._op
+            if op.done:  # complete already (a copy within the node): no callback at all
+                if op.error is None:
+                    results[i] = op.value
+                else:
+                    results[i] = op.error
+                    first = first or op.error
+                done += 1
+            elif isinstance(op, Op):
+                drv.call_when_done(op, partial(state.handle_done, i))
+            else:  # a region's: looked at after every drain
+                drv.watch(op).add_done_callback(partial(_settled_check, state, i, op))
+            continue
+        if asyncio.isfuture(a) or asyncio.iscoroutine(a):
+            fut = asyncio.ensure_future(a, loop=drv.loop)
+        else:
+            fut = drv.loop.create_task(_await(awaitable(a)))
+        fut.add_done_callback(partial(state.future_done, i))
+    state.left -= done
+    out = state.out
+    if not out.done():  # (a callback above may have settled it already)
+        if first is not None and not return_exceptions:
+            out.set_exception(first)
+        elif state.left == 0:
+            out.set_result(results)
+    return out
+
+
+def _settled_check(state: _AllOf, i: int, op: Any, fut: asyncio.Future) -> None:
+    if fut.cancelled():
+        return
+    error = fut.exception()
+    if error is not None:  # the job is being torn down
+        state.one(i, None, error, abort=True)
+    else:
+        state.one(i, op.value, op.error)
 
 
 def on_complete(h: Any, callback: Callable[[asyncio.Future], Any]) -> asyncio.Future:

@@ -88,6 +88,8 @@ class Driver:
         self.thread = threading.get_ident()
         self.lp = LoopProgress(ep)
         self.waiting: dict[int, tuple[Any, list[asyncio.Future]]] = {}  # id(op) -> futures
+        # id(op) -> callbacks(op, error) of when_all and the like (no future per operation)
+        self.calls: dict[int, list[Callable[[Any, BaseException | None], None]]] = {}
         self.checks: list[tuple[Callable[[], bool], asyncio.Future]] = []  # other awaitables
         self.tasks: set[asyncio.Task] = set()  # coroutines handlers handed to the loop
         self.failed: BaseException | None = None
@@ -124,6 +126,7 @@ class Driver:
             if isinstance(op, Op):
                 op.notify = None
         self.waiting.clear()
+        self.calls.clear()
         with _lock:
             _by_rank.pop(self.rank, None)
             _by_loop.pop(id(self.loop), None)
@@ -144,7 +147,7 @@ class Driver:
         self._timer = None
         found = self.progress()
         if self.lp.needs_tick:
-            if found or self.waiting or self.checks:
+            if found or self.waiting or self.calls or self.checks:
                 self._tick_s = TICK_S
             else:
                 self._tick_s = min(2 * self._tick_s, IDLE_TICK_S)
@@ -196,6 +199,10 @@ class Driver:
             if not f.done():
                 f.set_exception(exc)
         self.checks.clear()
+        calls, self.calls = self.calls, {}
+        for cbs in calls.values():
+            for cb in cbs:
+                cb(None, exc)
         self.fail(exc)
 
     def _run_checks(self) -> None:
@@ -217,7 +224,7 @@ class Driver:
     def spin(self, done: Callable[[], bool]) -> None:
         """Look for up to SPIN_MAX_S (see the module) while ``done()`` is false."""
         lp = self.lp
-        if self.waiting or self.checks or lp.spin_s <= 0.0 or lp.in_handler():
+        if self.waiting or self.calls or self.checks or lp.spin_s <= 0.0 or lp.in_handler():
             return
         end = time.perf_counter() + min(lp.spin_s, SPIN_MAX_S)
         poll = lp.poll
@@ -235,7 +242,7 @@ class Driver:
         if entry is not None:
             entry[1].append(fut)
         elif isinstance(op, Op):
-            if self.lp.needs_tick and not self.waiting:
+            if self.lp.needs_tick and not self.waiting and not self.calls:
                 self._hurry()
             self.waiting[key] = (op, [fut])
             op.notify = self._notified
@@ -246,6 +253,22 @@ class Driver:
             self.checks.append((lambda: op.done, fut))
             self._hurry()
         return fut
+
+    def call_when_done(self, op: Op, cb: Callable[[Any, BaseException | None], None]) -> None:
+        """``cb(op, None)`` on the loop's thread once ``op`` (an amnet.Op not yet done) is
+        done (``cb(None, exc)`` if the job is torn down first): no future of its own."""
+        key = id(op)
+        cbs = self.calls.get(key)
+        if cbs is not None:
+            cbs.append(cb)
+            return
+        if self.lp.needs_tick and not self.waiting and not self.calls:
+            self._hurry()
+        self.calls[key] = [cb]
+        op.notify = self._notified
+        if op.done:  # completed as it was being watched
+            op.notify = None
+            self._settle(op)
 
     def watch_check(self, check: Callable[[], bool]) -> asyncio.Future:
         """A future resolved once ``check()`` holds (looked at after every drain)."""
@@ -268,7 +291,13 @@ class Driver:
                 pass
 
     def _settle(self, op: Any) -> None:
-        entry = self.waiting.pop(id(op), None)
+        key = id(op)
+        if self.calls:
+            cbs = self.calls.pop(key, None)
+            if cbs is not None:
+                for cb in cbs:
+                    cb(op, None)
+        entry = self.waiting.pop(key, None)
         if entry is None:
             return
         live = [f for f in entry[1] if not f.done()]

@@ -1,6 +1,7 @@
 """Jobs of ``amnet-bench am``'s aio section (:mod:`amnet.bench._aio`): an awaited 8 B get and
 Short rpc beside their blocking forms, 1000 rpcs in flight awaited with ``asyncio.gather``
-beside the same issued as handles and waited for with ``amnet.wait_all``, and the CPU an
+and ``amnet.aio.when_all`` beside the same issued as handles and waited for with
+``amnet.wait_all``, and the CPU an
 idle awaiting rank uses.
 
 Rank 0 measures; the other ranks serve in a blocking ``ep.wait_until`` (the same peer for
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from functools import partial
 from typing import Any
 
 import amnet
@@ -110,8 +112,9 @@ def rtt_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
 
 def many_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
     """``plan["count"]`` rpcs from rank 0 to the others in turn: issued as handles then
-    ``amnet.wait_all``, and awaited together with ``asyncio.gather``, alternating
-    ``plan["rounds"]`` times; seconds of each."""
+    ``amnet.wait_all``, awaited together with ``asyncio.gather``, and with
+    ``amnet.aio.when_all``, ``plan["rounds"]`` times, each form first in turn (a multiple
+    of 3 rounds puts each first equally often); seconds of each."""
     count, rounds = plan["count"], plan["rounds"]
     peers = [1 + i % (ep.size - 1) for i in range(count)]
 
@@ -131,19 +134,30 @@ def many_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
         await g
         return time.perf_counter() - t0
 
+    async def handles() -> list[Any]:
+        return amnet.wait_all([ep.rpc(p, aio_noop, i) for i, p in enumerate(peers)])
+
+    async def gathered() -> list[Any]:
+        return await asyncio.gather(*(ep.rpc(p, aio_noop, i) for i, p in enumerate(peers)))
+
+    async def all_of() -> list[Any]:
+        return await amnet.aio.when_all(*(ep.rpc(p, aio_noop, i)
+                                          for i, p in enumerate(peers)))
+
     async def main(ep: Any) -> dict[str, list[float]]:
-        out: dict[str, list[float]] = {"handles": [], "gather": [], "floor": []}
+        forms = [("handles", handles), ("gather", gathered), ("when_all", all_of)]
+        out: dict[str, list[float]] = {k: [] for k in ("handles", "gather", "when_all",
+                                                      "floor")}
         for k in range(rounds + 1):  # the first round warms up
-            t0 = time.perf_counter()
-            amnet.wait_all([ep.rpc(p, aio_noop, i) for i, p in enumerate(peers)])
-            t1 = time.perf_counter()
-            got = await asyncio.gather(*(ep.rpc(p, aio_noop, i) for i, p in enumerate(peers)))
-            t2 = time.perf_counter()
-            assert got == list(range(count))
+            for name, form in forms[k % 3:] + forms[:k % 3]:  # each form first in turn
+                t0 = time.perf_counter()
+                got = await form()
+                t1 = time.perf_counter()
+                assert got == list(range(count))
+                if k:
+                    out[name].append(t1 - t0)
             f = await floor()
             if k:
-                out["handles"].append(t1 - t0)
-                out["gather"].append(t2 - t1)
                 out["floor"].append(f)
         return out
 
@@ -157,5 +171,58 @@ def idle_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
         c0, t0 = time.process_time(), time.monotonic()
         await asyncio.sleep(plan["seconds"])
         return {"cpu": time.process_time() - c0, "wall": time.monotonic() - t0}
+
+    return _on_rank0(ep, main)
+
+
+def rma_aio_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
+    """The rma suite's aio rows: per size of ``plan["sizes"]``, put and get round trips to
+    rank 1, blocking (``ep.put``/``ep.get``) and awaited (``await ep.put_nb``/``get_nb``),
+    alternating batch by batch; then ``plan["count"]`` 8 B gets in flight to rank 1 as
+    handles + ``amnet.wait_all``, ``amnet.aio.when_all`` and ``asyncio.gather``,
+    ``plan["rounds"]`` times, each form first in turn. Seconds per round trip of each
+    batch, and per round."""
+    batch, batches, warm = plan["batch"], plan["batches"], plan["warmup"]
+    count, rounds = plan["count"], plan["rounds"]
+
+    async def main(ep: Any) -> dict[str, list[float]]:
+        out: dict[str, list[float]] = {}
+        for n in plan["sizes"]:
+            src, dst = bytearray(n), bytearray(n)
+            forms = (("put", partial(ep.put, 1, 0, src), partial(ep.put_nb, 1, 0, src)),
+                     ("get", partial(ep.get, 1, 0, n, dst), partial(ep.get_nb, 1, 0, n, dst)))
+            for _ in range(warm):
+                for _, blk, nb in forms:
+                    blk()
+                    await nb()
+            for _ in range(batches):
+                for op, blk, nb in forms:
+                    t0 = time.perf_counter()
+                    for _ in range(batch):
+                        blk()
+                    t1 = time.perf_counter()
+                    for _ in range(batch):
+                        await nb()
+                    t2 = time.perf_counter()
+                    out.setdefault(f"{op} {n} blocking", []).append((t1 - t0) / batch)
+                    out.setdefault(f"{op} {n} await", []).append((t2 - t1) / batch)
+        offsets = [8 * (i % 512) for i in range(count)]
+
+        async def handles() -> None:
+            amnet.wait_all([ep.get_nb(1, o, 8) for o in offsets])
+
+        async def all_of() -> None:
+            await amnet.aio.when_all(*(ep.get_nb(1, o, 8) for o in offsets))
+
+        async def gathered() -> None:
+            await asyncio.gather(*(ep.get_nb(1, o, 8) for o in offsets))
+        forms = [("handles", handles), ("when_all", all_of), ("gather", gathered)]
+        for k in range(rounds + 1):  # the first round warms up; each form first in turn
+            for name, form in forms[k % 3:] + forms[:k % 3]:
+                t0 = time.perf_counter()
+                await form()
+                if k:
+                    out.setdefault(f"gets {name}", []).append(time.perf_counter() - t0)
+        return out
 
     return _on_rank0(ep, main)

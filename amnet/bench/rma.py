@@ -1,7 +1,9 @@
 """Suite ``rma``: put bandwidth and put/get latency across nodes beside raw pyzmq streaming
 (the network section), and put/get latency and bandwidth between the two processes of one
 node beside mpi4py RMA and memcpy (the node section). ``--no-node`` / ``--no-network`` run
-one only.
+one only. Then amnet.aio's awaited puts and gets beside the blocking forms, and 1000 gets in
+flight awaited together beside handles (the aio section, :mod:`amnet.bench._aiorma`;
+``--no-aio`` skips it).
 
 Network section.
 
@@ -51,6 +53,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from . import _mpinet, _node, suite
+from ._aiorma import rma_aio_section
 from ._jobs import node_rma_job, rma_job
 from ._mpipeer import run_mpi
 from ._report import Progress, nodes_topologies, quick_parse
@@ -151,6 +154,9 @@ def _parser(reps: int, sizes: Any, window: int, nbytes: Any, max_windows: int,
                    help="run the node section (default: on)")
     p.add_argument("--network", action=argparse.BooleanOptionalAction,
                    default=node["network"], help="run the network section (default: on)")
+    p.add_argument("--aio", action=argparse.BooleanOptionalAction, default=node["aio"],
+                   help="run the aio section: amnet.aio's awaited puts and gets beside the "
+                        "blocking forms, within a node and across nodes (default: on)")
     p.add_argument("--node-threads", action=argparse.BooleanOptionalAction,
                    default=node["threads"],
                    help="node section: also the 2-threads-of-one-process rows (default: on)")
@@ -193,17 +199,18 @@ def rma(args: Sequence[str] | None = None, *, reps: int = 7,
         node_lat_sizes: str | Iterable[int] = "8,1K,64K",
         node_bw_sizes: str | Iterable[int] = "1M,4M,16M", node_iters: int = 5000,
         node_warmup: int = 200, node_batch: int = 200, node_bytes: str | int = "64M",
-        node_samples: int = 5, progress: bool = True) -> dict[str, Any]:
-    """put/get across 2 nodes vs raw pyzmq; on one node vs mpi4py RMA and memcpy."""
+        node_samples: int = 5, aio: bool = True, progress: bool = True) -> dict[str, Any]:
+    """put/get across 2 nodes vs raw pyzmq; on one node vs mpi4py RMA and memcpy; amnet.aio's
+    awaited puts and gets beside the blocking forms."""
     parser = _parser(reps, sizes, window, nbytes, max_windows, lat_sizes, lat_iters, warmup,
                      wait_modes, pin,
                      {"node": node, "network": network, "threads": node_threads,
                       "lat_sizes": node_lat_sizes, "bw_sizes": node_bw_sizes,
                       "iters": node_iters, "warmup": node_warmup, "batch": node_batch,
-                      "bytes": node_bytes, "samples": node_samples})
+                      "bytes": node_bytes, "samples": node_samples, "aio": aio})
     parser.add_argument("--nodes", type=nodes_topologies, default=None, metavar="K,K",
                         help="1: the node section only, 2: the network section only, 1,2: "
-                             "both (as --node/--network)")
+                             "both (as --node/--network; the aio section runs unless --no-aio)")
     opts = quick_parse(parser, args, {
         "reps": 1, "sizes": [4096, 1 << 20], "nbytes": 8 << 20, "max_windows": 16,
         "lat_sizes": [8], "iters": 100, "node_lat_sizes": [8], "node_bw_sizes": [1 << 20],
@@ -223,8 +230,8 @@ def rma(args: Sequence[str] | None = None, *, reps: int = 7,
         if getattr(opts, name) < 0:
             parser.error(f"--{name.replace('_', '-')} must be 0 or more, "
                          f"got {getattr(opts, name)}")
-    if not (opts.node or opts.network):
-        parser.error("--no-node and --no-network leave nothing to run")
+    if not (opts.node or opts.network or opts.aio):
+        parser.error("--no-node, --no-network and --no-aio leave nothing to run")
     if max(opts.node_lat_sizes + opts.node_bw_sizes) > 1 << 30:
         parser.error("node section sizes are at most 1 GiB")
 
@@ -238,7 +245,8 @@ def rma(args: Sequence[str] | None = None, *, reps: int = 7,
             else:
                 nets.append(_network(parser, argparse.Namespace(**{**vars(opts),
                                                                   "conduit": c}), progress))
-    return merge_sections("rma", *nets, _node_section(opts, progress) if opts.node else None)
+    return merge_sections("rma", *nets, _node_section(opts, progress) if opts.node else None,
+                          rma_aio_section(opts, progress) if opts.aio else None)
 
 
 def _network(parser: argparse.ArgumentParser, opts: argparse.Namespace,

@@ -281,6 +281,78 @@ def promises(_=None) -> dict:
     return _run(main)
 
 
+def when_all(_=None) -> dict:
+    """amnet.aio.when_all: 300 rpcs in order; handles of every kind and other awaitables
+    mixed; a remote error at the await (the others complete); return_exceptions; a timeout
+    while the other node computes (the operations go on; a failing one is reported)."""
+    async def main(ep):
+        out = {}
+        n = ep.size
+        peers = [(ep.rank + 1 + i % (n - 1)) % n for i in range(300)]
+        out["many"] = await amnet.aio.when_all(
+            *(ep.rpc(p, add, ep.rank, i) for i, p in enumerate(peers))) == [
+            ep.rank + i for i in range(300)]
+        right = (ep.rank + 1) % n
+        with ep.access_region() as region:
+            ep.put_nbi(right, 1024, np.full(8, ep.rank + 1, np.uint8))
+
+        async def coro():
+            await asyncio.sleep(0.01)
+            return "coro"
+        fut = asyncio.get_running_loop().create_future()
+        fut.set_result("future")
+        total = np.zeros(1, np.int64)
+        got = await amnet.aio.when_all(
+            ep.get_nb(ep.rank, 0, 4), ep.put_nb(right, 1040, b"abcd"), region.handle,
+            ep.rpc(right, add, 2, 3), coro(), fut,
+            ep.coll.world.reduce_all_nb(total, np.ones(1, np.int64), ADD))
+        out["mixed"] = [bytes(got[0]), *got[1:6], int(total[0])]
+        out["empty"] = await amnet.aio.when_all()
+        h_ok = ep.rpc(right, add, 1, 1)
+        try:
+            await amnet.aio.when_all(ep.rpc(right, boom, 7), h_ok)
+            out["error"] = None
+        except ValueError as e:
+            out["error"] = (str(e), any(f"on rank {right}" in note
+                                        for note in getattr(e, "__notes__", [])))
+        out["other_went_on"] = await h_ok
+        got = await amnet.aio.when_all(ep.rpc(right, boom, 8), ep.rpc(right, add, 4, 4),
+                                       return_exceptions=True)
+        out["returned"] = [type(got[0]).__name__, str(got[0]), got[1]]
+        try:
+            amnet.aio.when_all(ep.rpc(right, add, 0, 0), "not awaitable")
+        except TypeError as e:
+            out["type_error"] = str(e)
+        ep.barrier()
+        if ep.rank == 0:
+            reported = []
+            asyncio.get_running_loop().set_exception_handler(lambda lp, ctx: reported.append(
+                (ctx["message"], type(ctx.get("exception")).__name__)))
+            await asyncio.sleep(0.1)  # node 1 has left the barrier and computes
+            last = ep.size - 1
+            hs = [ep.rpc(last, add, 10, 1), ep.rpc(last, boom, 9)]
+            try:
+                await asyncio.wait_for(amnet.aio.when_all(*hs), 0.1)
+                out["timeout"] = "completed"
+            except TimeoutError:
+                out["timeout"] = "timeout"
+            except ValueError:  # one node: nobody computes, the failing rpc ended it
+                out["timeout"] = "failed"
+            out["later"] = await hs[0]
+            for _ in range(100):
+                if reported:
+                    break
+                await asyncio.sleep(0.01)
+            out["reported"] = reported
+        elif ep.node == 1:
+            time.sleep(1.0)  # computing: no progress on this node meanwhile
+        ep.barrier()
+        out["landed"] = bytes(ep.segment[1024:1032]) == bytes([(ep.rank - 1) % n + 1]) * 8 \
+            and bytes(ep.segment[1040:1044]) == b"abcd"
+        return out
+    return _run(main)
+
+
 def misuse(_=None) -> dict:
     """Awaiting without amnet.aio, nested run, defer to a rank without a loop."""
     ep = _ep()
