@@ -254,12 +254,15 @@ def test_am_both_sections_print_both_tables(marked):
     assert [(r["place"], r["what"]) for r in aio] == [
         (p, w) for p in ("within a node", "across nodes")
         for w in ("get await", "get floors", "rpc await", "1000 rpcs gather",
-                  "1000 rpcs when_all", "gather floor", "idle await")]
+                  "1000 rpcs when_all", "handles with no loop", "gather floor",
+                  "idle await")]
     for r in aio:
         if r["what"] == "get floors":
             assert r["floor_await"]["median"] > 0 and r["ratio_vs_handle"] > 0
         elif r["what"] == "gather floor":
             assert min(r["floor_s"]) > 0 and r["ratio_vs_handles"] > 0
+        elif r["what"] == "handles with no loop":
+            assert min(r["handles_s"]) > 0 and r["ratio_vs_handles"] > 0
         elif "ratio" in r:
             assert r["ratio"] > 0 and r["target"]["met"] == (r["ratio"] <= r["target"][
                 "max_ratio"])

@@ -33,9 +33,10 @@ def aio_stop(tok: Any) -> None:
 HANDLERS = [aio_noop, aio_stop]
 
 
-def _on_rank0(ep: Any, main: Any) -> Any:
+def _on_rank0(ep: Any, main: Any, after: Any = None) -> Any:
     """Run ``main`` with amnet.aio.run on rank 0 while the others serve in a blocking
-    ``ep.wait_until`` until rank 0 stops them; rank 0's result (None elsewhere)."""
+    ``ep.wait_until`` until rank 0 stops them; rank 0's result (None elsewhere), updated
+    with ``after()``'s (run on rank 0 once the loop let go of the rank)."""
     ep.register_handlers(HANDLERS)
     _STOP[ep.rank] = False
     ep.barrier()
@@ -43,6 +44,8 @@ def _on_rank0(ep: Any, main: Any) -> Any:
         ep.wait_until(lambda: _STOP.get(ep.rank, False))
         return None
     res = amnet.aio.run(main)
+    if after is not None:
+        res.update(after())
     for r in range(1, ep.size):
         ep.request_short(r, aio_stop)
     return res
@@ -134,15 +137,16 @@ def many_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
         await g
         return time.perf_counter() - t0
 
+    # each form issues the rpcs with the same list comprehension: only the waits differ
     async def handles() -> list[Any]:
         return amnet.wait_all([ep.rpc(p, aio_noop, i) for i, p in enumerate(peers)])
 
     async def gathered() -> list[Any]:
-        return await asyncio.gather(*(ep.rpc(p, aio_noop, i) for i, p in enumerate(peers)))
+        return await asyncio.gather(*[ep.rpc(p, aio_noop, i) for i, p in enumerate(peers)])
 
     async def all_of() -> list[Any]:
-        return await amnet.aio.when_all(*(ep.rpc(p, aio_noop, i)
-                                          for i, p in enumerate(peers)))
+        return await amnet.aio.when_all(*[ep.rpc(p, aio_noop, i)
+                                          for i, p in enumerate(peers)])
 
     async def main(ep: Any) -> dict[str, list[float]]:
         forms = [("handles", handles), ("gather", gathered), ("when_all", all_of)]
@@ -161,7 +165,18 @@ def many_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
                 out["floor"].append(f)
         return out
 
-    return _on_rank0(ep, main)
+    def no_loop() -> dict[str, list[float]]:
+        """The handles again with no loop attached (the blocking program of today: there a
+        reply rings the doorbell only while rank 0 sleeps, with a loop every reply does)."""
+        out = []
+        for k in range(rounds + 1):
+            t0 = time.perf_counter()
+            amnet.wait_all([ep.rpc(p, aio_noop, i) for i, p in enumerate(peers)])
+            if k:
+                out.append(time.perf_counter() - t0)
+        return {"handles no loop": out}
+
+    return _on_rank0(ep, main, no_loop)
 
 
 def idle_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
@@ -208,14 +223,14 @@ def rma_aio_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
                     out.setdefault(f"{op} {n} await", []).append((t2 - t1) / batch)
         offsets = [8 * (i % 512) for i in range(count)]
 
-        async def handles() -> None:
+        async def handles() -> None:  # the same list comprehension: only the waits differ
             amnet.wait_all([ep.get_nb(1, o, 8) for o in offsets])
 
         async def all_of() -> None:
-            await amnet.aio.when_all(*(ep.get_nb(1, o, 8) for o in offsets))
+            await amnet.aio.when_all(*[ep.get_nb(1, o, 8) for o in offsets])
 
         async def gathered() -> None:
-            await asyncio.gather(*(ep.get_nb(1, o, 8) for o in offsets))
+            await asyncio.gather(*[ep.get_nb(1, o, 8) for o in offsets])
         forms = [("handles", handles), ("when_all", all_of), ("gather", gathered)]
         for k in range(rounds + 1):  # the first round warms up; each form first in turn
             for name, form in forms[k % 3:] + forms[:k % 3]:
