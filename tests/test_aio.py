@@ -123,6 +123,17 @@ def test_when_all_gives_the_results_in_order_without_a_task_each(topo):
         assert zero["timeout"] == "failed" and zero["reported"] == []
 
 
+def test_replies_to_a_running_loop_do_not_ring_its_doorbell():
+    """A one-rank process's loop lowers its sleeping flag after a drain until it may block:
+    the rpcs its woken coroutine issues are answered without a doorbell each (every reply
+    rang one before: a loop never says when it sleeps)."""
+    got = job(aiojobs.quiet_replies, "1node-pshm")
+    for r, out in enumerate(got[1:], 1):
+        assert out["replies"] == 1000
+        # a few ring (replies that find the loop blocked, the barrier's messages): not most
+        assert out["rang"] < out["replies"] // 2, (r, out)
+
+
 @pytest.mark.parametrize("topo", ["procs-2nodes", "threads"])
 def test_futures_callbacks_and_promises(topo):
     for out in job(aiojobs.promises, topo):

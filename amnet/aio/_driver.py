@@ -97,6 +97,7 @@ class Driver:
         self._timer: asyncio.TimerHandle | None = None
         self._tick_s = TICK_S if self.lp.needs_tick else SAFETY_S
         self._again = False  # a drain is scheduled for the next iteration
+        self._awake = 0  # the sleeping flag is down until the _asleep(self._awake) runs
         self.closed = False
 
     # -- life ---------------------------------------------------------------------------
@@ -188,7 +189,29 @@ class Driver:
             return True
         if self.checks:
             self._run_checks()
+        if self.lp.can_wake:
+            # the loop runs on (the callbacks this drain scheduled first: the tasks it woke):
+            # senders on this node need not ring until it may block again. The latest
+            # drain's _asleep raises the flag (after what it woke), earlier ones do nothing.
+            if not self._awake:
+                self.lp.awake(True)
+            self._awake += 1
+            self.loop.call_soon(self._asleep, self._awake)
         return found
+
+    def _asleep(self, gen: int) -> None:
+        """Raise the sleeping flag before the loop may block (this callback runs before the
+        loop waits again: it was scheduled with call_soon), then look once more: what was
+        published before the flag went up is run now; after it, senders ring. Only the
+        latest drain's call does it (``gen``)."""
+        if gen != self._awake:
+            return
+        self._awake = 0
+        if self.closed:
+            return
+        self.lp.awake(False)
+        if self.lp.pending():
+            self.progress()
 
     def _abort(self, exc: BaseException) -> None:
         for _, futs in list(self.waiting.values()):

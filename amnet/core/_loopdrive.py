@@ -8,7 +8,11 @@ at now (not throttled: a zmq descriptor is edge-triggered, and it says "maybe" o
 
 The shared-memory network lets a sender skip the doorbell while the receiver is awake; a
 loop never says when it sleeps, so while a loop is attached the process's sleeping flag stays
-up (``PshmNetwork.set_ring_always``) and every message rings. The mpi conduit has no
+up (``PshmNetwork.set_ring_always``) and every message rings, except while the loop is known
+to run: in a process of one rank-thread (:attr:`LoopProgress.can_wake`) the driver lowers
+the flag at the end of a drain (:meth:`LoopProgress.awake`: the tasks the drain woke run
+next, unrung) and raises it again from a callback the loop runs before it can block, then
+looks once more (:meth:`LoopProgress.pending`), as a blocking sleep does. The mpi conduit has no
 descriptor: :attr:`LoopProgress.needs_tick` says the loop must look on a timer; so must a
 process whose shared-memory network has no doorbell (an MPI launcher started it).
 """
@@ -39,6 +43,10 @@ class LoopProgress:
             fds.append(conduit.fileno())
         self.fds = fds
         self.needs_tick = not conduit.pollable or (pshm is not None and pshm.my_bell is None)
+        #: the loop may lower the sleeping flag while it runs (see the module): one
+        #: rank-thread in the process, no progress thread, a doorbell to ring
+        self.can_wake = (pshm is not None and pshm.my_bell is not None and eng.T == 1
+                         and eng.wake_fd is None)
         #: how long a rank whose process has cores to spare may look before it yields (the
         #: blocking form's spin before it blocks); 0 where ranks outnumber cores
         self.spin_s = eng.spin_s
@@ -55,6 +63,14 @@ class LoopProgress:
         eng.loops -= 1
         if eng.loops == 0 and eng.pshm is not None and not eng.closed:
             eng.pshm.set_ring_always(False)
+
+    def awake(self, on: bool) -> None:
+        """Lower (``on``) or raise the process's sleeping flag (only where :attr:`can_wake`)."""
+        self.eng.pshm.set_awake(on)
+
+    def pending(self) -> bool:
+        """Whether a shared-memory queue of this process holds an entry (no dispatch)."""
+        return self.eng.pshm.pending()
 
     def reset(self, fd: int) -> None:
         """Read an eventfd that fired (a doorbell, the wake fd), so it can fire again."""

@@ -194,6 +194,13 @@ class PshmNetwork:
         self.ring_always = 1 if on else 0
         self.mine.words.store(L.W_SLEEP, self.ring_always)
 
+    def set_awake(self, awake: bool) -> None:
+        """Lower the sleeping flag while this process's one event loop runs (``awake``), so
+        senders skip the doorbell; raise it again (seq_cst) before the loop may block, then
+        look once more (:meth:`pending`), as :meth:`sleep` does. Only for a process whose
+        one rank's loop watches the doorbell (amnet.aio)."""
+        self.mine.words.store(L.W_SLEEP, 0 if awake else self.ring_always)
+
     def statistics(self) -> PshmStatistics:
         sent, received, full_waits, rings, _ = self.hot.counts()
         return PshmStatistics(self.kind, self.lay.depth, self.n, sent, received, full_waits,

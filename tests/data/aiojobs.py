@@ -353,6 +353,24 @@ def when_all(_=None) -> dict:
     return _run(main)
 
 
+def quiet_replies(_=None) -> dict:
+    """Rank 0's coroutine awaits when_all of 300 rpcs to the others, 10 times, while they serve
+    in a blocking barrier: how many doorbells each rank rang meanwhile, and its replies."""
+    async def main(ep):
+        ep.barrier()
+        before = ep.statistics().pshm.doorbells
+        if ep.rank == 0:
+            peers = [1 + i % (ep.size - 1) for i in range(300)]
+            for _ in range(10):
+                got = await amnet.aio.when_all(*[ep.rpc(p, add, i, 0)
+                                                 for i, p in enumerate(peers)])
+                assert got == list(range(300))
+        ep.barrier()  # the others serve in it
+        return {"rang": ep.statistics().pshm.doorbells - before,
+                "replies": 0 if ep.rank == 0 else 10 * 300 // (ep.size - 1)}
+    return _run(main)
+
+
 def misuse(_=None) -> dict:
     """Awaiting without amnet.aio, nested run, defer to a rank without a loop."""
     ep = _ep()
