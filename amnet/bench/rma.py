@@ -200,8 +200,10 @@ def rma(args: Sequence[str] | None = None, *, reps: int = 7,
         node_bw_sizes: str | Iterable[int] = "1M,4M,16M", node_iters: int = 5000,
         node_warmup: int = 200, node_batch: int = 200, node_bytes: str | int = "64M",
         node_samples: int = 5, aio: bool = True, progress: bool = True) -> dict[str, Any]:
-    """put/get across 2 nodes vs raw pyzmq; on one node vs mpi4py RMA and memcpy; amnet.aio's
-    awaited puts and gets beside the blocking forms."""
+    """put/get across 2 nodes vs raw pyzmq; on one node vs mpi4py RMA and memcpy; amnet.aio.
+
+    The network and node sections, then amnet.aio's awaited puts and gets beside the
+    blocking forms."""
     parser = _parser(reps, sizes, window, nbytes, max_windows, lat_sizes, lat_iters, warmup,
                      wait_modes, pin,
                      {"node": node, "network": network, "threads": node_threads,
