@@ -117,8 +117,10 @@ def test_when_all_gives_the_results_in_order_without_a_task_each(topo):
     assert zero["later"] == 11  # the operation went on and completed
     if TOPOS[topo].get("nodes", 1) > 1:
         assert zero["timeout"] == "timeout"  # node 1 was computing
+        # both failing rpcs reported (return_exceptions or not); no CancelledError reported
         assert zero["reported"] == [
-            ("an amnet operation of a cancelled when_all failed on rank 0", "ValueError")]
+            ("an amnet operation of a cancelled when_all failed on rank 0", "ValueError")] * 2
+        assert zero["sleeper"] == "cancelled"  # the task it made was cancelled with it
     else:
         assert zero["timeout"] == "failed" and zero["reported"] == []
 

@@ -575,6 +575,13 @@ def test_put_get_offset_plus_length_past_int64(mark, route, target, what):
         assert f"segment of {SEG} bytes" in msg
 
 
+def test_node_local_nonblocking_starts_poll(mark):
+    """A loop of node-local put_nb/get_nb (copies in C, complete at once) still serves the
+    AMs that come to its process: every nonblocking start polls, as the Python route does."""
+    got = run_job(hotjobs.nb_starts_poll, dict(n=4, nodes=2))
+    assert got[0] == {"get_nb": True, "put_nb": True}
+
+
 @route_param
 def test_every_entry_point_refuses_after_finalize(results, route):
     got = results("after_finalize", route)

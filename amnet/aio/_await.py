@@ -122,7 +122,7 @@ def _copy(src: asyncio.Future, dst: asyncio.Future) -> None:
 class _AllOf:
     """The state of one :func:`when_all`: its future, the results, how many are left."""
 
-    __slots__ = ("drv", "exceptions", "left", "out", "results")
+    __slots__ = ("drv", "exceptions", "left", "out", "results", "tasks")
 
     def __init__(self, drv: _driver.Driver, n: int, exceptions: bool) -> None:
         self.drv = drv
@@ -130,6 +130,14 @@ class _AllOf:
         self.results: list[Any] = [None] * n
         self.left = n
         self.exceptions = exceptions
+        self.tasks: list[asyncio.Future] = []  # what it wrapped (not amnet handles)
+
+    def cancel_tasks(self, out: asyncio.Future) -> None:
+        """``out`` was cancelled: so are the tasks it wrapped, as ``gather`` does (amnet
+        operations go on: cancelling forgets them, see :func:`when_all`)."""
+        if out.cancelled():
+            for t in self.tasks:
+                t.cancel()
 
     def handle_done(self, i: int, op: Any, error: BaseException | None) -> None:
         """An amnet operation ``op`` completed (``op`` None: the job is being torn down)."""
@@ -141,20 +149,24 @@ class _AllOf:
 
     def future_done(self, i: int, fut: asyncio.Future) -> None:
         if fut.cancelled():
-            self.one(i, None, asyncio.CancelledError())
+            if not self.out.done():  # as gather: a cancelled child cancels the whole
+                self.one(i, None, asyncio.CancelledError())
+            else:  # (cancelled with it, or after it ended): nothing to report
+                self.left -= 1
         else:
             error = fut.exception()
             self.one(i, None if error is not None else fut.result(), error)
 
     def one(self, i: int, value: Any, error: BaseException | None, abort: bool = False) -> None:
         out = self.out
-        if error is not None and (abort or not self.exceptions):
-            if not out.done():
+        if error is not None:
+            if out.cancelled():
+                if not abort:  # nobody awaits it now: report it
+                    self.drv.loop.call_exception_handler({
+                        "message": f"an amnet operation of a cancelled when_all failed on "
+                                   f"rank {self.drv.rank}", "exception": error})
+            elif (abort or not self.exceptions) and not out.done():
                 out.set_exception(error)
-            elif out.cancelled() and not abort:  # nobody awaits it now: report it
-                self.drv.loop.call_exception_handler({
-                    "message": f"an amnet operation of a cancelled when_all failed on rank "
-                               f"{self.drv.rank}", "exception": error})
         self.results[i] = error if error is not None else value
         self.left -= 1
         if self.left == 0 and not out.done():
@@ -170,8 +182,9 @@ def when_all(*aws: Any, return_exceptions: bool = False) -> asyncio.Future:
     The first error (an rpc that raised, a coroutine's exception) becomes the future's at
     once, and the other operations go on; with ``return_exceptions=True`` errors are put in
     the list instead. Cancelling the future (a timeout, a cancelled await) forgets it, not
-    the operations: they complete, and an error one of them ends with then goes to the
-    loop's exception handler.
+    the amnet operations: they complete, and an error one of them ends with then goes to the
+    loop's exception handler; the tasks it made for coroutines and other awaitables are
+    cancelled, as ``gather`` cancels its children.
 
     Raises:
         AMContextError: no amnet.aio loop runs in this thread.
@@ -204,9 +217,13 @@ def when_all(*aws: Any, return_exceptions: bool = False) -> asyncio.Future:
             fut = asyncio.ensure_future(a, loop=drv.loop)
         else:
             fut = drv.loop.create_task(_await(awaitable(a)))
+        if fut is not a:
+            state.tasks.append(fut)
         fut.add_done_callback(partial(state.future_done, i))
     state.left -= done
     out = state.out
+    if state.tasks:
+        out.add_done_callback(state.cancel_tasks)
     if not out.done():  # (a callback above may have settled it already)
         if first is not None and not return_exceptions:
             out.set_exception(first)

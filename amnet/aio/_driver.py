@@ -88,8 +88,9 @@ class Driver:
         self.thread = threading.get_ident()
         self.lp = LoopProgress(ep)
         self.waiting: dict[int, tuple[Any, list[asyncio.Future]]] = {}  # id(op) -> futures
-        # id(op) -> callbacks(op, error) of when_all and the like (no future per operation)
-        self.calls: dict[int, list[Callable[[Any, BaseException | None], None]]] = {}
+        # id(op) -> (op, callbacks(op, error)) of when_all and the like (no future per
+        # operation)
+        self.calls: dict[int, tuple[Any, list[Callable[[Any, Any], None]]]] = {}
         self.checks: list[tuple[Callable[[], bool], asyncio.Future]] = []  # other awaitables
         self.tasks: set[asyncio.Task] = set()  # coroutines handlers handed to the loop
         self.failed: BaseException | None = None
@@ -123,7 +124,7 @@ class Driver:
             self._timer.cancel()
             self._timer = None
         self.lp.detach()
-        for op, _ in self.waiting.values():
+        for op, _ in list(self.waiting.values()) + list(self.calls.values()):
             if isinstance(op, Op):
                 op.notify = None
         self.waiting.clear()
@@ -148,7 +149,7 @@ class Driver:
         self._timer = None
         found = self.progress()
         if self.lp.needs_tick:
-            if found or self.waiting or self.calls or self.checks:
+            if found or self.waiting or self.calls or self.checks or self.lp.inflight():
                 self._tick_s = TICK_S
             else:
                 self._tick_s = min(2 * self._tick_s, IDLE_TICK_S)
@@ -158,13 +159,16 @@ class Driver:
     def _hurry(self) -> None:
         """Look within TICK_S from now (an await began: the timer may be backed off, or be
         the safety net while a check needs looking at without a message)."""
-        if self._timer is not None and self._tick_s > TICK_S:
+        if (self._timer is not None and self._tick_s > TICK_S
+                and self._timer.when() - self.loop.time() > TICK_S):  # (never postponed)
             self._timer.cancel()
             if self.lp.needs_tick:
                 self._tick_s = TICK_S
             self._timer = self.loop.call_later(TICK_S, self._tick)
 
     def _readable(self, fd: int) -> None:
+        if self.lp.needs_tick:  # something arrived: the timer looks often again
+            self._tick_s = TICK_S
         self.lp.reset(fd)
         self.progress()
 
@@ -223,7 +227,7 @@ class Driver:
                 f.set_exception(exc)
         self.checks.clear()
         calls, self.calls = self.calls, {}
-        for cbs in calls.values():
+        for _, cbs in calls.values():
             for cb in cbs:
                 cb(None, exc)
         self.fail(exc)
@@ -281,13 +285,13 @@ class Driver:
         """``cb(op, None)`` on the loop's thread once ``op`` (an amnet.Op not yet done) is
         done (``cb(None, exc)`` if the job is torn down first): no future of its own."""
         key = id(op)
-        cbs = self.calls.get(key)
-        if cbs is not None:
-            cbs.append(cb)
+        entry = self.calls.get(key)
+        if entry is not None:
+            entry[1].append(cb)
             return
         if self.lp.needs_tick and not self.waiting and not self.calls:
             self._hurry()
-        self.calls[key] = [cb]
+        self.calls[key] = (op, [cb])
         op.notify = self._notified
         if op.done:  # completed as it was being watched
             op.notify = None
@@ -316,9 +320,9 @@ class Driver:
     def _settle(self, op: Any) -> None:
         key = id(op)
         if self.calls:
-            cbs = self.calls.pop(key, None)
-            if cbs is not None:
-                for cb in cbs:
+            entry = self.calls.pop(key, None)
+            if entry is not None:
+                for cb in entry[1]:
                     cb(op, None)
         entry = self.waiting.pop(key, None)
         if entry is None:

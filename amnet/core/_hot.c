@@ -64,14 +64,28 @@ set_handles(PyObject *m, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOO", &h, &d, &done)) {
         return NULL;
     }
-    if (!PyType_Check(h) || !PyType_Check(d)
-            || (HandleSlots[0] = slot_offset(h, "_eng")) < 0
-            || (HandleSlots[1] = slot_offset(h, "_op")) < 0
-            || (HandleSlots[2] = slot_offset(h, "kind")) < 0
-            || (DoneSlot = slot_offset(d, "value")) < 0) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "set_handles needs classes");
+    if (!PyType_Check(h) || !PyType_Check(d)) {
+        PyErr_SetString(PyExc_TypeError, "set_handles needs the Handle and Done classes");
         return NULL;
     }
+    /* exactly their slots, nothing else (no __dict__, no __weakref__, no other slot that
+     * the objects made in C would leave NULL) */
+    Py_ssize_t base = PyBaseObject_Type.tp_basicsize;
+    if (((PyTypeObject *)h)->tp_basicsize != base + 3 * (Py_ssize_t)sizeof(PyObject *)
+            || ((PyTypeObject *)d)->tp_basicsize != base + (Py_ssize_t)sizeof(PyObject *)
+            || ((PyTypeObject *)h)->tp_dictoffset != 0
+            || ((PyTypeObject *)d)->tp_dictoffset != 0) {
+        PyErr_SetString(PyExc_TypeError, "set_handles: Handle must have exactly the slots "
+                        "_eng, _op, kind and Done exactly value");
+        return NULL;
+    }
+    Py_ssize_t hs[3], ds;
+    if ((hs[0] = slot_offset(h, "_eng")) < 0 || (hs[1] = slot_offset(h, "_op")) < 0
+            || (hs[2] = slot_offset(h, "kind")) < 0 || (ds = slot_offset(d, "value")) < 0) {
+        return NULL;
+    }
+    memcpy(HandleSlots, hs, sizeof hs);
+    DoneSlot = ds;
     Py_XSETREF(HandleClass, Py_NewRef(h));
     Py_XSETREF(DoneClass, Py_NewRef(d));
     Py_XSETREF(DoneObj, Py_NewRef(done));

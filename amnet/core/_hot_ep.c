@@ -319,13 +319,18 @@ slotted(PyObject *cls, const Py_ssize_t *offs, PyObject **vals, int n)
     return o;
 }
 
-/* A handle of an operation complete at once: Handle(ep._eng, op, kind) (steals op). */
+/* A handle of an operation complete at once: Handle(ep._eng, op, kind) (steals op), after
+ * one poll (every nonblocking start polls, as the Python route does). */
 static PyObject *
 done_handle(EPObject *ep, PyObject *op, PyObject *kind)
 {
     if (op == NULL) return NULL;
     PyObject *vals[3] = {Py_NewRef(ep->hot->eng), op, Py_NewRef(kind)};
-    return slotted(HandleClass, HandleSlots, vals, 3);
+    PyObject *h = slotted(HandleClass, HandleSlots, vals, 3);
+    if (h != NULL && poll_once(ep->hot, Py_None) < 0) {
+        Py_CLEAR(h);
+    }
+    return h;
 }
 
 /* get_nb(src, offset, nbytes, out=None): within the node a copy here, its handle complete;

@@ -29,6 +29,7 @@ class LoopProgress:
     def __init__(self, ep: Any) -> None:
         eng = ep._eng
         self.eng = eng
+        self.rs = ep._live()  # the rank's state: its operations in flight
         self.rank = ep.rank
         self.bells: list[int] = []  # eventfds to read (reset) when they fire
         fds: list[int] = []
@@ -90,6 +91,10 @@ class LoopProgress:
         if boot is not None and boot.aborted is not None:
             raise boot.aborted
         return n
+
+    def inflight(self) -> int:
+        """This rank's operations not yet complete (awaited or not: NBI puts, rpc_ff...)."""
+        return self.rs.inflight
 
     def in_handler(self) -> bool:
         return self.eng.in_handler() is not None

@@ -331,8 +331,18 @@ def when_all(_=None) -> dict:
             await asyncio.sleep(0.1)  # node 1 has left the barrier and computes
             last = ep.size - 1
             hs = [ep.rpc(last, add, 10, 1), ep.rpc(last, boom, 9)]
+
+            async def sleeper():
+                try:
+                    await asyncio.sleep(5)
+                except asyncio.CancelledError:
+                    out["sleeper"] = "cancelled"
+                    raise
+            both = asyncio.gather(
+                amnet.aio.when_all(*hs, sleeper()),
+                amnet.aio.when_all(ep.rpc(last, boom, 10), return_exceptions=True))
             try:
-                await asyncio.wait_for(amnet.aio.when_all(*hs), 0.1)
+                await asyncio.wait_for(both, 0.1)
                 out["timeout"] = "completed"
             except TimeoutError:
                 out["timeout"] = "timeout"
@@ -340,10 +350,10 @@ def when_all(_=None) -> dict:
                 out["timeout"] = "failed"
             out["later"] = await hs[0]
             for _ in range(100):
-                if reported:
+                if len(reported) >= 2:
                     break
                 await asyncio.sleep(0.01)
-            out["reported"] = reported
+            out["reported"] = sorted(reported)
         elif ep.node == 1:
             time.sleep(1.0)  # computing: no progress on this node meanwhile
         ep.barrier()

@@ -784,6 +784,30 @@ def rma_overflow(ep, what: str, own: bool) -> tuple[str, str]:
     return r
 
 
+def nb_starts_poll(ep) -> dict:
+    """Rank 0 loops on node-local put_nb/get_nb (complete at once, in C) and nothing else,
+    waiting for a Short AM from rank 2 (on the other node): its handler runs on rank 0's
+    process only because every nonblocking start polls."""
+    s = setup(ep)
+    out = {}
+    if ep.rank == 0:
+        for k, what in enumerate(("get_nb", "put_nb"), 1):
+            start = (lambda: ep.get_nb(1, 0, 8)) if what == "get_nb" else \
+                (lambda: ep.put_nb(1, 0, b"x"))
+            deadline = time.monotonic() + 5.0
+            while count(s, "count") < k and time.monotonic() < deadline:
+                start()
+            out[what] = count(s, "count") >= k
+            ep.request_short(2, h_count, 1)  # go on (served in rank 2's wait)
+    elif ep.rank == 2:
+        for k in (1, 2):
+            time.sleep(0.2)  # rank 0 is in its loop by now (not in the barrier before it)
+            ep.request_short(0, h_count, k)
+            wait(ep, lambda k=k: count(s, "count") >= k, "rank 0's go")
+    ep.barrier()
+    return out
+
+
 def after_finalize(ep) -> dict:
     """Every C entry point after amnet.finalize(): InitError."""
     d = right(ep)
