@@ -269,13 +269,7 @@ class Driver:
         if entry is not None:
             entry[1].append(fut)
         elif isinstance(op, Op):
-            if self.lp.needs_tick and not self.waiting and not self.calls:
-                self._hurry()
-            self.waiting[key] = (op, [fut])
-            op.notify = self._notified
-            if op.done:  # completed as it was being watched
-                op.notify = None
-                self._settle(op)
+            self._observe(op, self.waiting, fut)
         else:  # not an amnet.Op (a region's): looked at after every drain
             self.checks.append((lambda: op.done, fut))
             self._hurry()
@@ -284,14 +278,18 @@ class Driver:
     def call_when_done(self, op: Op, cb: Callable[[Any, BaseException | None], None]) -> None:
         """``cb(op, None)`` on the loop's thread once ``op`` (an amnet.Op not yet done) is
         done (``cb(None, exc)`` if the job is torn down first): no future of its own."""
-        key = id(op)
-        entry = self.calls.get(key)
+        entry = self.calls.get(id(op))
         if entry is not None:
             entry[1].append(cb)
-            return
+        else:
+            self._observe(op, self.calls, cb)
+
+    def _observe(self, op: Op, table: dict[int, tuple[Any, list]], first: Any) -> None:
+        """Start watching ``op``: ``first`` (a future or a callback) in ``table`` (``waiting``
+        or ``calls``), and ``op.notify`` set (settled at once if it completed meanwhile)."""
         if self.lp.needs_tick and not self.waiting and not self.calls:
             self._hurry()
-        self.calls[key] = (op, [cb])
+        table[id(op)] = (op, [first])
         op.notify = self._notified
         if op.done:  # completed as it was being watched
             op.notify = None

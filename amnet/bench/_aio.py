@@ -29,13 +29,58 @@ TARGET_MANY = 1.0
 TARGET_IDLE = 0.05
 
 
-def aio_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
+def aio_places(opts: argparse.Namespace) -> tuple[str, dict[str, dict[str, Any]]]:
+    """The conduit across nodes (``--conduit``'s first other than mpi, else zmq) and the two
+    places an aio section measures: 2 processes of one node, and 2 simulated nodes."""
     conduit = next((c for c in opts.conduit if c != "mpi"), "zmq")
-    places = {"within a node": dict(n=2, nodes=1),
-              "across nodes": dict(n=2, nodes=2, conduit=conduit)}
+    return conduit, {"within a node": dict(n=2, nodes=1),
+                     "across nodes": dict(n=2, nodes=2, conduit=conduit)}
+
+
+def rounds_of(reps: int) -> int:
+    """Rounds of the 1000-operation forms: at least 2 a job, a multiple of 3 (each of the
+    three forms first equally often)."""
+    return 3 * -(-max(2, reps) // 3)
+
+
+def await_row(place: str, what: str, label: str, aw: dict[str, Any], blk: dict[str, Any],
+              blk_label: str, target: bool = True, **extra: Any
+              ) -> tuple[dict[str, Any], list[str]]:
+    """The result and table row of an awaited form beside its blocking one (``target``:
+    whether TARGET_AWAIT applies to it)."""
+    ratio = aw["median"] / blk["median"]
+    met = ratio <= TARGET_AWAIT
+    result = {"section": "aio", "place": place, "what": what, **extra, "aio": aw,
+              "blocking": blk, "ratio": ratio,
+              "target": {"max_ratio": TARGET_AWAIT, "met": met} if target else None}
+    return result, [place, label, us(aw), f"{blk_label}: {us(blk)}", f"{ratio:.2f}",
+                    (f"<= {TARGET_AWAIT:g}: " + ("met" if met else "missed")) if target
+                    else "-"]
+
+
+def ms(xs: list[float], digits: int = 1) -> str:
+    """``median ms (min..max)`` of samples in seconds."""
+    return (f"{median(xs) * 1e3:.{digits}f} ms ({min(xs) * 1e3:.{digits}f}.."
+            f"{max(xs) * 1e3:.{digits}f})")
+
+
+def many_row(place: str, what: str, label: str, g: list[float], h: list[float],
+             digits: int = 1, **extra: Any) -> tuple[dict[str, Any], list[str]]:
+    """The result and table row of 1000 operations awaited together (``g``) beside the
+    handles and ``amnet.wait_all`` (``h``), seconds per round."""
+    ratio = median(g) / median(h)
+    met = ratio <= TARGET_MANY
+    result = {"section": "aio", "place": place, "what": what, "aio_s": g, "handles_s": h,
+              **extra, "ratio": ratio, "target": {"max_ratio": TARGET_MANY, "met": met}}
+    return result, [place, label, ms(g, digits), f"handles + wait_all: {ms(h, digits)}",
+                    f"{ratio:.2f}", f"<= {TARGET_MANY:g}: " + ("met" if met else "missed")]
+
+
+def aio_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
+    conduit, places = aio_places(opts)
     plan = {"batch": max(10, opts.node_batch // 2), "warmup": opts.node_warmup // 10 + 5,
             "batches": max(3, opts.node_iters // max(10, opts.node_batch // 2) // 4)}
-    many = {"count": 1000, "rounds": 3 * -(-max(2, opts.reps) // 3)}
+    many = {"count": 1000, "rounds": rounds_of(opts.reps)}
     idle = {"seconds": 1.0}
     bar = Progress("am aio", opts.reps * len(places) * 2 + len(places), enabled=progress)
     rtts: dict[str, dict[str, list]] = {p: {} for p in places}
@@ -64,16 +109,11 @@ def aio_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
     rows: list[list[str]] = []
     for place in places:
         for form, label in (("get", "8 B get round trip"), ("rpc", "Short rpc round trip")):
-            blk = over_reps(rtts[place][f"{form} blocking"])
             aw = over_reps(rtts[place][f"{form} await"])
-            ratio = aw["median"] / blk["median"]
-            met = ratio <= TARGET_AWAIT
-            results.append({"section": "aio", "place": place, "what": f"{form} await",
-                            "aio": aw, "blocking": blk, "ratio": ratio,
-                            "target": {"max_ratio": TARGET_AWAIT, "met": met}})
-            rows.append([place, f"await {label}", us(aw), f"blocking: {us(blk)}",
-                         f"{ratio:.2f}", f"<= {TARGET_AWAIT:g}: " + ("met" if met
-                                                                     else "missed")])
+            result, row = await_row(place, f"{form} await", f"await {label}", aw,
+                                    over_reps(rtts[place][f"{form} blocking"]), "blocking")
+            results.append(result)
+            rows.append(row)
             if form == "get":  # what an await costs at least, and the handle form
                 hd = over_reps(rtts[place]["get handle"])
                 fl = over_reps(rtts[place]["floor await"])
@@ -86,28 +126,19 @@ def aio_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
                              "the handle form", f"floor: {us(fl)}", "-", "-"])
         h, fl = gathers[place]["handles"], gathers[place]["floor"]
         for key, label in (("gather", "asyncio.gather"), ("when_all", "amnet.aio.when_all")):
-            g = gathers[place][key]
-            ratio = median(g) / median(h)
-            met = ratio <= TARGET_MANY
-            results.append({"section": "aio", "place": place, "what": f"1000 rpcs {key}",
-                            "aio_s": g, "handles_s": h, "floor_s": fl, "ratio": ratio,
-                            "target": {"max_ratio": TARGET_MANY, "met": met}})
-            rows.append([place, f"1000 rpcs to 3 others: {label}",
-                         f"{median(g) * 1e3:.1f} ms ({min(g) * 1e3:.1f}..{max(g) * 1e3:.1f})",
-                         f"handles + wait_all: {median(h) * 1e3:.1f} ms "
-                         f"({min(h) * 1e3:.1f}..{max(h) * 1e3:.1f})", f"{ratio:.2f}",
-                         f"<= {TARGET_MANY:g}: " + ("met" if met else "missed")])
+            result, row = many_row(place, f"1000 rpcs {key}", f"1000 rpcs to 3 others: {label}",
+                                   gathers[place][key], h, floor_s=fl)
+            results.append(result)
+            rows.append(row)
         nl = gathers[place]["handles no loop"]
         results.append({"section": "aio", "place": place, "what": "handles with no loop",
                         "handles_s": nl, "ratio_vs_handles": median(nl) / median(h)})
-        rows.append([place, "  beside: handles + wait_all with no loop attached",
-                     f"{median(nl) * 1e3:.1f} ms ({min(nl) * 1e3:.1f}..{max(nl) * 1e3:.1f})",
+        rows.append([place, "  beside: handles + wait_all with no loop attached", ms(nl),
                      "-", f"{median(nl) / median(h):.2f}", "-"])
         results.append({"section": "aio", "place": place, "what": "gather floor",
                         "floor_s": fl, "ratio_vs_handles": median(fl) / median(h)})
         rows.append([place, "  beside: asyncio.gather of 1000 coroutines on futures, no "
-                     "communication", f"{median(fl) * 1e3:.1f} ms ({min(fl) * 1e3:.1f}.."
-                     f"{max(fl) * 1e3:.1f})", "-", f"{median(fl) / median(h):.2f}", "-"])
+                     "communication", ms(fl), "-", f"{median(fl) / median(h):.2f}", "-"])
         i = idles[place]
         frac = i["cpu"] / i["wall"]
         met = frac < TARGET_IDLE

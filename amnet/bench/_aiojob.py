@@ -51,6 +51,54 @@ def _on_rank0(ep: Any, main: Any, after: Any = None) -> Any:
     return res
 
 
+async def _pair(blocking: Any, awaited: Any, batch: int) -> tuple[float, float]:
+    """``batch`` calls of ``blocking()``, then ``batch`` awaits of ``awaited()``: seconds per
+    call of each."""
+    t0 = time.perf_counter()
+    for _ in range(batch):
+        blocking()
+    t1 = time.perf_counter()
+    for _ in range(batch):
+        await awaited()
+    t2 = time.perf_counter()
+    return (t1 - t0) / batch, (t2 - t1) / batch
+
+
+def _three_forms(issue: Any) -> list[tuple[str, Any]]:
+    """The handles ``issue()`` returns waited for with ``amnet.wait_all``, awaited with
+    ``asyncio.gather`` and with ``amnet.aio.when_all``: every form issues them the same way,
+    only the waits differ."""
+    async def handles() -> list[Any]:
+        return amnet.wait_all(issue())
+
+    async def gathered() -> list[Any]:
+        return await asyncio.gather(*issue())
+
+    async def all_of() -> list[Any]:
+        return await amnet.aio.when_all(*issue())
+    return [("handles", handles), ("gather", gathered), ("when_all", all_of)]
+
+
+async def _take_turns(forms: list[tuple[str, Any]], rounds: int, out: dict[str, list[float]],
+                      prefix: str = "", want: Any = None, floor: Any = None) -> None:
+    """``rounds`` rounds (after one untimed) of every form, each first in turn (a multiple
+    of 3 rounds puts each first equally often); each form's seconds appended to
+    ``out[prefix + name]``; ``want``: what every form must return; ``floor``: a coroutine
+    function run after each round that returns its own seconds (``out["floor"]``)."""
+    for k in range(rounds + 1):
+        for name, form in forms[k % 3:] + forms[:k % 3]:
+            t0 = time.perf_counter()
+            got = await form()
+            t1 = time.perf_counter()
+            assert want is None or got == want
+            if k:
+                out.setdefault(prefix + name, []).append(t1 - t0)
+        if floor is not None:
+            f = await floor()
+            if k:
+                out.setdefault("floor", []).append(f)
+
+
 def rtt_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
     """Per form (get, rpc) and way (blocking, awaited): ``plan["batches"]`` batches of
     ``plan["batch"]`` round trips to rank 1, the ways alternating; seconds per round trip of
@@ -90,24 +138,12 @@ def rtt_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
         for _ in range(batches):
             for form, blk, aw in (("get", blocking_get, awaited_get),
                                   ("rpc", blocking_rpc, awaited_rpc)):
-                t0 = time.perf_counter()
-                for _ in range(batch):
-                    blk()
-                t1 = time.perf_counter()
-                for _ in range(batch):
-                    await aw()
-                t2 = time.perf_counter()
-                out[f"{form} blocking"].append((t1 - t0) / batch)
-                out[f"{form} await"].append((t2 - t1) / batch)
-            t0 = time.perf_counter()
-            for _ in range(batch):
-                handle_get()
-            t1 = time.perf_counter()
-            for _ in range(batch):
-                await floor()
-            t2 = time.perf_counter()
-            out["get handle"].append((t1 - t0) / batch)
-            out["floor await"].append((t2 - t1) / batch)
+                b, a = await _pair(blk, aw, batch)
+                out[f"{form} blocking"].append(b)
+                out[f"{form} await"].append(a)
+            b, a = await _pair(handle_get, floor, batch)
+            out["get handle"].append(b)
+            out["floor await"].append(a)
         return out
 
     return _on_rank0(ep, main)
@@ -137,32 +173,13 @@ def many_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
         await g
         return time.perf_counter() - t0
 
-    # each form issues the rpcs with the same list comprehension: only the waits differ
-    async def handles() -> list[Any]:
-        return amnet.wait_all([ep.rpc(p, aio_noop, i) for i, p in enumerate(peers)])
-
-    async def gathered() -> list[Any]:
-        return await asyncio.gather(*[ep.rpc(p, aio_noop, i) for i, p in enumerate(peers)])
-
-    async def all_of() -> list[Any]:
-        return await amnet.aio.when_all(*[ep.rpc(p, aio_noop, i)
-                                          for i, p in enumerate(peers)])
+    def issue() -> list[Any]:
+        return [ep.rpc(p, aio_noop, i) for i, p in enumerate(peers)]
 
     async def main(ep: Any) -> dict[str, list[float]]:
-        forms = [("handles", handles), ("gather", gathered), ("when_all", all_of)]
-        out: dict[str, list[float]] = {k: [] for k in ("handles", "gather", "when_all",
-                                                      "floor")}
-        for k in range(rounds + 1):  # the first round warms up
-            for name, form in forms[k % 3:] + forms[:k % 3]:  # each form first in turn
-                t0 = time.perf_counter()
-                got = await form()
-                t1 = time.perf_counter()
-                assert got == list(range(count))
-                if k:
-                    out[name].append(t1 - t0)
-            f = await floor()
-            if k:
-                out["floor"].append(f)
+        out: dict[str, list[float]] = {}
+        await _take_turns(_three_forms(issue), rounds, out, want=list(range(count)),
+                          floor=floor)
         return out
 
     def no_loop() -> dict[str, list[float]]:
@@ -171,7 +188,7 @@ def many_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
         out = []
         for k in range(rounds + 1):
             t0 = time.perf_counter()
-            amnet.wait_all([ep.rpc(p, aio_noop, i) for i, p in enumerate(peers)])
+            amnet.wait_all(issue())
             if k:
                 out.append(time.perf_counter() - t0)
         return {"handles no loop": out}
@@ -212,32 +229,12 @@ def rma_aio_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
                     await nb()
             for _ in range(batches):
                 for op, blk, nb in forms:
-                    t0 = time.perf_counter()
-                    for _ in range(batch):
-                        blk()
-                    t1 = time.perf_counter()
-                    for _ in range(batch):
-                        await nb()
-                    t2 = time.perf_counter()
-                    out.setdefault(f"{op} {n} blocking", []).append((t1 - t0) / batch)
-                    out.setdefault(f"{op} {n} await", []).append((t2 - t1) / batch)
+                    b, a = await _pair(blk, nb, batch)
+                    out.setdefault(f"{op} {n} blocking", []).append(b)
+                    out.setdefault(f"{op} {n} await", []).append(a)
         offsets = [8 * (i % 512) for i in range(count)]
-
-        async def handles() -> None:  # the same list comprehension: only the waits differ
-            amnet.wait_all([ep.get_nb(1, o, 8) for o in offsets])
-
-        async def all_of() -> None:
-            await amnet.aio.when_all(*[ep.get_nb(1, o, 8) for o in offsets])
-
-        async def gathered() -> None:
-            await asyncio.gather(*[ep.get_nb(1, o, 8) for o in offsets])
-        forms = [("handles", handles), ("when_all", all_of), ("gather", gathered)]
-        for k in range(rounds + 1):  # the first round warms up; each form first in turn
-            for name, form in forms[k % 3:] + forms[:k % 3]:
-                t0 = time.perf_counter()
-                await form()
-                if k:
-                    out.setdefault(f"gets {name}", []).append(time.perf_counter() - t0)
+        await _take_turns(_three_forms(lambda: [ep.get_nb(1, o, 8) for o in offsets]),
+                          rounds, out, prefix="gets ")
         return out
 
     return _on_rank0(ep, main)

@@ -15,24 +15,21 @@ simulated nodes, the ``--conduit``'s first conduit other than mpi, else zmq):
 from __future__ import annotations
 
 import argparse
-from statistics import median
 from typing import Any
 
-from ._aio import TARGET_AWAIT, TARGET_MANY
+from ._aio import aio_places, await_row, many_row, rounds_of
 from ._aiojob import rma_aio_job
 from ._report import Progress
-from ._twonode import dist, over_reps, run_job, size_label, us
+from ._twonode import dist, over_reps, run_job, size_label
 
 
 def rma_aio_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
-    conduit = next((c for c in opts.conduit if c != "mpi"), "zmq")
-    places = {"within a node": dict(n=2, nodes=1),
-              "across nodes": dict(n=2, nodes=2, conduit=conduit)}
+    conduit, places = aio_places(opts)
     sizes = list(opts.node_lat_sizes)
     batch = max(10, opts.node_batch // 2)
     plan = {"sizes": sizes, "batch": batch, "warmup": opts.node_warmup // 10 + 5,
             "batches": max(3, opts.node_iters // batch // 4), "count": 1000,
-            "rounds": 3 * -(-max(2, opts.reps) // 3)}
+            "rounds": rounds_of(opts.reps)}
     bar = Progress("rma aio", opts.reps * len(places), enabled=progress)
     per: dict[str, dict[str, list]] = {p: {} for p in places}
     try:
@@ -51,32 +48,20 @@ def rma_aio_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
     for place in places:
         for n in sizes:
             for op in ("put", "get"):
-                blk = over_reps(per[place][f"{op} {n} blocking"])
-                aw = over_reps(per[place][f"{op} {n} await"])
-                ratio = aw["median"] / blk["median"]
-                target = op == "get" and n == 8
-                met = ratio <= TARGET_AWAIT
-                results.append({"section": "aio", "place": place, "what": f"{op} await",
-                                "bytes": n, "aio": aw, "blocking": blk, "ratio": ratio,
-                                "target": {"max_ratio": TARGET_AWAIT, "met": met}
-                                if target else None})
-                rows.append([place, f"await {op}_nb {size_label(n)}", us(aw),
-                             f"{op}: {us(blk)}", f"{ratio:.2f}",
-                             (f"<= {TARGET_AWAIT:g}: " + ("met" if met else "missed"))
-                             if target else "-"])
+                result, row = await_row(
+                    place, f"{op} await", f"await {op}_nb {size_label(n)}",
+                    over_reps(per[place][f"{op} {n} await"]),
+                    over_reps(per[place][f"{op} {n} blocking"]), op,
+                    target=op == "get" and n == 8, bytes=n)
+                results.append(result)
+                rows.append(row)
         h = [s for rep in per[place]["gets handles"] for s in rep]
         for key, label in (("when_all", "amnet.aio.when_all"), ("gather", "asyncio.gather")):
-            g = [s for rep in per[place][f"gets {key}"] for s in rep]
-            ratio = median(g) / median(h)
-            met = ratio <= TARGET_MANY
-            results.append({"section": "aio", "place": place, "what": f"1000 gets {key}",
-                            "aio_s": g, "handles_s": h, "ratio": ratio,
-                            "target": {"max_ratio": TARGET_MANY, "met": met}})
-            rows.append([place, f"1000 8 B gets in flight: {label}",
-                         f"{median(g) * 1e3:.2f} ms ({min(g) * 1e3:.2f}..{max(g) * 1e3:.2f})",
-                         f"handles + wait_all: {median(h) * 1e3:.2f} ms "
-                         f"({min(h) * 1e3:.2f}..{max(h) * 1e3:.2f})", f"{ratio:.2f}",
-                         f"<= {TARGET_MANY:g}: " + ("met" if met else "missed")])
+            result, row = many_row(place, f"1000 gets {key}", f"1000 8 B gets in flight: {label}",
+                                   [s for rep in per[place][f"gets {key}"] for s in rep], h,
+                                   digits=2)
+            results.append(result)
+            rows.append(row)
     notes = [
         f"Round trips: µs, median (p10..p90) over {opts.reps} fresh jobs of each job's "
         f"{plan['batches']} batches of {plan['batch']} (after {plan['warmup']} of each form "

@@ -260,16 +260,24 @@ EP_put(EPObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
     return slow_call(ep, "_put_slow", args, nargs, kwnames);
 }
 
+/* No keyword, or only ``bulk`` as a bool: what the node-local put_nbi/put_nb copy accepts
+ * (``bulk`` changes nothing within the node); anything else takes the Python route. */
+static int
+plain_bulk(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    return kwnames == NULL
+        || (PyTuple_GET_SIZE(kwnames) == 1
+            && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "bulk") == 0
+            && (args[nargs] == Py_True || args[nargs] == Py_False));
+}
+
 /* put_nbi(dest, offset, data, *, bulk=False): within the node complete at once (a copy,
  * as the Python route does there), else the Python put_nbi (_put_nbi_slow). */
 static PyObject *
 EP_put_nbi(EPObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    int plain = kwnames == NULL
-        || (PyTuple_GET_SIZE(kwnames) == 1
-            && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "bulk") == 0
-            && (args[nargs] == Py_True || args[nargs] == Py_False));
-    if (nargs == 3 && plain && local_put(ep, args[0], args[1], args[2])) {
+    if (nargs == 3 && plain_bulk(args, nargs, kwnames)
+            && local_put(ep, args[0], args[1], args[2])) {
         Py_RETURN_NONE;
     }
     return slow_call(ep, "_put_nbi_slow", args, nargs, kwnames);
@@ -360,11 +368,7 @@ EP_get_nb(EPObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnam
 static PyObject *
 EP_put_nb(EPObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    int plain = kwnames == NULL
-        || (PyTuple_GET_SIZE(kwnames) == 1
-            && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "bulk") == 0
-            && (args[nargs] == Py_True || args[nargs] == Py_False));
-    if (nargs == 3 && plain && HandleClass != NULL
+    if (nargs == 3 && plain_bulk(args, nargs, kwnames) && HandleClass != NULL
             && local_put(ep, args[0], args[1], args[2])) {
         return done_handle(ep, Py_NewRef(DoneObj), KindPut);
     }
