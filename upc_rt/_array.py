@@ -84,8 +84,15 @@ def _snapshot(v: np.ndarray, li: int) -> Any:
     """Element ``li`` of ``v`` as a value of its own. numpy hands out an element of a
     structured (or other void) dtype as a view of the array's memory; a shared array's read
     is a copy, as ``s = X[i]`` copies the struct in UPC (plain dtypes give numpy scalars,
-    copies already)."""
-    return v[li:li + 1].copy()[0]
+    copies already). The bytes are copied, padding included, then viewed as the dtype: UPC
+    copies bytes, and numpy's copy of a structured value copies field by field, leaving the
+    padding of its new buffer as it found it."""
+    return _own_bytes(v[li:li + 1])[0]
+
+
+def _own_bytes(a: np.ndarray) -> np.ndarray:
+    """A writable copy of the contiguous array ``a``, byte for byte (padding included)."""
+    return a.view(np.uint8).copy().view(a.dtype)
 
 
 def shared_array(shape: int | tuple[int, ...], dtype: Any = "f8",
@@ -318,7 +325,7 @@ class SharedArray:
         cache = self._rt.cache
         if cache is not None and cached:
             got = np.frombuffer(cache.read(t, addr, self._E), self.dtype)
-            return got[0] if self._plain else got.copy()[0]  # writable, as every read
+            return got[0] if self._plain else _own_bytes(got)[0]  # writable, as every read
         s = self._scratch if self._plain else np.empty(1, self.dtype)
         if self._rt.nb is not None:
             self._rt.nb.touch(t, addr, self._E, False)

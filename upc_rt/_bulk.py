@@ -196,7 +196,8 @@ def _touch(a: Any, t: int, lo: int | None, count: int, write: bool) -> None:
 def bulk_get(a: Any, key: Any) -> np.ndarray:
     """``a[key]`` for a slice or index array: a new numpy array."""
     pieces, shape, (rows, lrow, prow) = _plan(a, key)
-    out = np.empty(int(np.prod(shape)), a.dtype)
+    result = np.empty(int(np.prod(shape)), a.dtype)
+    out = _as_bytes(result)  # copies below move bytes, padding included
     rt = a._rt
     if rt.cache is not None:
         rt.cache.flush("bulk")
@@ -207,7 +208,7 @@ def bulk_get(a: Any, key: Any) -> np.ndarray:
         if rows > 1:  # one 2-level strided transfer (or copy) per thread
             if view is not None:
                 _grid(out, pc.pos_start, pc.pos_stride, pc.count, rows, prow)[...] = _grid(
-                    view, pc.local_start, pc.local_stride, pc.count, rows, lrow)
+                    _as_bytes(view), pc.local_start, pc.local_stride, pc.count, rows, lrow)
                 continue
             sst, bst, elem, counts = _vis_shape(pc, rows, lrow, prow, E)
             _touch(a, pc.thread, None, 0, False)
@@ -217,11 +218,11 @@ def bulk_get(a: Any, key: Any) -> np.ndarray:
             continue
         pos = _pos(pc)
         if view is not None:
-            out[pos] = view[_local_sel(pc)]
+            out[pos] = _as_bytes(view)[_local_sel(pc)]
             continue
         lo = _contiguous(pc)
         direct = lo is not None and isinstance(pos, slice) and pos.step == 1
-        tmp = out[pos] if direct else np.empty(pc.count, a.dtype)
+        tmp = out[pos] if direct else np.empty(pc.count, out.dtype)
         _touch(a, pc.thread, lo, pc.count, False)
         if direct and len(pieces) == 1:  # the only transfer: a blocking get is leaner
             ep.get(pc.thread, base + lo * E, pc.count * E, tmp)
@@ -240,7 +241,14 @@ def bulk_get(a: Any, key: Any) -> np.ndarray:
         h.wait()
         if pos is not None:
             out[pos] = tmp
-    return out.reshape(shape)
+    return result.reshape(shape)
+
+
+def _as_bytes(x: np.ndarray) -> np.ndarray:
+    """``x`` itself, or for a structured dtype ``x`` viewed as plain void items of the same
+    size: numpy assigns structured values field by field (leaving padding as it found it),
+    void items byte for byte, as UPC copies."""
+    return x if x.dtype.names is None else x.view(np.dtype((np.void, x.dtype.itemsize)))
 
 
 def bulk_put(a: Any, key: Any, value: Any) -> None:

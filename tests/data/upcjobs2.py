@@ -139,6 +139,54 @@ def struct_reads(ep, cache: bool = False) -> dict:
     return out
 
 
+PADDED = np.dtype([("x1", "i1"), ("x2", "i2"), ("x3", "i4")], align=True)  # one pad byte
+
+
+def struct_bytes(ep, cache: bool = False) -> dict:
+    """A read of a structured element returns exactly the bytes stored, padding included
+    (UPC copies bytes): each owner zeroes its elements' bytes through ``upc.cast``, then
+    fills their fields; every thread reads every element relaxed, strict and n-D (garbage
+    first left in numpy's free memory, where a field-wise copy would pick it up). Returns
+    each route's elements as hex strings, and the bytes wanted."""
+    upc.init(cache=cache)
+    T = upc.THREADS
+    X = upc.shared_array(2 * T, PADDED, 1)
+    Y = upc.shared_array((2, T), PADDED, 1)
+    for i in upc.forall(0, 2 * T, affinity=X):
+        for A, k in ((X, i), (Y, divmod(i, T))):
+            raw = upc.cast(A.ptr(k))[:PADDED.itemsize]
+            raw[:] = 0
+            v = raw.view(PADDED)
+            v["x1"], v["x2"], v["x3"] = i + 1, 0x1c1c, -i
+    upc.barrier()
+    want = []
+    for i in range(2 * T):
+        w = np.zeros(1, PADDED)
+        w["x1"], w["x2"], w["x3"] = i + 1, 0x1c1c, -i
+        want.append(w.tobytes().hex())
+    out: dict = {}
+    routes = {"relaxed": lambda i: X[i], "strict": lambda i: X.strict[i],
+              "nd": lambda i: Y[divmod(i, T)], "nd-strict": lambda i: Y.strict[divmod(i, T)]}
+    for name, read in routes.items():
+        got = []
+        for i in range(2 * T):
+            # freed to numpy's cache of small buffers: the next one of its size reuses it
+            junk = np.full(PADDED.itemsize, 0x1c, np.uint8)
+            del junk
+            got.append(read(i).tobytes().hex())
+        out[name] = got
+    # slices and index arrays: one transfer or copy per thread, byte for byte too
+    junk = np.full(2 * T * PADDED.itemsize, 0x1c, np.uint8)
+    del junk
+    out["slice"] = [x.tobytes().hex() for x in X[0:2 * T]]
+    out["strided"] = [x.tobytes().hex() for x in X[1::2]] + [x.tobytes().hex() for x in X[0::2]]
+    out["index"] = [x.tobytes().hex() for x in X[np.arange(2 * T)]]
+    out["nd-slice"] = [x.tobytes().hex() for x in Y[0:2, :].reshape(-1)]
+    out["want"] = want
+    upc.barrier()
+    return out
+
+
 FORALL_CASES = [((5, 7), 1), ((5, 7), 3), ((5, 7), 7), ((5, 7), 10), ((5, 7), 0),
                 ((5, 7), None), ((3, 8), 4), ((4, 2, 3), 4), ((4, 2, 3), 1), ((9,), 2)]
 
