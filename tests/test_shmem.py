@@ -411,3 +411,85 @@ def test_a_store_wakes_a_sleeping_wait_of_another_process(runner):
     nudged = [int(line.split()[1]) for line in out.stdout.splitlines()
               if line.startswith("nudged")]
     assert nudged and nudged[0] >= 3, out.stdout
+
+
+SPIN_SCRIPT = """
+import time
+import numpy as np
+import shmem_rt as shmem
+me, n = shmem.my_pe(), shmem.n_pes()
+last = n - 1  # on the other node than PE 0
+flag, word = shmem.zeros(1, "i8"), shmem.zeros(1, "i8")
+lock = shmem.zeros(1, "i8")
+dst, src, sig = shmem.zeros(4, "i8"), shmem.array(np.arange(4, dtype="i8") + 7), shmem.new_signal()
+shmem.barrier_all()
+# 1: a flag polled with atomic_fetch on my own word; the store comes from the other node
+if me == 0:
+    time.sleep(0.05)
+    shmem.atomic_set(flag, 1, last)
+elif me == last:
+    while shmem.atomic_fetch(flag, me) != 1:
+        pass
+    print("atomic_fetch loop ended", flush=True)
+shmem.barrier_all()
+# 2: put_signal from the other node, the signal polled with signal_fetch
+if me == 0:
+    time.sleep(0.05)
+    shmem.put_signal(dst, src, last, sig, 1, shmem.SIGNAL_SET)
+elif me == last:
+    while shmem.signal_fetch(sig) != 1:
+        pass
+    assert list(dst) == [7, 8, 9, 10], dst
+    print("signal_fetch loop ended", flush=True)
+shmem.barrier_all()
+# 3: a lock built on compare-and-swap: PE 0 spins on its own word, which the holder on the
+# other node releases
+if me == last:
+    assert shmem.atomic_compare_swap(lock, 0, 1, 0) == 0
+shmem.barrier_all()
+if me == last:
+    time.sleep(0.05)
+    shmem.atomic_set(lock, 0, 0)
+elif me == 0:
+    while shmem.atomic_compare_swap(lock, 0, 1, me) != 0:
+        pass
+    print("compare_swap loop ended", flush=True)
+shmem.barrier_all()
+# 4: shmem.g of my own word, shmem.p from the other node
+if me == 0:
+    time.sleep(0.05)
+    shmem.p(word, 5, last)
+elif me == last:
+    while shmem.g(word, me) != 5:
+        pass
+    print("g loop ended", flush=True)
+shmem.barrier_all()
+# 5: shmem.get from my own memory, shmem.put (and quiet) from the other node
+mine = np.zeros(2, "i8")
+if me == 0:
+    time.sleep(0.05)
+    shmem.put(dst[:2], np.array([3, 4], "i8"), last)
+    shmem.quiet()
+elif me == last:
+    while True:
+        shmem.get(mine, dst[:2], me)
+        if list(mine) == [3, 4]:
+            break
+    print("get loop ended", flush=True)
+shmem.barrier_all()
+"""
+
+
+@pytest.mark.parametrize("args", [["-n", "4", "--nodes", "2"],
+                                  ["-n", "4", "--nodes", "2", "--threads-per-proc", "2"],
+                                  ["-n", "2", "--nodes", "2", "--conduit", "tcp"]],
+                         ids=["n4-2nodes", "n4-2nodes-T2", "n2-2nodes-tcp"])
+def test_a_pe_spinning_on_calls_that_complete_locally_takes_in_other_nodes(runner, args):
+    # OpenSHMEM programs wait by polling their own memory with atomics, signal_fetch or g;
+    # what ends the loop is a message from another node, which the spinning PE must take in
+    # (it used to hang: those calls complete in the caller without polling)
+    script = runner.script("spin.py", SPIN_SCRIPT)
+    out = runner(*args, "--timeout", "30", script, timeout=60)
+    assert out.returncode == 0, out.stderr
+    for what in ("atomic_fetch", "signal_fetch", "compare_swap", "g", "get"):
+        assert f"{what} loop ended" in out.stdout.splitlines(), out.stdout

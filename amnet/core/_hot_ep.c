@@ -14,6 +14,7 @@ typedef struct {
     HotObject *hot;
     PyObject *py;                    /* the Python methods' home: AMMixin/ExtendedMixin */
     int t;
+    int local_ops;                   /* calls completed here until the next poll */
 } EPObject;
 
 static void
@@ -169,6 +170,27 @@ EP_wait_until(EPObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *k
     return hot_wait_until(ep->hot, pred, timeout);
 }
 
+/* Calls that complete in the caller (node-local put, get and atomics, and their symmetric
+ * forms) take in what has arrived once every LOCAL_POLL_EVERY of them, outside handlers: a
+ * program may spin on them (an OpenSHMEM lock on compare-and-swap, a flag read with
+ * atomic_fetch or g), and what ends its loop may be a message from another node, which only
+ * a poll of this process takes in. One poll in 16 costs a few ns a call (docs/shmem.md,
+ * "Progress"). Returns -1 with the poll's error set, else 0. */
+#define LOCAL_POLL_EVERY 16
+
+static inline int
+local_progress(EPObject *ep)
+{
+    if (--ep->local_ops > 0) {
+        return 0;
+    }
+    ep->local_ops = LOCAL_POLL_EVERY;
+    if (PyThread_tss_get(&cur_token) != NULL) {
+        return 0;
+    }
+    return poll_once(ep->hot, Py_None) < 0 ? -1 : 0;
+}
+
 /* put(dest, offset, data): a node-local copy here, else the Python put (_put_slow). */
 static PyObject *
 slow_call(EPObject *ep, const char *name, PyObject *const *args, Py_ssize_t nargs,
@@ -255,6 +277,7 @@ static PyObject *
 EP_put(EPObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     if (nargs == 3 && kwnames == NULL && local_put(ep, args[0], args[1], args[2])) {
+        if (local_progress(ep) < 0) return NULL;
         Py_RETURN_NONE;
     }
     return slow_call(ep, "_put_slow", args, nargs, kwnames);
@@ -278,6 +301,7 @@ EP_put_nbi(EPObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwna
 {
     if (nargs == 3 && plain_bulk(args, nargs, kwnames)
             && local_put(ep, args[0], args[1], args[2])) {
+        if (local_progress(ep) < 0) return NULL;
         Py_RETURN_NONE;
     }
     return slow_call(ep, "_put_nbi_slow", args, nargs, kwnames);
@@ -288,7 +312,10 @@ EP_get(EPObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     if ((nargs == 3 || nargs == 4) && kwnames == NULL) {
         PyObject *r = local_get(ep, args[0], args[1], args[2], nargs == 4 ? args[3] : Py_None);
-        if (r != NULL) return r;
+        if (r != NULL) {
+            if (local_progress(ep) < 0) Py_CLEAR(r);
+            return r;
+        }
         if (PyErr_Occurred()) return NULL;
     }
     return slow_call(ep, "_get_slow", args, nargs, kwnames);
@@ -302,6 +329,7 @@ EP_get_nbi(EPObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwna
         PyObject *r = local_get(ep, args[0], args[1], args[2], args[3]);
         if (r != NULL) {
             Py_DECREF(r);
+            if (local_progress(ep) < 0) return NULL;
             Py_RETURN_NONE;
         }
         if (PyErr_Occurred()) return NULL;
@@ -531,7 +559,10 @@ EP_atomic(EPObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnam
         goto slow;
     }
     PyObject *r = word_atomic(h->segs[dest - h->node_first] + off, op, di, a[3], a[4]);
-    if (r != NULL) return r;
+    if (r != NULL) {
+        if (local_progress(ep) < 0) Py_CLEAR(r);
+        return r;
+    }
 slow:
     return slow_call(ep, "_atomic_slow", args, nargs, kwnames);
 }
@@ -592,6 +623,7 @@ EP_put_symmetric(EPObject *ep, PyObject *const *args, Py_ssize_t nargs)
     if (ok) memcpy(theirs + (at - mine), db.buf, db.len);
     PyBuffer_Release(&db);
     PyBuffer_Release(&lb);
+    if (ok && local_progress(ep) < 0) return NULL;
     return PyBool_FromLong(ok);
 }
 
@@ -620,6 +652,7 @@ EP_get_symmetric(EPObject *ep, PyObject *const *args, Py_ssize_t nargs)
     if (ok) memcpy(ob.buf, theirs + (at - mine), lb.len);
     PyBuffer_Release(&ob);
     PyBuffer_Release(&lb);
+    if (ok && local_progress(ep) < 0) return NULL;
     return PyBool_FromLong(ok);
 }
 
@@ -681,6 +714,7 @@ EP_atomic_symmetric(EPObject *ep, PyObject *const *args, Py_ssize_t nargs)
     PyObject *r = word_atomic(theirs + off, op, di, nargs > 3 ? args[3] : Py_None,
                               nargs > 4 ? args[4] : Py_None);
     if (r == NULL) Py_RETURN_NOTIMPLEMENTED;
+    if (local_progress(ep) < 0) Py_CLEAR(r);
     return r;
 }
 
