@@ -58,6 +58,25 @@ def test_one_report_answers_which_split_for_each_size_mode_and_pattern(res):
         "hybrid_am.png", "hybrid_apps.png", "hybrid_bandwidth_p2p.png", "hybrid_coll.png"]
     text = markdown(res)
     assert text.startswith("## amnet-bench hybrid") and "### Which split" in text
+    apps = next(t for t in res["tables"] if t["section"] == "apps")
+    assert apps["columns"][:4] == ["kernel", "2T-1P s", "1T-2P / 2T-1P",
+                                   "best (over the worst)"]
+    bw = next(t for t in res["tables"] if t["section"] == "bandwidth")
+    assert bw["columns"][2:4] == ["8 B, B", "8 B, NB"]
+    assert bw["notes"][0].startswith("Modes: B: blocking puts")
+
+
+def test_the_report_reads_as_text_for_a_user(res):
+    # what a user reads: no column that is always 1.00, no "8 B B", no MPICH line for a
+    # suite without MPICH, no commit names
+    machine = {"hostname": "h", "cpu_count": 2, "python": "3.11", "amnet": "0.1.0",
+               "pyzmq": "27", "libzmq": "4.3", "mpich": None}
+    text = markdown(res, machine)
+    assert "MPICH" not in text.splitlines()[2] and "(libzmq 4.3)" in text.splitlines()[2]
+    assert "MPICH 4.3.0" in markdown(res, {**machine, "mpich": "4.3.0"}).splitlines()[2]
+    assert "2T-1P vs 2T-1P" not in text and "2T-1P / 2T-1P" not in text
+    assert " B B" not in text
+    assert "commit" not in text.lower()
 
 
 def test_collectives_per_split_with_their_ratio_to_all_threads(res):
@@ -76,8 +95,9 @@ def test_collectives_per_split_with_their_ratio_to_all_threads(res):
         assert [len(v) for v in c["reps_us"].values()] == [1, 1]  # --quick: 1 repetition
     table = res["tables"][-1]
     assert table["title"] == "Collectives per split (µs per call, lower is better)"
+    # the reference's ratio to itself (always 1.00) is no column
     assert table["columns"] == ["collective", "block", "1T-2P µs", "2T-1P µs",
-                                "1T-2P vs 2T-1P", "2T-1P vs 2T-1P", "best (over the worst)"]
+                                "1T-2P / 2T-1P", "best (over the worst)"]
     assert [r[:2] for r in table["rows"]][-2:] == [["exchange", "4 KiB"], ["barrier", "-"]]
     assert any("blocking wait mode" in n for n in table["notes"])  # 4 ranks on 2 cores
     fig = res["figures"][-1]

@@ -129,7 +129,8 @@ def markdown(result: dict[str, Any], machine: dict[str, Any] | None = None,
         lines += [f"{date or now()} on {machine.get('hostname')}: "
                   f"{machine.get('cpu_count')} cores, Python {machine.get('python')}, "
                   f"amnet {machine.get('amnet')}, pyzmq {machine.get('pyzmq')} "
-                  f"(libzmq {machine.get('libzmq')}), MPICH {machine.get('mpich') or '-'}", ""]
+                  f"(libzmq {machine.get('libzmq')})"
+                  + (f", MPICH {machine['mpich']}" if machine.get("mpich") else ""), ""]
     if result.get("tables"):  # several tables, each with its title and notes
         for k, table in enumerate(result["tables"]):
             if k:

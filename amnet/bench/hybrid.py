@@ -187,6 +187,7 @@ def _report(opts: Any, chosen: list, msgs: dict, am: dict, bw: dict, kern: dict,
     rows = []
     kinds = [k for k in ("node", "net") if (labels[0], k) in am]
     rtt = {(s, k): median(am[(s, k)]) for s in labels for k in kinds}
+    others = [s for s in labels if s != ref]  # the reference's ratio to itself says nothing
     for s in labels:
         rows.append([s] + [f"{rtt[(s, k)] * 1e6:.1f}" for k in kinds] +
                     [f"{rtt[(s, k)] / rtt[(ref, k)]:.2f}" for k in kinds])
@@ -194,7 +195,7 @@ def _report(opts: Any, chosen: list, msgs: dict, am: dict, bw: dict, kern: dict,
                               "reps": {k: am[(s, k)] for k in kinds}})
     tables.append({"section": "am", "title": "Short AM round trip, every pair at once (µs)",
                    "columns": ["split"] + [f"{k} µs" for k in kinds] +
-                              [f"{k} vs {ref}" for k in kinds],
+                              [f"{k}: split / {ref}" for k in kinds],
                    "rows": rows,
                    "notes": ["node: the partner on the same node; net: the partner on the "
                              "next node. The slowest rank's mean round trip, median of "
@@ -226,17 +227,18 @@ def _report(opts: Any, chosen: list, msgs: dict, am: dict, bw: dict, kern: dict,
             rows.append([s, pat] + [f"{fig[(s, pat, z, m)]:.1f}" for z in opts.sizes
                                     for m in ("B", "NB") if m in opts.modes])
     tables.append({"section": "bandwidth", "title": "Aggregate bandwidth (MB/s)",
-                   "columns": ["split", "pattern"] + [f"{size_label(z)} {m}" for z in opts.sizes
+                   "columns": ["split", "pattern"] + [f"{size_label(z)}, {m}" for z in opts.sizes
                                                       for m in ("B", "NB") if m in opts.modes],
-                   "rows": rows, "notes": []})
+                   "rows": rows, "notes": [modes_caption([m for m in ("B", "NB")
+                                                          if m in opts.modes])]})
     # -- the kernels
     rows = []
     secs = {(s, k): median([x["seconds"] for x in kern[(s, "auto", k)]])
             for s in labels for k in opts.kernels}
     for k in opts.kernels:
         best, ratio = _best({s: secs[(s, k)] for s in labels}, higher=False)
-        row = [k] + [f"{secs[(s, k)] / secs[(ref, k)]:.2f}" for s in labels] + \
-              [f"{best} ({ratio:.2f}x)"]
+        row = [k, f"{secs[(ref, k)]:.3f}"] + \
+              [f"{secs[(s, k)] / secs[(ref, k)]:.2f}" for s in others] + [f"{best} ({ratio:.2f}x)"]
         shares = []
         for s in labels:
             gil, drain = apps_mod.lock_shares(kern.get((s, "spin", k)))
@@ -247,7 +249,8 @@ def _report(opts: Any, chosen: list, msgs: dict, am: dict, bw: dict, kern: dict,
         rows.append(row + shares)
     tables.append({"section": "apps", "title": f"Kernels: time relative to {ref} (lower is "
                    "better), the best split, and each split's GIL / drain-lock share",
-                   "columns": ["kernel"] + labels + ["best (over the worst)"] +
+                   "columns": ["kernel", f"{ref} s"] + [f"{s} / {ref}" for s in others] +
+                              ["best (over the worst)"] +
                               [f"{s} GIL / drain" for s in labels],
                    "rows": rows,
                    "notes": ["GIL / drain: shares of the rank-threads' time spent waiting for "
@@ -294,8 +297,8 @@ def _coll_table(opts: Any, labels: list[str], ref: str, coll: dict,
         best, ratio = _best(us, higher=False)
         vs = {s: us[s] / us[ref] for s in labels}
         rows.append([what, "-" if n is None else size_label(n)] +
-                    [f"{us[s]:.1f}" for s in labels] + [f"{vs[s]:.2f}" for s in labels] +
-                    [f"{best} ({ratio:.2f}x)"])
+                    [f"{us[s]:.1f}" for s in labels] +
+                    [f"{vs[s]:.2f}" for s in labels if s != ref] + [f"{best} ({ratio:.2f}x)"])
         results.append({"collective": what, "size": n, "us": us, "vs_ref": vs, "best": best,
                         "best_over_worst": ratio,
                         "reps_us": {s: [x * 1e6 for x in coll[(s, case)]] for s in labels}})
@@ -312,12 +315,11 @@ def _coll_table(opts: Any, labels: list[str], ref: str, coll: dict,
                      "too, waits for a collective's messages in blocking wait mode (it "
                      "sleeps until the message wakes it), so each step of an algorithm that "
                      "waits costs a wake-up from the scheduler; the figures are those of an "
-                     "oversubscribed machine, not of a core per rank. (Before commit 9c907d3 "
-                     "a blocked rank-thread could miss its wake-up and sleep to the end of a "
-                     "50 ms slice: 12-50 ms a call.)")
+                     "oversubscribed machine, not of a core per rank.")
     return {"section": "coll", "title": "Collectives per split (µs per call, lower is better)",
             "columns": ["collective", "block"] + [f"{s} µs" for s in labels] +
-                       [f"{s} vs {ref}" for s in labels] + ["best (over the worst)"],
+                       [f"{s} / {ref}" for s in labels if s != ref] +
+                       ["best (over the worst)"],
             "rows": rows, "notes": notes}
 
 
