@@ -9,8 +9,30 @@ First fit over a free list kept in address order, neighbours merged on free.
 from __future__ import annotations
 
 import bisect
+import weakref
+from collections.abc import Iterator
+from typing import Any
 
 ALIGN = 64  # every allocation starts on a cache line unless asked for more
+
+
+class NotAllocated(KeyError, ValueError):
+    """``free`` of memory that is no live allocation: a ``KeyError``, as shmem4py raises
+    (its heap is a dict of addresses), and a ``ValueError``, as shmem_rt's other bad
+    arguments are."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+def _chain(obj: Any) -> Iterator[Any]:
+    """``obj`` and what it is a view of, down to the exporter (numpy's ``base``, a
+    memoryview's ``obj``)."""
+    for _ in range(64):
+        yield obj
+        obj = obj.obj if isinstance(obj, memoryview) else getattr(obj, "base", None)
+        if obj is None:
+            return
 
 
 class SymHeap:
@@ -22,6 +44,12 @@ class SymHeap:
         self.free_offs: list[int] = [lo]
         self.free_sizes: dict[int, int] = {lo: hi - lo}
         self.used: dict[int, tuple[int, int]] = {}
+        # each allocation's generation, and the objects handed out for it (by id, weakly):
+        # a stale handle (freed, its memory given to a later allocation) is told apart from
+        # the live one at the same offset, so that freeing it twice frees nothing else
+        self.gen: dict[int, int] = {}
+        self._gens = 0
+        self._handed: dict[int, tuple[weakref.ref, int, int]] = {}
 
     @property
     def capacity(self) -> int:
@@ -48,6 +76,8 @@ class SymHeap:
             if end - start <= bsize:
                 self._take(start, bsize, end)
                 self.used[off] = (start, end - start)
+                self._gens += 1
+                self.gen[off] = self._gens
                 return off
         raise MemoryError(
             f"the symmetric heap has no {size} free bytes (aligned to {align}): "
@@ -63,6 +93,43 @@ class SymHeap:
             bisect.insort(self.free_offs, end)
             self.free_sizes[end] = start + bsize - end
 
+    def hand_out(self, obj: Any, off: int) -> Any:
+        """Remember ``obj`` (returned to the program) as a handle of the allocation now at
+        ``off``; returns ``obj``."""
+        return self._remember(obj, off, self.gen[off])
+
+    def inherit(self, new: Any, old: Any) -> Any:
+        """``new`` (made on ``old``'s memory) is a handle of the allocation ``old`` is one
+        of, if it is one; returns ``new``."""
+        h = self._handle(old)
+        return new if h is None else self._remember(new, h[1], h[2])
+
+    def _remember(self, obj: Any, off: int, gen: int) -> Any:
+        key, handed = id(obj), self._handed
+
+        def gone(ref: weakref.ref) -> None:  # the id may be reused once obj is gone
+            if handed.get(key, (None,))[0] is ref:
+                del handed[key]
+
+        handed[key] = (weakref.ref(obj, gone), off, gen)
+        return obj
+
+    def _handle(self, obj: Any) -> tuple[weakref.ref, int, int] | None:
+        """The record of the first handed-out object in ``obj``'s chain, if any."""
+        for x in _chain(obj):
+            h = self._handed.get(id(x))
+            if h is not None and h[0]() is x:
+                return h
+        return None
+
+    def stale(self, obj: Any, off: int) -> bool:
+        """Whether ``obj`` (memory at ``off``, where an allocation starts) is a handle of an
+        allocation freed since: the first handed-out object in its chain was handed out for
+        another allocation. Memory that no handed-out object leads to (a program's own
+        ``np.frombuffer``) is judged by its offset alone."""
+        h = self._handle(obj)
+        return h is not None and (h[1] != off or self.gen.get(off) != h[2])
+
     def size_of(self, off: int) -> int | None:
         """The usable bytes of the allocation at ``off`` (None: no allocation starts there)."""
         u = self.used.get(off)
@@ -76,8 +143,9 @@ class SymHeap:
         """
         u = self.used.pop(off, None)
         if u is None:
-            raise ValueError(f"offset {off} of the symmetric heap is not an allocation's "
-                             "start (freed twice, or never returned by alloc)")
+            raise NotAllocated(f"offset {off} of the symmetric heap is not an allocation's "
+                               "start (freed twice, or never returned by alloc)")
+        del self.gen[off]
         start, n = u
         i = bisect.bisect_left(self.free_offs, start)
         # merge with the next free block, then with the previous one

@@ -25,7 +25,7 @@ def new_lock() -> np.ndarray:
     """A new lock, unlocked (collective: every PE calls it, as shmem4py's allocation is)."""
     st = _state.current()
     off = alloc_offset(st, 8, 8, "shmem.new_lock()", True)
-    return np.ndarray((1,), np.int64, buffer=st.seg, offset=off)
+    return st.heap.hand_out(np.ndarray((1,), np.int64, buffer=st.seg, offset=off), off)
 
 
 def _word(lock: Any, what: str) -> tuple[_state.PE, int]:

@@ -12,7 +12,7 @@ import numpy as np
 import amnet
 
 from . import _state
-from ._heap import ALIGN
+from ._heap import ALIGN, NotAllocated
 
 
 class MALLOC(enum.IntFlag):
@@ -190,7 +190,7 @@ def alloc(count: int, size: int = 1, align: int | None = None, hints: int | None
         _agree(st, what, nbytes, a)
         return memoryview(bytearray(0))
     off = alloc_offset(st, nbytes, a, what, bool(clear))
-    return memoryview(st.seg[off:off + nbytes])
+    return st.heap.hand_out(memoryview(st.seg[off:off + nbytes]), off)
 
 
 def free(mem: memoryview | np.ndarray) -> None:
@@ -199,32 +199,58 @@ def free(mem: memoryview | np.ndarray) -> None:
     called it.
 
     Raises:
-        ValueError: ``mem`` is not the start of an allocation, or PEs freed different ones.
+        TypeError: ``mem`` is neither a memoryview nor a numpy array.
+        NotAllocated: (a ``KeyError``, as in shmem4py, and a ``ValueError``) ``mem`` is
+            not the start of a live allocation: never allocated, a view that does not start
+            one, or freed already (also when its memory was given to a later allocation,
+            which is left alone). ValueError: PEs freed different allocations.
     """
     st = _state.current()
+    if not isinstance(mem, memoryview | np.ndarray):
+        raise TypeError("shmem.free() takes what shmem.alloc returned or a symmetric numpy "
+                        f"array, got {type(mem).__name__}")
     if memoryview(mem).nbytes == 0:  # what alloc(0) gave: nothing to free (as shmem_free(NULL))
         _agree(st, "shmem.free()", -1)
         return
     off = st.ep.segment_offset(mem)
     if off < st.heap.lo or st.heap.size_of(off) is None:
-        raise ValueError("shmem.free(): that memory is not an allocation of the symmetric "
-                         "heap (freed already, or a view that does not start one)")
+        raise NotAllocated("shmem.free(): that memory is not an allocation of the symmetric "
+                           "heap (freed already, or a view that does not start one)")
+    if st.heap.stale(mem, off):
+        raise NotAllocated("shmem.free(): that allocation was freed already; its memory now "
+                           "belongs to a later allocation, which this call leaves alone")
     _agree(st, "shmem.free()", off)
     st.heap.free(off)
 
 
 def fromalloc(mem: memoryview, shape: int | Sequence[int] | None = None, dtype: Any = None,
               order: str = "C") -> np.ndarray:
-    """A numpy array of ``dtype`` and ``shape`` on the memory :func:`alloc` returned."""
+    """A numpy array of ``dtype`` and ``shape`` on the memory :func:`alloc` returned.
+
+    Raises:
+        ValueError: ``shape`` of ``dtype`` does not fit ``mem`` exactly (naming both
+            sizes), or ``mem``'s size is no multiple of the item size.
+    """
     dtype = np.dtype(dtype)
+    nbytes = memoryview(mem).nbytes
     if shape is None:
-        shape = memoryview(mem).nbytes // dtype.itemsize
+        shape = nbytes // dtype.itemsize
+    dims = (int(shape),) if _is_int(shape) else tuple(shape)
+    need = int(np.prod(dims, dtype=np.int64)) * dtype.itemsize \
+        if all(_is_int(d) and d >= 0 for d in dims) else nbytes  # -1: numpy's reshape fits it
+    if need != nbytes or nbytes % dtype.itemsize:
+        raise ValueError(f"shmem.fromalloc(): shape {dims} of {dtype} needs {need} bytes; "
+                         f"the memory has {nbytes} ({nbytes // dtype.itemsize} elements of "
+                         f"{dtype.itemsize} bytes" + (f" and {nbytes % dtype.itemsize} more"
+                                                       if nbytes % dtype.itemsize else "")
+                         + ")")
     a = np.frombuffer(mem, dtype)
     tmp = a.reshape(shape, order=order)
     a.shape = tmp.shape
     if tmp.ndim > 1:
         a.strides = tmp.strides
-    return a
+    heap = getattr(getattr(_state._tls, "pe", None), "heap", None)
+    return a if heap is None else heap.inherit(a, mem)
 
 
 def new_array(shape: int | Sequence[int], dtype: Any = float, order: str = "C", *,

@@ -310,7 +310,7 @@ def new_signal() -> np.ndarray:
     """A symmetric signal word (uint64, zero; collective), for :func:`put_signal`."""
     st = _state.current()
     off = alloc_offset(st, 8, 8, "shmem.new_signal()", True)
-    return np.ndarray((1,), np.uint64, buffer=st.seg, offset=off)
+    return st.heap.hand_out(np.ndarray((1,), np.uint64, buffer=st.seg, offset=off), off)
 
 
 def del_signal(signal: np.ndarray) -> None:

@@ -317,8 +317,14 @@ def quiet(ctx: Any = None) -> None:
 
         check_ctx(ctx, "shmem.quiet()")
     if st.pending:
+        _complete(st, "shmem.quiet()")
+
+
+def _complete(st: _state.PE, what: str) -> None:
+    """Complete this PE's puts (a timeout's diagnosis says the PE waits in ``what``)."""
+    with st.port.waiting(what):
         st.ep.wait_nbi()
-        st.pending = False
+    st.pending = False
 
 
 def fence(ctx: Any = None) -> None:
@@ -333,13 +339,14 @@ def barrier_all() -> None:
     st = getattr(_state._tls, "pe", None)
     if st is None or st.pending or st.finalized:
         st = _state.current()
-        quiet()
-    st.teams.world_barrier()
+        if st.pending:
+            _complete(st, "shmem.barrier_all(), completing this PE's puts")
+    st.teams.world_barrier("shmem.barrier_all()")
 
 
 def sync_all() -> None:
     """Wait until every PE entered, without completing this PE's puts."""
-    _state.current().teams.world_barrier()
+    _state.current().teams.world_barrier("shmem.sync_all()")
 
 
 def sync(team: Any = None) -> None:

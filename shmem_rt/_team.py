@@ -67,9 +67,12 @@ class Teams:
                 self.partners.append(memoryview(pe.view(p)[:8 * self.rounds]).cast("q"))
                 self.partner_pes.append(p)
 
-    def world_barrier(self) -> None:
+    def world_barrier(self, what: str) -> None:
+        """The world's barrier; while it waits, a timeout's diagnosis says the PE waits in
+        ``what`` (the call the program made), on every mapping."""
         if not self.shared:
-            self.recs[WORLD].coll.barrier()
+            with self.pe.port.waiting(what):
+                self.recs[WORLD].coll.barrier()
             return
         self.epoch += 1
         e = self.epoch
@@ -85,7 +88,7 @@ class Teams:
                     if w[r] >= e:
                         break
                 else:
-                    wait(self.pe, lambda r=r: w[r] >= e, "shmem.barrier_all()")
+                    wait(self.pe, lambda r=r: w[r] >= e, what)
 
 
 def setup_teams(pe: _state.PE) -> None:
@@ -264,9 +267,10 @@ class Team:
         """Wait until every member entered."""
         rec = self.rec("Team.sync()")
         if self._id == WORLD:
-            _state.current().teams.world_barrier()
+            _state.current().teams.world_barrier("Team.sync() of TEAM_WORLD")
         else:
-            rec.sync()
+            with _state.current().port.waiting("Team.sync()"):
+                rec.sync()
 
 
 def _agree_team(rec: TeamRec, what: str, bad: str | None, values: tuple) -> None:
@@ -376,13 +380,22 @@ class Ctx:
         return "<shmem_rt.Ctx %s>" % ("CTX_DEFAULT" if self._default else
                                       "CTX_INVALID" if not self else "created")
 
+    def _key(self) -> tuple:
+        """What equality compares: a destroyed context (and every alias of it) is
+        CTX_INVALID, as shmem4py's destroy() leaves its handle SHMEM_CTX_INVALID."""
+        if self._default:
+            return (True, None)
+        return (False, self._rec if self._rec is not None and self._rec.valid else None)
+
     def __eq__(self, other: Any) -> bool:
         if not isinstance(other, Ctx):
             return NotImplemented
-        return self._default == other._default and self._rec is other._rec
+        a, b = self._key(), other._key()
+        return a[0] == b[0] and a[1] is b[1]
 
     def __hash__(self) -> int:
-        return hash((self._default, id(self._rec)))
+        a = self._key()
+        return hash((a[0], id(a[1])))
 
     def __bool__(self) -> bool:
         return self._default or (self._rec is not None and self._rec.valid)
@@ -417,6 +430,7 @@ class Ctx:
 
             quiet()
             self._rec.valid = False
+        self._rec = None  # CTX_INVALID now, as shmem4py's destroyed context
 
     def get_team(self) -> Team:
         if self._default:

@@ -293,3 +293,76 @@ def test_a_stopped_agent_is_named_and_the_job_ends_soon_after_the_timeout(runner
     # other node's ranks to take the abort), 6.4 s before
     after = ended - started[0] - TIMEOUT
     assert after < 5.0, f"amnet-run ended {after:.1f} s after the timeout"
+
+
+# -- what a timeout says of shmem_rt's and amnet.aio's waits ------------------------------------
+SHMEM_HANG = """
+import os, time
+import shmem_rt as shmem
+me = shmem.my_pe()
+shmem.barrier_all()
+print(f"ready {me} {os.getpid()}", flush=True)
+if me == 1:
+    time.sleep(120)
+shmem.barrier_all()
+"""
+
+
+@pytest.mark.parametrize("topo", [("-n", "4"), NODES2, THREADS,
+                                  ("-n", "4", "--nodes", "2", "--threads-per-proc", "2")],
+                         ids=["node", "nodes2", "threads", "nodes2-threads"])
+def test_shmem_barrier_all_is_named_the_same_in_every_mapping(runner, topo):
+    # one node: shmem_rt's own barrier on flags; across nodes: amnet.coll's barrier inside
+    # it, which used to be what the diagnosis named there
+    out = runner(*topo, "--timeout", str(TIMEOUT), runner.script("hang.py", SHMEM_HANG))
+    assert out.returncode == 124, out.stderr
+    assert out.stderr.splitlines() == [
+        f"amnet-run: timed out after {TIMEOUT} s: ranks 0, 2-3 wait in shmem.barrier_all(); "
+        "rank 1 still running"]
+
+
+SHMEM_QUIET = """
+import os, time
+import numpy as np
+import shmem_rt as shmem
+me = shmem.my_pe()
+a = shmem.zeros(8, "i8")
+shmem.barrier_all()
+print(f"ready {me} {os.getpid()}", flush=True)
+time.sleep(1)  # PE 2 is stopped meanwhile
+if me == 1:
+    shmem.put(a, np.arange(8, dtype="i8"), 2)  # to the other node: completes at PE 2
+shmem.barrier_all()
+"""
+
+
+def test_a_pe_completing_its_puts_to_a_stopped_pe_is_said_to_wait_in_barrier_all(runner):
+    rc, err, _ = run_and_stop(runner, [*NODES2, "--timeout", str(STOP_TIMEOUT)],
+                              runner.script("quiet.py", SHMEM_QUIET), lambda pids: pids[2])
+    assert rc == 124, err
+    assert err.splitlines() == [
+        f"amnet-run: timed out after {STOP_TIMEOUT} s: ranks 0, 3 wait in "
+        "shmem.barrier_all(); rank 1 waits in shmem.barrier_all(), completing this PE's "
+        "puts; rank 2's process did not answer in 1 s: stopped or stuck in C"]
+
+
+AIO_TWO_BARRIERS = """
+import amnet, amnet.aio
+
+async def main(ep):
+    if ep.rank == 0:
+        ep.barrier()  # the core's AM barrier ...
+    else:
+        await ep.coll.world.barrier_nb()  # ... and the collectives': two barriers
+
+amnet.aio.run(main)
+"""
+
+
+def test_an_awaited_collective_is_named_beside_the_core_barrier(runner):
+    out = runner("-n", "4", "--timeout", str(TIMEOUT),
+                 runner.script("two.py", AIO_TWO_BARRIERS))
+    assert out.returncode == 124, out.stderr
+    assert out.stderr.splitlines() == [
+        f"amnet-run: timed out after {TIMEOUT} s: rank 0 waits in barrier #1; ranks 1-3 wait "
+        "in amnet.coll barrier (call #0 on team world) (awaited)"]

@@ -71,10 +71,12 @@ class CollHandle:
 
     def __await__(self) -> Any:
         """``await handle`` in a coroutine that :func:`amnet.aio.run` runs: what
-        :meth:`wait` returns, with the same errors."""
+        :meth:`wait` returns, with the same errors. While it waits, a timeout's diagnosis
+        says the rank awaits this call."""
         from .. import aio  # the loop driver: a layer beside this one
 
-        return aio.awaitable(self).__await__()
+        with self._coll.port.awaiting(self._run):
+            return (yield from aio.awaitable(self).__await__())
 
 
 class Team:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -231,8 +232,8 @@ class Port:
     Get it as ``ep.port(name)`` (or as a handler's first argument).
     """
 
-    __slots__ = ("_attach", "_base", "_eng", "_n", "_rs", "_state", "_wait_in", "_waiting",
-                 "endpoint", "name")
+    __slots__ = ("_attach", "_awaited", "_base", "_eng", "_n", "_rs", "_state", "_wait_in",
+                 "_wait_seq", "_waiting", "endpoint", "name")
 
     def __init__(self, rs: Any, ext: Extension, base: int) -> None:
         self._rs = rs
@@ -244,6 +245,8 @@ class Port:
         self.name = ext.name
         self._waiting = f"{ext.name}: waiting"
         self._wait_in: Any = None  # what this rank waits in, for a diagnosis (waiting())
+        self._wait_seq = 0  # when that block began (of all the rank's layers' blocks)
+        self._awaited: dict[int, Any] = {}  # what its coroutines await (awaiting())
         self.endpoint = rs.endpoint  #: the endpoint this port belongs to
 
     def __repr__(self) -> str:
@@ -460,9 +463,18 @@ class Port:
         wait in ``str(what)``, e.g. ``ranks 0-1, 3 wait in amnet.coll barrier (call #4 on
         team world)``. ``str(what)`` is taken only then, on another thread, so pass a string
         or a cheap object whose ``__str__`` reads what it needs; entering and leaving cost a
-        few attribute stores. Blocks nest: the innermost one is shown.
+        few attribute stores. Blocks of one port nest (the innermost is shown); of blocks
+        of several layers' ports, the outermost is (the call the program made).
         """
         return Waiting(self, what)
+
+    def awaiting(self, what: Any) -> Awaiting:
+        """:meth:`waiting` for an ``await``: a context manager that says, while an amnet.aio
+        coroutine awaits one of this layer's operations, that the rank awaits ``what``
+        (shown as ``... wait in WHAT (awaited)`` when nothing it blocks in is known). Several
+        coroutines of one loop may await at once and end in any order, so these blocks are
+        counted, not nested."""
+        return Awaiting(self, what)
 
     def forbid_in_handler(self, what: str) -> None:
         """Raise AMContextError when called inside a (user) handler, InitError after this
@@ -494,36 +506,68 @@ class Port:
             hooks.remove(fn)
 
 
+_ENTERED = itertools.count(1)  # orders waiting() blocks of a rank's layers: outermost first
+
+
 class Waiting:
-    """What :meth:`Port.waiting` returns: records ``what`` on the port while the block runs."""
+    """What :meth:`Port.waiting` returns: records ``what`` on the port while the block runs
+    (and when it began, so that of several layers' blocks the outermost is shown: the call
+    the program made, e.g. ``shmem.barrier_all()`` rather than the collective inside it)."""
 
     __slots__ = ("port", "prev", "what")
 
     def __init__(self, port: Port, what: Any) -> None:
         self.port = port
         self.what = what
-        self.prev: Any = None
+        self.prev: tuple[Any, int] = (None, 0)
 
     def __enter__(self) -> Waiting:
         port = self.port
-        self.prev = port._wait_in
+        self.prev = (port._wait_in, port._wait_seq)
+        port._wait_seq = next(_ENTERED)
         port._wait_in = self.what
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.port._wait_in = self.prev
+        self.port._wait_in, self.port._wait_seq = self.prev
+
+
+class Awaiting:
+    """What :meth:`Port.awaiting` returns: ``what`` is on the port while the block runs."""
+
+    __slots__ = ("port", "what")
+
+    def __init__(self, port: Port, what: Any) -> None:
+        self.port = port
+        self.what = what
+
+    def __enter__(self) -> Awaiting:
+        self.port._awaited[id(self)] = self.what
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.port._awaited.pop(id(self), None)
 
 
 def waits_in(ports: Any) -> str | None:
     """What one rank waits in, said by a ``with port.waiting(...)`` of one of its ``ports``
-    (the rank's Port objects), or None. Called from another thread than the rank's: reads
-    without locks, and never raises."""
+    (the rank's Port objects), else by a ``with port.awaiting(...)`` (the oldest await),
+    or None. Called from another thread than the rank's: reads without locks, and never
+    raises."""
     try:
-        for port in list(ports):
-            what = port._wait_in
-            if what is not None:
+        ports = list(ports)
+        waiting = [(p._wait_seq, p) for p in ports if p._wait_in is not None]
+        if waiting:
+            port = min(waiting, key=lambda w: w[0])[1]  # the outermost layer's block
+            try:
+                return str(port._wait_in)
+            except Exception:
+                return port._waiting
+        for port in ports:
+            awaited = list(port._awaited.values())
+            if awaited:
                 try:
-                    return str(what)
+                    return f"{awaited[0]} (awaited)"
                 except Exception:
                     return port._waiting
     except Exception:
