@@ -448,20 +448,26 @@ def test_conformance_of_the_mpi_conduit_on_open_mpi():
     assert len([k for k in results if not k.endswith(":s")]) == len(CHECKS)
 
 
-def test_mpich_settings_only_for_the_wheels_two_netmod_build_and_only_what_is_unset():
+def test_mpich_settings_leave_the_network_module_to_the_library():
     """What amnet sets before MPI_Init (see amnet.core._mpiconduit.mpich_settings; the jobs
-    between real hosts in test_cluster.py are what it is for)."""
+    between real hosts in test_cluster.py are what it is for): never a network module (the
+    library's own choice, ucx for the mpich wheel: the conduit's matched probes lose nothing
+    there), only ``FI_PROVIDER=^sockets`` where MPICH runs over libfabric and nobody named
+    a provider."""
     from amnet.core._mpiconduit import mpich_settings
 
     wheel = "MPICH Version:      5.0.2\nMPICH Device:       ch4:ucx ofi\nMPICH CC: cc\n"
-    assert mpich_settings(wheel, {}) == {"MPIR_CVAR_CH4_NETMOD": "ofi",
-                                         "FI_PROVIDER": "^sockets"}
-    assert mpich_settings(wheel, {"FI_PROVIDER": "verbs"}) == {"MPIR_CVAR_CH4_NETMOD": "ofi"}
-    assert mpich_settings(wheel, {"MPIR_CVAR_CH4_NETMOD": "ucx"}) == {}  # the user's choice
-    for other in ("MPICH Version: 4.1\nMPICH Device: ch4:ofi\n",
-                  "MPICH Version: 4.1\nMPICH Device: ch4:ucx\n",
+    assert mpich_settings(wheel, {}) == {}  # ucx: the library's default
+    assert mpich_settings(wheel, {"MPIR_CVAR_CH4_NETMOD": "ucx"}) == {}
+    assert mpich_settings(wheel, {"MPIR_CVAR_CH4_NETMOD": "ofi"}) == {"FI_PROVIDER": "^sockets"}
+    assert mpich_settings(wheel, {"MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp"}) == {}
+    ofi_only = "MPICH Version: 4.1\nMPICH Device: ch4:ofi\n"
+    assert mpich_settings(ofi_only, {}) == {"FI_PROVIDER": "^sockets"}
+    assert mpich_settings(ofi_only, {"FI_PROVIDER": "verbs"}) == {}
+    for other in ("MPICH Version: 4.1\nMPICH Device: ch4:ucx\n",
                   "Open MPI v4.1.4, package: Debian OpenMPI", ""):
         assert mpich_settings(other, {}) == {}
+        assert mpich_settings(other, {"MPIR_CVAR_CH4_NETMOD": "ucx"}) == {}
 
 
 def test_registry():

@@ -1,12 +1,16 @@
 /* amnet.core._hot: MPIRing, the mpi conduit's envelopes in C (amnet/core/_mpiconduit.py).
  *
  * The conduit's every message starts as one envelope (16 bytes: kind, header length, payload
- * length; then the AM header, and the payload when it travels in line), received by one of
- * ``depth`` receives kept posted on the conduit's tag from any source. What a Short or small
+ * length; then the AM header, and the payload when it travels in line), taken from any
+ * source on the conduit's tag by a matched probe (MPI_Improbe, then MPI_Mrecv into the next
+ * of ``depth`` slots of a ring, in the order MPI matched them). Receives posted from
+ * MPI_ANY_SOURCE, which the ring used to keep posted, lose messages over MPICH's ucx module
+ * (the mpich wheel's default network: plain mpi4py shows it, docs/conduits.md), and a matched
+ * probe also never posts a receive that must be cancelled. What a Short or small
  * Medium AM round trip touches runs here, calling the MPI library directly: the envelope's
  * send (a copy into a buffer of its own, MPI_Isend, the request kept until a later look finds
- * it complete), and the receive (MPI_Test of the oldest posted receive, the envelope read,
- * the receive posted again). Everything else calls back into the conduit's Python: a payload
+ * it complete), and the receive (a matched probe into the oldest free slot, the envelope
+ * read, the slot freed). Everything else calls back into the conduit's Python: a payload
  * sent as a bulk message (``post_slow``), and any envelope but a header alone or a small
  * in-line payload (``take_slow``: bulk payloads, large in-line ones, malformed ones), with the
  * same lock held and the ring's state reachable through the methods below.
@@ -51,17 +55,40 @@ m_isend(MPIRingObject *r, const void *buf, int n, int dest, int tag, void *req)
     return rc ? mpi_error("MPI_Isend", rc) : 0;
 }
 
+/* Take the next envelope from any source into slot i, the first free one after the filled
+ * ones (MPI_Improbe, then MPI_Mrecv of what it matched): 1 taken, 0 none has come, -1 error */
 int
-m_irecv(MPIRingObject *r, int i)
+m_fill(MPIRingObject *r, int i)
 {
-    r->done[i] = 0;
+    int flag = 0;
+    int64_t msg = 0;  /* MPI_Message: an int (MPICH) or a pointer (Open MPI) */
+    char *st = r->sts + (Py_ssize_t)i * r->st_size;
+    int rc = r->h8 ? ((improbe8_t)r->improbe)(r->any, r->tag, (void *)r->comm, &flag, &msg, st)
+                   : ((improbe4_t)r->improbe)(r->any, r->tag, (int)r->comm, &flag, &msg, st);
+    if (rc) {
+        return mpi_error("MPI_Improbe", rc);
+    }
+    if (!flag) {
+        return 0;
+    }
     void *buf = r->views[i].buf;
     int n = (int)r->bufsize;
-    int rc = r->h8 ? ((irecv8_t)r->irecv)(buf, n, (void *)r->byte, r->any, r->tag,
-                                          (void *)r->comm, &r->reqs[i])
-                   : ((irecv4_t)r->irecv)(buf, n, (int)r->byte, r->any, r->tag, (int)r->comm,
-                                          &r->reqs[i]);
-    return rc ? mpi_error("MPI_Irecv", rc) : 0;
+    rc = r->h8 ? ((mrecv8_t)r->mrecv)(buf, n, (void *)r->byte, &msg, st)
+               : ((mrecv4_t)r->mrecv)(buf, n, (int)r->byte, &msg, st);
+    if (rc) {
+        return mpi_error("MPI_Mrecv", rc);
+    }
+    r->done[i] = 1;
+    r->filled++;
+    return 1;
+}
+
+/* Free slot i (the head, taken): the next envelope may land in it. */
+void
+m_free(MPIRingObject *r, int i)
+{
+    r->done[i] = 0;
+    r->filled--;
 }
 
 /* 1 complete, 0 not yet, -1 error */
@@ -71,16 +98,6 @@ m_test(MPIRingObject *r, int64_t *req, char *st)
     int flag = 0;
     int rc = ((test_t)r->test)(req, &flag, st);
     return rc ? mpi_error("MPI_Test", rc) : flag != 0;
-}
-
-/* whether request ``req`` is complete, without completing it (MPI_Request_get_status) */
-int
-m_getst(MPIRingObject *r, const int64_t *req, char *st)
-{
-    int flag = 0;
-    int rc = r->h8 ? ((getst8_t)r->getst)(*(void *const *)req, &flag, st)
-                   : ((getst4_t)r->getst)(*(const int *)req, &flag, st);
-    return rc ? mpi_error("MPI_Request_get_status", rc) : flag != 0;
 }
 
 int
@@ -273,8 +290,8 @@ fail:
     return NULL;
 }
 
-/* The message in completed receive i whose status is in r->st: a new (header, payload)
- * tuple; Py_None to hand it to take_slow; NULL error. */
+/* The envelope in slot i (``count`` bytes): a new (header, payload) tuple; Py_None to hand
+ * it to take_slow; NULL error. */
 static PyObject *
 take_fast(MPIRingObject *r, int i, int count)
 {
@@ -325,8 +342,8 @@ take_fast(MPIRingObject *r, int i, int count)
     return t;
 }
 
-/* recv(ready=False) -> (header, payload) | None: the next message, in the order the receives
- * were posted (see the conduit's recv) */
+/* recv(ready=False) -> (header, payload) | None: the next message, in the order MPI matched
+ * the envelopes (see the conduit's recv) */
 PyObject *
 MPIRing_recv(MPIRingObject *r, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
@@ -351,17 +368,17 @@ MPIRing_recv(MPIRingObject *r, PyObject *const *args, Py_ssize_t nargs, PyObject
     }
     for (;;) {
         int i = r->head;
-        int k = m_test(r, &r->reqs[i], r->st);
+        int k = r->done[i] ? 1 : m_fill(r, i);
         if (k <= 0) {
             msg = k < 0 ? NULL : Py_NewRef(Py_None);
             goto out;
         }
-        r->done[i] = 1;
+        const char *st = r->sts + (Py_ssize_t)i * r->st_size;
         int count, src;
-        if (m_count(r, r->st, &count) < 0) {
+        if (m_count(r, st, &count) < 0) {
             goto out;
         }
-        memcpy(&src, r->st + r->src_off, sizeof src);
+        memcpy(&src, st + r->src_off, sizeof src);
         msg = take_fast(r, i, count);
         if (msg == Py_None) {
             /* everything else: the conduit's Python, which counts what it took */
@@ -380,9 +397,7 @@ MPIRing_recv(MPIRingObject *r, PyObject *const *args, Py_ssize_t nargs, PyObject
                 Py_DECREF(msg);
                 msg = NULL;
                 r->dropped++;
-                if (m_irecv(r, i) < 0) {
-                    goto out;
-                }
+                m_free(r, i);
                 r->head = (i + 1) % r->depth;
                 continue;
             }
@@ -390,10 +405,7 @@ MPIRing_recv(MPIRingObject *r, PyObject *const *args, Py_ssize_t nargs, PyObject
         if (msg == NULL) {
             goto out;
         }
-        if (m_irecv(r, i) < 0) {
-            Py_CLEAR(msg);
-            goto out;
-        }
+        m_free(r, i);
         r->head = (i + 1) % r->depth;
         goto out;
     }
@@ -406,14 +418,14 @@ out:
     return msg;
 }
 
-/* ready() -> whether the next envelope has come (the request stays for recv to complete) */
+/* ready() -> whether the next envelope has come (taken into its slot for recv) */
 PyObject *
 MPIRing_ready(MPIRingObject *r, PyObject *Py_UNUSED(ignored))
 {
     if (lock_call(r->acquire) < 0) {
         return NULL;
     }
-    int k = r->closed || r->stopped ? 0 : m_getst(r, &r->reqs[r->head], r->st2);
+    int k = r->closed || r->stopped ? 0 : r->done[r->head] ? 1 : m_fill(r, r->head);
     unlock(r);
     if (k < 0 || PyErr_Occurred()) {
         return NULL;

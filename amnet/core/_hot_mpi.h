@@ -13,15 +13,13 @@ enum { K_HEADER = 0, K_INLINE = 1, K_BULK = 2 };
 
 typedef int (*isend4_t)(const void *, int, int, int, int, int, void *);
 typedef int (*isend8_t)(const void *, int, void *, int, int, void *, void *);
-typedef int (*irecv4_t)(void *, int, int, int, int, int, void *);
-typedef int (*irecv8_t)(void *, int, void *, int, int, void *, void *);
+typedef int (*improbe4_t)(int, int, int, int *, void *, void *);
+typedef int (*improbe8_t)(int, int, void *, int *, void *, void *);
+typedef int (*mrecv4_t)(void *, int, int, void *, void *);
+typedef int (*mrecv8_t)(void *, int, void *, void *, void *);
 typedef int (*test_t)(void *, int *, void *);
-typedef int (*getst4_t)(int, int *, void *);
-typedef int (*getst8_t)(void *, int *, void *);
 typedef int (*count4_t)(const void *, int, int *);
 typedef int (*count8_t)(const void *, void *, int *);
-typedef int (*cancel_t)(void *);
-typedef int (*wait_t)(void *, void *);
 
 typedef struct {
     int64_t req;                     /* the request (4 or 8 bytes of it) */
@@ -30,17 +28,17 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
-    void *isend, *irecv, *test, *getst, *count, *cancel, *wait;
+    void *isend, *improbe, *mrecv, *test, *count;
     int h8;                          /* handles are pointers (8 bytes), else ints */
     intptr_t comm, byte;
-    int any, tag, depth, head, closed, st_size, src_off, procs;
+    int any, tag, depth, head, filled, closed, st_size, src_off, procs;
     int stopped;                     /* stop(): sends refused, nothing received */
     Py_ssize_t bufsize, inline_max, direct_max, copy_out, max_header;
-    PyObject **bufs;                 /* bytearrays, one per posted receive */
-    char *done;                      /* receive i completed and not yet posted again */
+    PyObject **bufs;                 /* bytearrays, one per slot of the ring */
+    char *done;                      /* slot i holds an envelope not yet taken */
     Py_buffer *views;                /* their buffers, held: never resized, never moved */
-    int64_t *reqs;
-    char *st, *st2;                  /* MPI_Status storage: the receive's, a scratch one */
+    char *sts;                       /* each slot's MPI_Status (st_size bytes each) */
+    char *st2;                       /* a scratch MPI_Status */
     Send *sends;                     /* envelopes in flight, oldest at s_head */
     Py_ssize_t s_head, s_tail, s_cap;
     int *drank, *dtag;               /* each process's rank and envelope tag (set_dests) */
@@ -54,9 +52,9 @@ typedef struct {
 /* _hot_mpi.c: the MPI calls with the library's handle types (0 or 1 done, -1 error set) */
 int mpi_error(const char *what, int rc);
 int m_isend(MPIRingObject *r, const void *buf, int n, int dest, int tag, void *req);
-int m_irecv(MPIRingObject *r, int i);
+int m_fill(MPIRingObject *r, int i);
+void m_free(MPIRingObject *r, int i);
 int m_test(MPIRingObject *r, int64_t *req, char *st);
-int m_getst(MPIRingObject *r, const int64_t *req, char *st);
 int m_count(MPIRingObject *r, const char *st, int *count);
 /* MPI_LOCK through its Python methods; unlock keeps an exception already set */
 int lock_call(PyObject *fn);

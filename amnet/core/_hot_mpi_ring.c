@@ -13,20 +13,17 @@ free_state(MPIRingObject *r)
 {
     if (r->views != NULL) {
         for (int i = 0; i < r->depth; i++) {
-            /* a receive still posted (never shut down) keeps its buffer: leaked, not freed */
-            if (r->closed) {
-                if (r->views[i].obj != NULL) {
-                    PyBuffer_Release(&r->views[i]);
-                }
-                Py_CLEAR(r->bufs[i]);
+            /* nothing is ever posted into them (matched probes): always theirs to free */
+            if (r->views[i].obj != NULL) {
+                PyBuffer_Release(&r->views[i]);
             }
+            Py_CLEAR(r->bufs[i]);
         }
     }
     PyMem_Free(r->views);
     PyMem_Free(r->bufs);
     PyMem_Free(r->done);
-    PyMem_Free(r->reqs);
-    PyMem_Free(r->st);
+    PyMem_Free(r->sts);
     PyMem_Free(r->st2);
     /* envelopes still in flight are left to MPI (their memory is never freed) */
     PyMem_Free(r->sends);
@@ -80,8 +77,7 @@ sym(void *lib, const char *name)
 
 /* MPIRing(lib, h8, comm, byte, any_source, tag, depth, bufsize, inline_max, direct_max,
  *         copy_out, max_header, status_size, source_offset, procs, lock, post_slow, take_slow)
- * lib: a file whose dependencies include the MPI library (mpi4py.MPI's); the receives are
- * posted by start(). */
+ * lib: a file whose dependencies include the MPI library (mpi4py.MPI's); start() opens it. */
 static PyObject *
 MPIRing_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
@@ -109,14 +105,13 @@ MPIRing_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     if (r == NULL) {
         return NULL;
     }
-    r->closed = 1;  /* until start(): nothing is posted */
+    r->closed = 1;  /* until start(): nothing is received */
     void *h = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD);
-    if ((r->isend = sym(h, "MPI_Isend")) == NULL || (r->irecv = sym(h, "MPI_Irecv")) == NULL
+    if ((r->isend = sym(h, "MPI_Isend")) == NULL
+            || (r->improbe = sym(h, "MPI_Improbe")) == NULL
+            || (r->mrecv = sym(h, "MPI_Mrecv")) == NULL
             || (r->test = sym(h, "MPI_Test")) == NULL
-            || (r->getst = sym(h, "MPI_Request_get_status")) == NULL
-            || (r->count = sym(h, "MPI_Get_count")) == NULL
-            || (r->cancel = sym(h, "MPI_Cancel")) == NULL
-            || (r->wait = sym(h, "MPI_Wait")) == NULL) {
+            || (r->count = sym(h, "MPI_Get_count")) == NULL) {
         Py_DECREF(r);
         return NULL;
     }
@@ -138,15 +133,14 @@ MPIRing_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     r->bufs = PyMem_Calloc(depth, sizeof(PyObject *));
     r->done = PyMem_Calloc(depth, 1);
     r->views = PyMem_Calloc(depth, sizeof(Py_buffer));
-    r->reqs = PyMem_Calloc(depth, sizeof(int64_t));
-    r->st = PyMem_Calloc(1, st_size);
+    r->sts = PyMem_Calloc(depth, st_size);
     r->st2 = PyMem_Calloc(1, st_size);
     r->sends = PyMem_Calloc(r->s_cap, sizeof(Send));
     r->drank = PyMem_Calloc(procs, sizeof(int));
     r->dtag = PyMem_Calloc(procs, sizeof(int));
     r->sent = PyMem_Calloc(procs, sizeof(int64_t));
     r->sent_bytes = PyMem_Calloc(procs, sizeof(int64_t));
-    if (!r->bufs || !r->done || !r->views || !r->reqs || !r->st || !r->st2 || !r->sends || !r->drank
+    if (!r->bufs || !r->done || !r->views || !r->sts || !r->st2 || !r->sends || !r->drank
             || !r->dtag || !r->sent || !r->sent_bytes) {
         Py_DECREF(r);
         return PyErr_NoMemory();
@@ -189,7 +183,7 @@ slot_of(MPIRingObject *r, PyObject *arg)
     return i;
 }
 
-/* start(): post the receives */
+/* start(): from now on envelopes are taken (by matched probes: nothing is posted) */
 static PyObject *
 MPIRing_start(MPIRingObject *r, PyObject *Py_UNUSED(ignored))
 {
@@ -197,12 +191,7 @@ MPIRing_start(MPIRingObject *r, PyObject *Py_UNUSED(ignored))
         PyErr_SetString(PyExc_RuntimeError, "MPIRing.start: already started");
         return NULL;
     }
-    for (int i = 0; i < r->depth; i++) {
-        if (m_irecv(r, i) < 0) {
-            return NULL;  /* the posted ones stay posted: the ring is never shut down */
-        }
-        r->closed = 0;
-    }
+    r->closed = 0;
     Py_RETURN_NONE;
 }
 
@@ -217,8 +206,8 @@ MPIRing_view(MPIRingObject *r, PyObject *arg)
     return PyMemoryView_FromObject(r->bufs[i]);
 }
 
-/* swap(i) -> the bytearray of receive buffer i, which a fresh one replaces (the caller keeps
- * the payload in it; the receive is posted into the new one) */
+/* swap(i) -> the bytearray of slot i, which a fresh one replaces (the caller keeps the
+ * payload in it; the next envelope of the slot lands in the new one) */
 static PyObject *
 MPIRing_swap(MPIRingObject *r, PyObject *arg)
 {
@@ -243,7 +232,8 @@ MPIRing_swap(MPIRingObject *r, PyObject *arg)
     return old;
 }
 
-/* peek(k) -> (count, source) of receive k if it completed (not completing it), else None */
+/* peek(k) -> (count, source) of the envelope in slot k, else None. Slots fill in order: the
+ * first free one after the filled ones (and only it) takes the next envelope if one came. */
 static PyObject *
 MPIRing_peek(MPIRingObject *r, PyObject *arg)
 {
@@ -251,16 +241,21 @@ MPIRing_peek(MPIRingObject *r, PyObject *arg)
     if (k < 0) {
         return NULL;
     }
-    int done = m_getst(r, &r->reqs[k], r->st2);
-    if (done <= 0) {
-        return done < 0 ? NULL : Py_NewRef(Py_None);
+    if (!r->done[k]) {
+        int next = (r->head + r->filled) % r->depth;
+        int got = r->closed || r->stopped || k != next || r->filled == r->depth ? 0
+                  : m_fill(r, (int)k);
+        if (got <= 0) {
+            return got < 0 ? NULL : Py_NewRef(Py_None);
+        }
     }
+    const char *st = r->sts + (Py_ssize_t)k * r->st_size;
     int count;
-    if (m_count(r, r->st2, &count) < 0) {
+    if (m_count(r, st, &count) < 0) {
         return NULL;
     }
     int src;
-    memcpy(&src, r->st2 + r->src_off, sizeof src);
+    memcpy(&src, st + r->src_off, sizeof src);
     return Py_BuildValue("(ii)", count, src);
 }
 
@@ -292,8 +287,8 @@ MPIRing_note_sent(MPIRingObject *r, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* shutdown(): cancel the posted receives and wait for them; envelopes still in flight are
- * left to MPI, their memory never freed */
+/* shutdown(): nothing more is taken (no receive is posted: none to cancel); envelopes still
+ * in flight are left to MPI, their memory never freed */
 static PyObject *
 MPIRing_shutdown(MPIRingObject *r, PyObject *Py_UNUSED(ignored))
 {
@@ -301,16 +296,11 @@ MPIRing_shutdown(MPIRingObject *r, PyObject *Py_UNUSED(ignored))
         Py_RETURN_NONE;
     }
     r->closed = 1;
-    for (int i = 0; i < r->depth; i++) {
-        ((cancel_t)r->cancel)(&r->reqs[i]);
-        ((wait_t)r->wait)(&r->reqs[i], r->st2);
-    }
     r->s_head = r->s_tail = 0;
     Py_RETURN_NONE;
 }
 
-/* stop(): from now on sends raise and recv finds nothing (the receives stay posted until
- * shutdown) */
+/* stop(): from now on sends raise and recv finds nothing */
 static PyObject *
 MPIRing_stop(MPIRingObject *r, PyObject *Py_UNUSED(ignored))
 {

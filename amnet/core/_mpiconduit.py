@@ -3,21 +3,24 @@ site's MPI (and so its network: InfiniBand, Slingshot, Omni-Path, ...), the way 
 mpi-conduit carries GASNet over MPI.
 
 Every message is one *envelope* (an MPI message of at most ``ENVELOPE + MAX_HEADER +
-inline`` bytes, ``inline`` = ``max_medium`` capped at 1 MiB), matched by one of ``depth``
-receives the conduit keeps posted (``MPI_ANY_SOURCE``, its own tag): the AM header, and the
-payload in line when it fits. A larger payload follows as a second message with the bulk tag,
-sent from the caller's buffer itself when ``copy=False`` (else from a copy in a pooled bounce
-buffer), and received straight into its place in the destination segment when the core says
-where (:meth:`Conduit.set_lander`: puts and Long AMs), else into a fresh buffer; the bulk
-receives of envelopes that arrived behind it are posted at once (:meth:`MPIConduit._lookahead`).
-Both messages to one destination are posted under one lock, so every peer sees envelopes and
-bulk messages in the same order (MPI's non-overtaking rule per source, tag and communicator)
-and FIFO per pair holds: posted receives are matched in the order they were posted, and the
-conduit completes them in that order.
+inline`` bytes, ``inline`` = ``max_medium`` capped at 1 MiB), taken from any source on the
+conduit's own tag by a matched probe (``MPI_Improbe``, then ``MPI_Mrecv`` into the next of
+``depth`` slots): the AM header, and the payload in line when it fits. (Receives kept
+posted from ``MPI_ANY_SOURCE`` lose messages over MPICH's ucx module: docs/conduits.md.) A
+larger payload follows as a second message with the bulk tag, sent from the caller's buffer
+itself when ``copy=False`` (else from a copy in a pooled bounce buffer), and received
+straight into its place in the destination segment when the core says where
+(:meth:`Conduit.set_lander`: puts and Long AMs), else into a fresh buffer; the bulk
+receives of envelopes that arrived behind it are posted at once
+(:meth:`MPIConduit._lookahead`). Both messages to one destination are posted under one
+lock, so every peer sees envelopes and bulk messages in the same order (MPI's non-
+overtaking rule per source, tag and communicator) and FIFO per pair holds: matched probes
+take each source's envelopes in the order it sent them, and the conduit hands them on in
+the order it took them.
 
 The common case runs in C (:class:`amnet.core._hot.MPIRing`, ``amnet/core/_hot_mpi.c``): the
-envelope of a header alone or of a payload sent in line, and the posted receives (tested,
-read, posted again), with the MPI library mpi4py loaded called directly; the conduit's
+envelope of a header alone or of a payload sent in line, and the matched probes (taken,
+read, the slot freed), with the MPI library mpi4py loaded called directly; the conduit's
 ``send`` and ``recv`` are the ring's, so the engine's C reaches them without a Python frame.
 Bulk payloads and anything unusual come back here (:meth:`MPIConduit._send_slow`,
 :meth:`MPIConduit._take_slow`).
@@ -134,31 +137,26 @@ def mpi(thread_level: str = "serialized") -> Any:
 
 
 def mpich_settings(library_version: str, environ: Any) -> dict[str, str]:
-    """What amnet sets in the environment before ``MPI_Init`` for the mpich wheel's MPICH
-    (``MPICH Device: ch4:ucx ofi``: both network modules built), where nobody chose a
-    network module: ``MPIR_CVAR_CH4_NETMOD=ofi``, and, unless ``FI_PROVIDER`` is set,
-    ``FI_PROVIDER=^sockets``. Any other MPI, or a module named in the environment (by the
-    user, or ``MPICH_NETWORK_PATH``), gets nothing.
+    """What amnet sets in the environment before ``MPI_Init``: ``FI_PROVIDER=^sockets`` where
+    MPICH runs over libfabric (its ``ofi`` network module: named in ``MPIR_CVAR_CH4_NETMOD``,
+    or the only one built) and nobody named a provider; nothing for any other MPI, module or
+    setting. The library's network module is its own choice (the mpich wheel's is ucx).
 
-    Found between real hosts (tests/test_cluster.py runs the core AM job there; plain
-    mpi4py shows both, docs/conduits.md): over MPICH's ucx module (MPICH 5.0.2, UCX over
-    TCP), which it picks first, a receive posted from ``MPI_ANY_SOURCE`` misses messages
-    that arrived before it was posted, and the conduit's receives are all from any source:
-    a burst of AMs stopped half way. Over ofi, libfabric's ``sockets`` provider (which MPICH
-    picked there before ``tcp``) sends a message only while the sender calls MPI: a rank
-    that left a barrier and computed held the last message of the barrier, and a rank of the
-    other host waited in it as long."""
-    if environ.get("MPIR_CVAR_CH4_NETMOD"):
-        return {}
+    Found between real hosts (tests/test_cluster.py): libfabric's deprecated ``sockets``
+    provider, which MPICH picked over ``tcp``, sends a message only while the sender calls
+    MPI, so a rank that left a barrier and computed held the barrier's last message and a
+    rank of the other host waited as long; excluding it lets libfabric take ``tcp`` (or the
+    fabric's own provider). (The other defect found there, envelopes lost by receives posted
+    from ``MPI_ANY_SOURCE`` over ucx, is avoided by how the conduit receives, matched probes:
+    ``_hot_mpi.c``; it needs no setting.)"""
     for line in library_version.splitlines():
         if line.startswith("MPICH Device:"):
             words = line.split(":", 1)[1].replace(":", " ").split()
-            if "ucx" not in words or "ofi" not in words:
-                return {}
-            out = {"MPIR_CVAR_CH4_NETMOD": "ofi"}
-            if not environ.get("FI_PROVIDER"):
-                out["FI_PROVIDER"] = "^sockets"
-            return out
+            netmod = environ.get("MPIR_CVAR_CH4_NETMOD")
+            ofi = netmod == "ofi" if netmod else ("ofi" in words and "ucx" not in words)
+            if ofi and not environ.get("FI_PROVIDER"):
+                return {"FI_PROVIDER": "^sockets"}
+            return {}
     return {}
 
 
@@ -234,7 +232,7 @@ class MPIConduit(Conduit):
         # puts of this many bytes or more go from the caller's buffer, as bulk messages
         self.direct_min = min(self._inline + 1, DIRECT_MIN)
         h8, st_size, src_off = _ring_abi(MPI)
-        # the envelopes (the posted receives, in bytearrays it owns) and their sends, in C
+        # the envelopes (received into slots, bytearrays it owns) and their sends, in C
         try:
             self._ring = _hot.MPIRing(
                 MPI.__file__, h8, MPI._handleof(self._comm), MPI._handleof(MPI.BYTE),
@@ -383,7 +381,7 @@ class MPIConduit(Conduit):
         return self._ring.recv()
 
     def _take_slow(self, i: int, count: int, source: int) -> tuple[bytes, Any] | None:
-        """The ring's completed envelope ``i`` (``count`` bytes from ``source``) that its C
+        """The ring's envelope in slot ``i`` (``count`` bytes from ``source``) that its C
         did not take: a bulk payload, a large in-line one, or a malformed one (None: dropped;
         the ring counts it and posts the receive again). Holds MPI_LOCK."""
         view = self._ring.view(i)
@@ -462,8 +460,8 @@ class MPIConduit(Conduit):
             k = (k + 1) % self._depth
 
     def _ready(self) -> bool:
-        """Whether the next envelope has come (``MPI_Request_get_status``: the request stays
-        for :meth:`recv` to complete)."""
+        """Whether the next envelope has come (a matched probe takes it into its slot, for
+        :meth:`recv`)."""
         return self._ring.ready()
 
     # -- waiting: spin, then nap (MPI has no descriptor) ----------------------------------
