@@ -9,8 +9,11 @@ PE on it. shmem_rt is built only on amnet's public API and extension interface (
 ``ep.coll``), as a runtime outside amnet would be.
 
 Like shmem4py, which initialises on import, a PE starts on its first shmem_rt call;
-``shmem.init()`` says so explicitly. upc_rt runs over it with ``upc.init(runtime="shmem")``.
+``shmem.init()`` says so explicitly, and ``shmem_rt.rc`` (shmem4py's ``rc``) configures it.
+upc_rt runs over it with ``upc.init(runtime="shmem")``.
 """
+
+import sys as _sys
 
 from ._amo import (
                    AMO,
@@ -108,6 +111,7 @@ from ._memory import (
                    ptr,
                    zeros,
 )
+from ._rc import Rc, rc
 from ._rma import (
                    SIGNAL,
                    SIGNAL_ADD,
@@ -180,6 +184,8 @@ from ._team import (
                    team_translate_pe,
 )
 
+_sys.modules[__name__ + ".rc"] = rc  # ``import shmem_rt.rc``, as shmem4py's ``shmem4py.rc``
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -230,6 +236,7 @@ __all__ = [
                    "VENDOR_STRING",
                    "Ctx",
                    "Lock",
+                   "Rc",
                    "Team",
                    "addr_accessible",
                    "alloc",
@@ -309,6 +316,7 @@ __all__ = [
                    "put_signal_nbi",
                    "query_thread",
                    "quiet",
+                   "rc",
                    "reduce",
                    "set_lock",
                    "signal_fetch",

@@ -8,6 +8,7 @@ from typing import NoReturn
 import amnet
 
 from . import _state
+from ._rc import rc
 
 MAJOR_VERSION = 1
 MINOR_VERSION = 5
@@ -64,7 +65,43 @@ def init() -> None:
     setup_teams(pe)
     pe.initialized = True
     _state.set_current(pe)
+    pe.port.add_sync_hook(_at_rank_end)
     ep.coll.barrier()
+
+
+def start() -> None:
+    """A PE's start on its first shmem_rt call, as ``shmem_rt.rc`` says (shmem4py's start
+    at import): :func:`init`, or :func:`init_thread` with ``rc.thread_level`` when
+    ``rc.threads``.
+
+    Raises:
+        amnet.InitError: ``rc.initialize`` is False (the program must call init first).
+        ValueError: ``rc.thread_level`` is no level.
+    """
+    if not rc.initialize:
+        raise amnet.InitError("shmem_rt call before shmem.init(): shmem_rt.rc.initialize is "
+                              "False (or SHMEM4PY_RC_INITIALIZE says so), so the program "
+                              "starts each PE with shmem.init() or shmem.init_thread()")
+    if rc.threads:
+        init_thread(THREAD[rc.level().upper()])
+    else:
+        init()
+
+
+def _at_rank_end(event: str) -> None:
+    """amnet's hook at the rank's ``amnet.finalize()`` (its end): finalize the PE there
+    when ``rc`` says so and the program did not; else the PE just ends with its rank (a
+    later call raises instead of waiting for PEs that are gone)."""
+    if event != "finalize":
+        return
+    pe = _state.peek()
+    if pe is None or pe.finalized:
+        return
+    if rc.finalizes():
+        finalize()
+    else:
+        pe.finalized = True
+        pe.ended_by = "amnet.finalize()"
 
 
 def init_thread(requested: int = THREAD_MULTIPLE) -> THREAD:

@@ -68,6 +68,7 @@ class PE:
         self.nudged = 0  # NUDGE messages received
         self.initialized = False
         self.finalized = False
+        self.ended_by = "shmem.finalize()"  # what finalized it (or amnet.finalize())
         self.thread_level: int | None = None  # set by init_thread
         self.pending = False  # puts/gets to other nodes started since the last quiet
         self.teams: Any = None  # _team.Teams, made by init
@@ -134,19 +135,21 @@ _tls = threading.local()
 
 def current() -> PE:
     """The calling rank-thread's PE, initialised on its first call as shmem4py initialises
-    on import (``shmem.init()`` made explicitly is the same, and collective).
+    on import (``shmem.init()`` made explicitly is the same, and collective; ``shmem_rt.rc``
+    says how, or that the program does it).
 
     Raises:
-        amnet.InitError: after ``shmem.finalize()`` on this PE.
+        amnet.InitError: after ``shmem.finalize()`` on this PE, or before ``shmem.init()``
+            with ``shmem_rt.rc.initialize`` False.
     """
     pe = getattr(_tls, "pe", None)
     if pe is None:
-        from ._init import init
+        from ._init import start
 
-        init()
+        start()
         pe = _tls.pe
     if pe.finalized:
-        raise amnet.InitError("shmem_rt call after shmem.finalize() on this PE")
+        raise amnet.InitError(f"shmem_rt call after {pe.ended_by} on this PE")
     return pe
 
 

@@ -134,13 +134,22 @@ class Team:
             self._id)
         return f"<shmem_rt.Team {name or 'split'}>"
 
+    def _key(self) -> tuple:
+        """What equality compares: a destroyed team (and every alias of it, ``Team(team)``)
+        is TEAM_INVALID, as shmem4py's destroy() leaves its handle SHMEM_TEAM_INVALID."""
+        if self._rec is not None:
+            return (None, self._rec) if self._rec.valid else (INVALID, None)
+        return (self._id, None)
+
     def __eq__(self, other: Any) -> bool:
         if not isinstance(other, Team):
             return NotImplemented
-        return self._id == other._id and self._rec is other._rec
+        a, b = self._key(), other._key()
+        return a[0] == b[0] and a[1] is b[1]
 
     def __hash__(self) -> int:
-        return hash((self._id, id(self._rec)))
+        a = self._key()
+        return hash((a[0], id(a[1])))
 
     def __bool__(self) -> bool:
         if self._rec is not None:
@@ -178,7 +187,10 @@ class Team:
                       config: Mapping[str, int] | None = None, **kwargs: int) -> Team:
         """A new team of the members ``start, start + stride, ...`` (``size`` of them) of
         this one, in that order (collective over this team: every member passes the same
-        arguments). Members left out get TEAM_INVALID.
+        arguments). The stride may be negative (start 3, stride -1, size 4 on a team of 4:
+        its members in reverse order), as the reference implementation takes it: every
+        member ``start + k * stride`` must be a member of this team; a stride of 0 only
+        with size 1. ``size`` None: as many as fit. Members left out get TEAM_INVALID.
 
         Raises:
             ValueError: a start, stride or size that does not fit the team (on every
@@ -186,22 +198,25 @@ class Team:
         """
         what = "Team.split_strided()"
         rec = self.rec(what)
+        ints = all(isinstance(x, int) and not isinstance(x, bool) for x in (start, stride))
         if size is None:
-            size = len(range(start, rec.n, stride)) if isinstance(stride, int) and stride \
-                else 0
+            size = len(range(start, rec.n if stride > 0 else -1, stride)) \
+                if ints and stride and 0 <= start < rec.n else 1 if ints and not stride else 0
         nctx = _config(config, kwargs, what)
         bad = None
-        if not all(isinstance(x, int) and not isinstance(x, bool)
-                   for x in (start, stride, size)):
+        if not ints or isinstance(size, bool) or not isinstance(size, int):
             bad = "start, stride and size must be ints"
-        elif not (0 <= start < rec.n and stride >= 1 and size >= 1
-                  and start + (size - 1) * stride < rec.n):
+        elif not (0 <= start < rec.n and size >= 1 and (stride or size == 1)
+                  and 0 <= start + (size - 1) * stride < rec.n):
             bad = (f"start {start}, stride {stride} and size {size} do not fit a team of "
-                   f"{rec.n} PEs (start in 0..{rec.n - 1}, stride >= 1, size >= 1, the "
-                   f"last member start + (size - 1) * stride < {rec.n})")
+                   f"{rec.n} PEs (start in 0..{rec.n - 1}, size >= 1, stride nonzero unless "
+                   f"size is 1, and the last member start + (size - 1) * stride in "
+                   f"0..{rec.n - 1})")
         _agree_team(rec, what, bad, (start, stride, size) if bad is None else (-1, -1, -1))
+        if not stride:
+            stride = 1  # one member: start
         i = rec.index - start
-        member = i >= 0 and i % stride == 0 and i // stride < size
+        member = i % stride == 0 and 0 <= i // stride < size
         new = rec.coll.split(0 if member else None, i // stride if member else 0)
         if not member:
             return Team()
@@ -233,14 +248,24 @@ class Team:
         return {"num_contexts": self.rec("Team.get_config()").num_contexts}
 
     def my_pe(self) -> int:
-        """My number in the team (-1 for TEAM_INVALID, as OpenSHMEM returns)."""
+        """My number in the team.
+
+        Raises:
+            RuntimeError: TEAM_INVALID or a destroyed team, as shmem4py raises where
+                ``shmem_team_my_pe`` returns -1 (:func:`team_my_pe` returns that -1).
+        """
         if not self:
-            return -1
+            raise RuntimeError(_invalid(self, "Team.my_pe()"))
         return self.rec("Team.my_pe()").index
 
     def n_pes(self) -> int:
+        """How many PEs the team has.
+
+        Raises:
+            RuntimeError: TEAM_INVALID or a destroyed team (see :meth:`my_pe`).
+        """
         if not self:
-            return -1
+            raise RuntimeError(_invalid(self, "Team.n_pes()"))
         return self.rec("Team.n_pes()").n
 
     def translate_pe(self, pe: int | None = None, team: Team | None = None) -> int:
@@ -310,11 +335,20 @@ def team_rec(team: Any, what: str) -> TeamRec:
 
 # -- the C API's team functions (additions to shmem4py's methods) -----------------------
 def team_my_pe(team: Team) -> int:
-    return team.my_pe()
+    """``shmem_team_my_pe``: -1 for TEAM_INVALID or a destroyed team (the C API's answer;
+    :meth:`Team.my_pe` raises there, as shmem4py's does)."""
+    return team.my_pe() if team else -1
 
 
 def team_n_pes(team: Team) -> int:
-    return team.n_pes()
+    """``shmem_team_n_pes``: -1 for TEAM_INVALID or a destroyed team."""
+    return team.n_pes() if team else -1
+
+
+def _invalid(team: Team, what: str) -> str:
+    which = "a destroyed team" if team._rec is not None else "TEAM_INVALID"
+    return (f"{what}: {which} is not a team (shmem_team_my_pe and shmem_team_n_pes return -1 "
+            "for it: a PE outside a split gets TEAM_INVALID)")
 
 
 def team_get_config(team: Team) -> dict[str, int]:
@@ -429,8 +463,7 @@ class Ctx:
             from ._sync import quiet
 
             quiet()
-            self._rec.valid = False
-        self._rec = None  # CTX_INVALID now, as shmem4py's destroyed context
+            self._rec.valid = False  # equal to CTX_INVALID now, as in shmem4py
 
     def get_team(self) -> Team:
         if self._default:

@@ -493,3 +493,83 @@ def test_a_pe_spinning_on_calls_that_complete_locally_takes_in_other_nodes(runne
     assert out.returncode == 0, out.stderr
     for what in ("atomic_fetch", "signal_fetch", "compare_swap", "g", "get"):
         assert f"{what} loop ended" in out.stdout.splitlines(), out.stdout
+
+
+RC_SCRIPT = """
+import sys
+import amnet
+import shmem_rt as shmem
+from shmem_rt import rc
+
+def err(fn):
+    try:
+        fn()
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
+    return "no error"
+
+case = sys.argv[1]
+if case == "threads":
+    rc(threads=True, thread_level="single")  # the automatic start asks for SINGLE
+elif case == "bad-level":
+    rc.threads, rc.thread_level = True, "several"
+    print("first call:", err(shmem.my_pe), flush=True)
+    rc.thread_level = "funneled"
+print("rc", rc.initialize, rc.threads, rc.thread_level, rc.finalize, flush=True)
+if not rc.initialize:
+    print("before init:", err(shmem.my_pe), flush=True)
+    shmem.init()
+me = shmem.my_pe()
+print(f"PE {me} level {shmem.query_thread().name}", flush=True)
+shmem.barrier_all()
+amnet.finalize()  # the rank's end: shmem_rt finalizes the PE there when rc says so
+if me == 0:
+    print("after the rank's end:", err(shmem.barrier_all), flush=True)
+"""
+
+
+@pytest.mark.parametrize(("case", "env", "says"), [
+    ("plain", {}, ["rc True False multiple None", "PE 0 level FUNNELED",
+                   "after the rank's end: InitError: shmem_rt call after shmem.finalize() "
+                   "on this PE"]),
+    ("plain", {"SHMEM4PY_RC_INITIALIZE": "no", "SHMEM4PY_RC_FINALIZE": "off"},
+     ["rc False False multiple False",
+      "before init: InitError: shmem_rt call before shmem.init(): shmem_rt.rc.initialize is "
+      "False (or SHMEM4PY_RC_INITIALIZE says so), so the program starts each PE with "
+      "shmem.init() or shmem.init_thread()", "PE 0 level FUNNELED"]),
+    ("plain", {"SHMEM4PY_RC_THREADS": "1", "SHMEM4PY_RC_THREAD_LEVEL": "serialized"},
+     ["rc True True serialized None", "PE 0 level FUNNELED"]),
+    ("threads", {}, ["rc True True single None", "PE 0 level SINGLE"]),
+    ("bad-level", {}, ["first call: ValueError: shmem_rt.rc.thread_level must be one of "
+                       "single, funneled, serialized, multiple, got 'several'",
+                       "rc True True funneled None", "PE 0 level FUNNELED"]),
+], ids=["defaults", "no-initialize-no-finalize", "env-threads", "threads-single", "bad-level"])
+def test_rc_configures_how_a_pe_starts_and_ends(runner, case, env, says):
+    # shmem4py's rc: the same options, defaults, checks and SHMEM4PY_RC_* variables
+    out = runner("-n", "2", runner.script("rc.py", RC_SCRIPT), case, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    for line in says:
+        assert line in lines, out.stdout
+    if env.get("SHMEM4PY_RC_FINALIZE") == "off":  # not finalized: it ended with its rank
+        assert ("after the rank's end: InitError: shmem_rt call after amnet.finalize() on "
+                "this PE") in lines, out.stdout
+
+
+def test_rc_refuses_unknown_options_as_shmem4py():
+    with pytest.raises(TypeError, match="unexpected argument 'bogus'"):
+        shmem_rt.rc(bogus=1, initialize=False)
+    assert shmem_rt.rc.initialize is True  # nothing was set
+    with pytest.raises(TypeError, match="object has no attribute 'bogus'"):
+        shmem_rt.rc.bogus = 1
+    import importlib
+
+    assert importlib.import_module("shmem_rt.rc") is shmem_rt.rc
+    from shmem_rt._rc import Rc, from_environment
+
+    r = Rc()
+    from_environment(r, {"SHMEM4PY_RC_INITIALIZE": "N", "SHMEM4PY_RC_THREADS": "yes",
+                         "SHMEM4PY_RC_THREAD_LEVEL": "Funneled", "SHMEM4PY_RC_FINALIZE": ""})
+    assert (r.initialize, r.threads, r.thread_level, r.finalize) == (False, True, "funneled",
+                                                                      None)
+    assert r.finalizes() is False and Rc(finalize=True).finalizes() is True

@@ -495,7 +495,10 @@ class Port:
     def add_sync_hook(self, fn: Callable[[str], Any]) -> None:
         """Call ``fn(event)`` at the start of every ``ep.fence()`` (event ``"fence"``) and
         ``ep.barrier_notify()`` (event ``"barrier"``) of this endpoint, before the core does
-        its part: a runtime flushes caches or completes deferred writes there."""
+        its part: a runtime flushes caches or completes deferred writes there; and once at
+        the start of the rank's ``amnet.finalize()`` (event ``"finalize"``, collective like
+        it), where a runtime may still communicate to end its own state (shmem_rt finalizes
+        its PE there). A hook ignores the events it does not know."""
         hooks = self._rs.sync_hooks
         if fn not in hooks:
             hooks.append(fn)

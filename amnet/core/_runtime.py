@@ -303,6 +303,8 @@ def finalize() -> None:
         raise InitError(f"amnet.finalize() was called twice on rank {ctx.rank}")
     ep = ctx.endpoint
     ep._eng.forbid_in_handler("amnet.finalize()")
+    for hook in list(ep._rs.sync_hooks):  # layers end first, and may still communicate
+        hook("finalize")
     ep._rs.finalizing = True
     if ep._rs.barrier.pending:  # a split-phase barrier left open: complete it first
         ep.barrier_wait()

@@ -138,6 +138,33 @@ def check_memory(ep, me: int, n: int) -> None:
         else:
             shmem.free(x)
     raises(ValueError, shmem.free, z, match="not an allocation")
+    # ... a KeyError too, as shmem4py raises; also when the memory was given to a later
+    # allocation meanwhile, which the second free leaves alone
+    raises(KeyError, shmem.free, z, match="not an allocation")
+    old = shmem.zeros(4, "i8")
+    off_old = ep.segment_offset(old)
+    shmem.free(old)
+    new = shmem.full(4, 7, "i8")
+    assert ep.segment_offset(new) == off_old  # the same place
+    for stale in (old, old[:2], memoryview(old)):
+        raises(KeyError, shmem.free, stale, match="freed already")
+    shmem.barrier_all()
+    assert (new == 7).all()
+    again = shmem.zeros(4, "i8")  # the heap still knows new's block is taken
+    assert ep.segment_offset(again) != off_old
+    shmem.free(again)
+    mem2 = shmem.alloc(4, 8)
+    arr = shmem.fromalloc(mem2, 4, "i8")
+    shmem.free(arr)  # an array made on alloc's memory frees it
+    raises(KeyError, shmem.free, mem2, match="freed already")
+    shmem.free(new)
+    raises(TypeError, shmem.free, None, match="takes what shmem.alloc returned")
+    small = shmem.alloc(4, 8)
+    raises(ValueError, shmem.fromalloc, small, 16, "i8",
+           match="shape (16,) of int64 needs 128 bytes; the memory has 32 (4 elements")
+    raises(ValueError, shmem.fromalloc, small, None, "V5", match="and 2 more")
+    assert shmem.fromalloc(small, -1, "i4").shape == (8,)  # numpy's -1 still fits it
+    shmem.free(small)
     # zero-size objects
     zz = shmem.zeros(0, "i8")
     assert zz.size == 0
@@ -653,7 +680,10 @@ def check_teams(me: int, n: int) -> dict:
     assert W and S and not shmem.TEAM_INVALID
     assert W.my_pe() == me and W.n_pes() == n
     assert shmem.team_my_pe(W) == me and shmem.team_n_pes(W) == n
-    assert shmem.TEAM_INVALID.my_pe() == -1 and shmem.TEAM_INVALID.n_pes() == -1
+    # as shmem4py: the methods raise for TEAM_INVALID; the C API's functions return -1
+    raises(RuntimeError, shmem.TEAM_INVALID.my_pe, match="TEAM_INVALID is not a team")
+    raises(RuntimeError, shmem.TEAM_INVALID.n_pes, match="TEAM_INVALID is not a team")
+    assert shmem.team_my_pe(shmem.TEAM_INVALID) == -1 == shmem.team_n_pes(shmem.TEAM_INVALID)
     node = local_pes(n)
     assert node == sorted(node) and S.my_pe() == node.index(me)
     assert S.translate_pe() == me and W.translate_pe(me, S) == node.index(me)
@@ -680,7 +710,7 @@ def check_teams(me: int, n: int) -> dict:
         assert [ev.translate_pe(i) for i in range(ev.n_pes())] == list(range(0, n, 2))
         assert ev.translate_pe(0, S) == (node.index(0) if 0 in node else -1)
     else:
-        assert ev == shmem.TEAM_INVALID and not ev and ev.my_pe() == -1
+        assert ev == shmem.TEAM_INVALID and not ev and shmem.team_my_pe(ev) == -1
     coll_checks(ev, "evens")
     # odd PEs with two contexts, through the module function and config
     od = shmem.team_split_strided(W, 1, 2, n // 2, {"num_contexts": 2}) if n > 1 else None
@@ -726,8 +756,33 @@ def check_teams(me: int, n: int) -> dict:
     raises(ValueError, ev.sync if not ev else shmem.TEAM_INVALID.sync, match="TEAM_INVALID")
     raises(TypeError, shmem.sync, "world", match="shmem_rt.Team")
     if ev:
+        alias = shmem.Team(ev)
+        assert alias == ev and alias
         ev.destroy()
         raises(ValueError, ev.sync, match="destroyed")
+        # a destroyed team, and every alias of it, is TEAM_INVALID (shmem4py's destroy
+        # leaves the handle SHMEM_TEAM_INVALID)
+        assert ev == shmem.TEAM_INVALID and alias == shmem.TEAM_INVALID and not alias
+        raises(RuntimeError, alias.my_pe, match="a destroyed team is not a team")
+    # a negative stride: the members in reverse order (the reference implementation takes
+    # any stride that keeps every member in the parent team)
+    rev = W.split_strided(n - 1, -1, n)
+    assert rev.n_pes() == n and rev.my_pe() == n - 1 - me
+    assert [rev.translate_pe(i) for i in range(n)] == list(range(n - 1, -1, -1))
+    coll_checks(rev, "reversed")
+    rev.destroy()
+    down = W.split_strided(n - 1, -2)  # size None: as many as fit, n-1, n-3, ...
+    if (n - 1 - me) % 2 == 0:
+        assert down.n_pes() == len(range(n - 1, -1, -2)) and down.my_pe() == (n - 1 - me) // 2
+    else:
+        assert not down
+    down.destroy()
+    one = W.split_strided(n - 1, 0, 1)  # a stride of 0 with one member
+    assert bool(one) == (me == n - 1) and (not one or one.n_pes() == 1)
+    one.destroy()
+    if n > 1:
+        raises(ValueError, W.split_strided, 0, -1, 2, match=("do not fit", "in 0.."))
+        raises(ValueError, W.split_strided, 0, 0, 2, match="stride nonzero unless size is 1")
     W.destroy()  # nothing for the predefined teams
     assert W and W.n_pes() == n
     shmem.barrier_all()
@@ -810,8 +865,17 @@ def check_contexts(me: int, n: int) -> None:
     shmem.p(c, 5, me, shmem.CTX_DEFAULT)
     assert c[0] == 5 and bool(shmem.CTX_DEFAULT) and not shmem.CTX_INVALID
     assert shmem.CTX_DEFAULT.get_team() == shmem.TEAM_WORLD
+    alias = shmem.Ctx(ctx)
+    assert alias == ctx and alias != shmem.CTX_INVALID
     ctx.destroy()
     assert not ctx
+    # as shmem4py: a destroyed context is CTX_INVALID (its aliases too), and destroying it
+    # again (or CTX_DEFAULT) does nothing
+    assert ctx == shmem.CTX_INVALID and alias == shmem.CTX_INVALID and not alias
+    assert hash(ctx) == hash(shmem.CTX_INVALID)
+    ctx.destroy()
+    shmem.CTX_DEFAULT.destroy()
+    assert shmem.CTX_DEFAULT and shmem.CTX_DEFAULT != shmem.CTX_INVALID
     raises(ValueError, shmem.put, t, out, right, ctx=ctx, match="invalid")
     raises(ValueError, shmem.put, t, out, right, ctx=shmem.CTX_INVALID, match="invalid")
     raises(ValueError, shmem.atomic_inc, c, right, ctx=shmem.CTX_INVALID, match="invalid")
