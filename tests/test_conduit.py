@@ -470,6 +470,23 @@ def test_mpich_settings_leave_the_network_module_to_the_library():
         assert mpich_settings(other, {"MPIR_CVAR_CH4_NETMOD": "ucx"}) == {}
 
 
+def test_matched_probes_only_where_mpich_runs_over_ucx():
+    """How the mpi conduit takes envelopes (amnet.core._mpiconduit.matched_probes): matched
+    probes over MPICH's ucx module (posted any-source receives lose messages there:
+    test_mpi.py), posted receives everywhere else (faster over ofi)."""
+    from amnet.core._mpiconduit import matched_probes
+
+    wheel = "MPICH Version:      5.0.2\nMPICH Device:       ch4:ucx ofi\n"
+    assert matched_probes(wheel, {}) is True  # ucx: the wheel's default
+    assert matched_probes(wheel, {"MPIR_CVAR_CH4_NETMOD": "ucx"}) is True
+    assert matched_probes(wheel, {"MPIR_CVAR_CH4_NETMOD": "ofi"}) is False
+    assert matched_probes("MPICH Version: 4.1\nMPICH Device: ch4:ofi\n", {}) is False
+    assert matched_probes("MPICH Version: 4.1\nMPICH Device: ch4:ucx\n", {}) is True
+    for other in ("MPICH Version: 3.4\nMPICH Device: ch3:nemesis\n",
+                  "Open MPI v4.1.4, package: Debian OpenMPI", ""):
+        assert matched_probes(other, {}) is False
+
+
 def test_registry():
     from amnet.core.conduit import get_conduit, register_conduit
 

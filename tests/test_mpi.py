@@ -406,9 +406,27 @@ def test_matched_probes_from_any_source_lose_nothing_over_the_default_module(run
 
 def test_the_core_job_over_mpichs_default_network_module(runner):
     # the core AM conformance job (its FIFO section: a burst of 1200 AMs a rank, which used
-    # to stop half way over ucx between hosts) with MPICH's own choice of network module
+    # to stop half way over ucx between hosts) with MPICH's own choice of network module,
+    # which the conduit receives from with matched probes
     import conformance
 
     ranks = conformance.run(runner, "core", {"n": 4, "nodes": 2, "conduit": "mpi"},
                             env=DEFAULT_NETMOD)
     conformance.check("core", ranks)
+
+
+PROBES = """
+import amnet
+ep = amnet.init()
+print(f"rank {ep.rank} probes {ep._eng.conduit.probes}", flush=True)
+ep.barrier()
+"""
+
+
+@pytest.mark.parametrize(("env", "probes"), [(DEFAULT_NETMOD, True), ({}, False)],
+                         ids=["default-module-ucx", "ofi-tcp"])
+def test_the_conduit_receives_by_matched_probes_only_over_ucx(runner, env, probes):
+    out = runner("-n", "2", "--nodes", "2", "--conduit", "mpi",
+                 runner.script("probes.py", PROBES), env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert sorted(out.stdout.splitlines()) == [f"rank {r} probes {probes}" for r in range(2)]

@@ -1,16 +1,21 @@
 /* amnet.core._hot: MPIRing, the mpi conduit's envelopes in C (amnet/core/_mpiconduit.py).
  *
  * The conduit's every message starts as one envelope (16 bytes: kind, header length, payload
- * length; then the AM header, and the payload when it travels in line), taken from any
- * source on the conduit's tag by a matched probe (MPI_Improbe, then MPI_Mrecv into the next
- * of ``depth`` slots of a ring, in the order MPI matched them). Receives posted from
- * MPI_ANY_SOURCE, which the ring used to keep posted, lose messages over MPICH's ucx module
- * (the mpich wheel's default network: plain mpi4py shows it, docs/conduits.md), and a matched
- * probe also never posts a receive that must be cancelled. What a Short or small
- * Medium AM round trip touches runs here, calling the MPI library directly: the envelope's
- * send (a copy into a buffer of its own, MPI_Isend, the request kept until a later look finds
- * it complete), and the receive (a matched probe into the oldest free slot, the envelope
- * read, the slot freed). Everything else calls back into the conduit's Python: a payload
+ * length; then the AM header, and the payload when it travels in line), received from any
+ * source on the conduit's tag into the next of ``depth`` slots of a ring, in the order MPI
+ * matched them, one of two ways (the conduit picks: _mpiconduit.matched_probes):
+ *  - posted receives: every free slot keeps an MPI_Irecv from MPI_ANY_SOURCE posted, tested
+ *    in order (MPI_Test of the oldest) and posted again once taken;
+ *  - matched probes: MPI_Improbe from any source, then MPI_Mrecv into the slot. Receives
+ *    posted from MPI_ANY_SOURCE lose messages over MPICH's ucx module (the mpich wheel's
+ *    default: plain mpi4py shows it, docs/conduits.md), where probes lose none and are the
+ *    faster way too; over libfabric (ofi) a probe costs a round trip 6-11 us more than a
+ *    posted receive, so posted receives stay the way there.
+ * What a Short or small Medium AM round trip touches runs here, calling the MPI library
+ * directly: the envelope's send (a copy into a buffer of its own, MPI_Isend, the request
+ * kept until a later look finds it complete), and the receive (the oldest slot taken, the
+ * envelope read, the slot freed). Everything else calls back into the conduit's Python: a
+ * payload
  * sent as a bulk message (``post_slow``), and any envelope but a header alone or a small
  * in-line payload (``take_slow``: bulk payloads, large in-line ones, malformed ones), with the
  * same lock held and the ring's state reachable through the methods below.
@@ -55,11 +60,32 @@ m_isend(MPIRingObject *r, const void *buf, int n, int dest, int tag, void *req)
     return rc ? mpi_error("MPI_Isend", rc) : 0;
 }
 
+int
+m_irecv(MPIRingObject *r, int i)
+{
+    void *buf = r->views[i].buf;
+    int n = (int)r->bufsize;
+    int rc = r->h8 ? ((irecv8_t)r->irecv)(buf, n, (void *)r->byte, r->any, r->tag,
+                                          (void *)r->comm, &r->reqs[i])
+                   : ((irecv4_t)r->irecv)(buf, n, (int)r->byte, r->any, r->tag, (int)r->comm,
+                                          &r->reqs[i]);
+    return rc ? mpi_error("MPI_Irecv", rc) : 0;
+}
+
 /* Take the next envelope from any source into slot i, the first free one after the filled
- * ones (MPI_Improbe, then MPI_Mrecv of what it matched): 1 taken, 0 none has come, -1 error */
+ * ones (its posted receive completed, or MPI_Improbe and MPI_Mrecv of what it matched):
+ * 1 taken, 0 none has come, -1 error */
 int
 m_fill(MPIRingObject *r, int i)
 {
+    if (!r->probe) {
+        int k = m_test(r, &r->reqs[i], r->sts + (Py_ssize_t)i * r->st_size);
+        if (k > 0) {
+            r->done[i] = 1;
+            r->filled++;
+        }
+        return k;
+    }
     int flag = 0;
     int64_t msg = 0;  /* MPI_Message: an int (MPICH) or a pointer (Open MPI) */
     char *st = r->sts + (Py_ssize_t)i * r->st_size;
@@ -83,12 +109,14 @@ m_fill(MPIRingObject *r, int i)
     return 1;
 }
 
-/* Free slot i (the head, taken): the next envelope may land in it. */
-void
+/* Free slot i (the head, taken): the next envelope may land in it (its receive posted
+ * again). 0, or -1 with an error set. */
+int
 m_free(MPIRingObject *r, int i)
 {
     r->done[i] = 0;
     r->filled--;
+    return r->probe ? 0 : m_irecv(r, i);
 }
 
 /* 1 complete, 0 not yet, -1 error */
@@ -397,16 +425,20 @@ MPIRing_recv(MPIRingObject *r, PyObject *const *args, Py_ssize_t nargs, PyObject
                 Py_DECREF(msg);
                 msg = NULL;
                 r->dropped++;
-                m_free(r, i);
                 r->head = (i + 1) % r->depth;
+                if (m_free(r, i) < 0) {
+                    goto out;
+                }
                 continue;
             }
         }
         if (msg == NULL) {
             goto out;
         }
-        m_free(r, i);
         r->head = (i + 1) % r->depth;
+        if (m_free(r, i) < 0) {
+            Py_CLEAR(msg);
+        }
         goto out;
     }
 out:

@@ -17,9 +17,13 @@ typedef int (*improbe4_t)(int, int, int, int *, void *, void *);
 typedef int (*improbe8_t)(int, int, void *, int *, void *, void *);
 typedef int (*mrecv4_t)(void *, int, int, void *, void *);
 typedef int (*mrecv8_t)(void *, int, void *, void *, void *);
+typedef int (*irecv4_t)(void *, int, int, int, int, int, void *);
+typedef int (*irecv8_t)(void *, int, void *, int, int, void *, void *);
 typedef int (*test_t)(void *, int *, void *);
 typedef int (*count4_t)(const void *, int, int *);
 typedef int (*count8_t)(const void *, void *, int *);
+typedef int (*cancel_t)(void *);
+typedef int (*wait_t)(void *, void *);
 
 typedef struct {
     int64_t req;                     /* the request (4 or 8 bytes of it) */
@@ -28,7 +32,8 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
-    void *isend, *improbe, *mrecv, *test, *count;
+    void *isend, *improbe, *mrecv, *irecv, *test, *count, *cancel, *wait;
+    int probe;                       /* envelopes by matched probes, else posted receives */
     int h8;                          /* handles are pointers (8 bytes), else ints */
     intptr_t comm, byte;
     int any, tag, depth, head, filled, closed, st_size, src_off, procs;
@@ -37,6 +42,7 @@ typedef struct {
     PyObject **bufs;                 /* bytearrays, one per slot of the ring */
     char *done;                      /* slot i holds an envelope not yet taken */
     Py_buffer *views;                /* their buffers, held: never resized, never moved */
+    int64_t *reqs;                   /* posted receives: each slot's request */
     char *sts;                       /* each slot's MPI_Status (st_size bytes each) */
     char *st2;                       /* a scratch MPI_Status */
     Send *sends;                     /* envelopes in flight, oldest at s_head */
@@ -53,7 +59,8 @@ typedef struct {
 int mpi_error(const char *what, int rc);
 int m_isend(MPIRingObject *r, const void *buf, int n, int dest, int tag, void *req);
 int m_fill(MPIRingObject *r, int i);
-void m_free(MPIRingObject *r, int i);
+int m_free(MPIRingObject *r, int i);
+int m_irecv(MPIRingObject *r, int i);
 int m_test(MPIRingObject *r, int64_t *req, char *st);
 int m_count(MPIRingObject *r, const char *st, int *count);
 /* MPI_LOCK through its Python methods; unlock keeps an exception already set */

@@ -13,16 +13,19 @@ free_state(MPIRingObject *r)
 {
     if (r->views != NULL) {
         for (int i = 0; i < r->depth; i++) {
-            /* nothing is ever posted into them (matched probes): always theirs to free */
-            if (r->views[i].obj != NULL) {
-                PyBuffer_Release(&r->views[i]);
+            /* a receive still posted (never shut down) keeps its buffer: leaked, not freed */
+            if (r->closed || r->probe || r->done[i]) {
+                if (r->views[i].obj != NULL) {
+                    PyBuffer_Release(&r->views[i]);
+                }
+                Py_CLEAR(r->bufs[i]);
             }
-            Py_CLEAR(r->bufs[i]);
         }
     }
     PyMem_Free(r->views);
     PyMem_Free(r->bufs);
     PyMem_Free(r->done);
+    PyMem_Free(r->reqs);
     PyMem_Free(r->sts);
     PyMem_Free(r->st2);
     /* envelopes still in flight are left to MPI (their memory is never freed) */
@@ -76,13 +79,15 @@ sym(void *lib, const char *name)
 }
 
 /* MPIRing(lib, h8, comm, byte, any_source, tag, depth, bufsize, inline_max, direct_max,
- *         copy_out, max_header, status_size, source_offset, procs, lock, post_slow, take_slow)
- * lib: a file whose dependencies include the MPI library (mpi4py.MPI's); start() opens it. */
+ *         copy_out, max_header, status_size, source_offset, procs, lock, post_slow, take_slow,
+ *         probe)
+ * lib: a file whose dependencies include the MPI library (mpi4py.MPI's); probe: envelopes
+ * by matched probes, else by posted receives (start() posts them). */
 static PyObject *
 MPIRing_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
     const char *lib;
-    int h8, any, tag, depth, st_size, src_off, procs;
+    int h8, any, tag, depth, st_size, src_off, procs, probe;
     unsigned long long comm, byte;  /* handle values as mpi4py gives them (maybe unsigned) */
     Py_ssize_t bufsize, inline_max, direct_max, copy_out, max_header;
     PyObject *lock, *post_slow, *take_slow;
@@ -90,9 +95,10 @@ MPIRing_new(PyTypeObject *type, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_TypeError, "MPIRing takes no keyword arguments");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "siKKiiinnnnniiiOOO", &lib, &h8, &comm, &byte, &any, &tag,
+    if (!PyArg_ParseTuple(args, "siKKiiinnnnniiiOOOp", &lib, &h8, &comm, &byte, &any, &tag,
                           &depth, &bufsize, &inline_max, &direct_max, &copy_out, &max_header,
-                          &st_size, &src_off, &procs, &lock, &post_slow, &take_slow)) {
+                          &st_size, &src_off, &procs, &lock, &post_slow, &take_slow,
+                          &probe)) {
         return NULL;
     }
     if (depth < 1 || bufsize < ENVELOPE || bufsize > INT32_MAX || st_size < 4 || src_off < 0
@@ -110,12 +116,16 @@ MPIRing_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     if ((r->isend = sym(h, "MPI_Isend")) == NULL
             || (r->improbe = sym(h, "MPI_Improbe")) == NULL
             || (r->mrecv = sym(h, "MPI_Mrecv")) == NULL
+            || (r->irecv = sym(h, "MPI_Irecv")) == NULL
             || (r->test = sym(h, "MPI_Test")) == NULL
-            || (r->count = sym(h, "MPI_Get_count")) == NULL) {
+            || (r->count = sym(h, "MPI_Get_count")) == NULL
+            || (r->cancel = sym(h, "MPI_Cancel")) == NULL
+            || (r->wait = sym(h, "MPI_Wait")) == NULL) {
         Py_DECREF(r);
         return NULL;
     }
     r->h8 = h8 != 0;
+    r->probe = probe != 0;
     r->comm = (intptr_t)(uintptr_t)comm;
     r->byte = (intptr_t)(uintptr_t)byte;
     r->any = any;
@@ -133,6 +143,7 @@ MPIRing_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     r->bufs = PyMem_Calloc(depth, sizeof(PyObject *));
     r->done = PyMem_Calloc(depth, 1);
     r->views = PyMem_Calloc(depth, sizeof(Py_buffer));
+    r->reqs = PyMem_Calloc(depth, sizeof(int64_t));
     r->sts = PyMem_Calloc(depth, st_size);
     r->st2 = PyMem_Calloc(1, st_size);
     r->sends = PyMem_Calloc(r->s_cap, sizeof(Send));
@@ -140,7 +151,8 @@ MPIRing_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     r->dtag = PyMem_Calloc(procs, sizeof(int));
     r->sent = PyMem_Calloc(procs, sizeof(int64_t));
     r->sent_bytes = PyMem_Calloc(procs, sizeof(int64_t));
-    if (!r->bufs || !r->done || !r->views || !r->sts || !r->st2 || !r->sends || !r->drank
+    if (!r->bufs || !r->done || !r->views || !r->reqs || !r->sts || !r->st2 || !r->sends
+            || !r->drank
             || !r->dtag || !r->sent || !r->sent_bytes) {
         Py_DECREF(r);
         return PyErr_NoMemory();
@@ -183,13 +195,19 @@ slot_of(MPIRingObject *r, PyObject *arg)
     return i;
 }
 
-/* start(): from now on envelopes are taken (by matched probes: nothing is posted) */
+/* start(): from now on envelopes are taken (the receives posted, unless by probes) */
 static PyObject *
 MPIRing_start(MPIRingObject *r, PyObject *Py_UNUSED(ignored))
 {
     if (!r->closed || r->head != 0) {
         PyErr_SetString(PyExc_RuntimeError, "MPIRing.start: already started");
         return NULL;
+    }
+    for (int i = 0; !r->probe && i < r->depth; i++) {
+        if (m_irecv(r, i) < 0) {
+            return NULL;  /* the posted ones stay posted: the ring is never shut down */
+        }
+        r->closed = 0;
     }
     r->closed = 0;
     Py_RETURN_NONE;
@@ -207,7 +225,8 @@ MPIRing_view(MPIRingObject *r, PyObject *arg)
 }
 
 /* swap(i) -> the bytearray of slot i, which a fresh one replaces (the caller keeps the
- * payload in it; the next envelope of the slot lands in the new one) */
+ * payload in it; the slot's next envelope lands in the new one: its receive is posted
+ * into it) */
 static PyObject *
 MPIRing_swap(MPIRingObject *r, PyObject *arg)
 {
@@ -287,8 +306,8 @@ MPIRing_note_sent(MPIRingObject *r, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* shutdown(): nothing more is taken (no receive is posted: none to cancel); envelopes still
- * in flight are left to MPI, their memory never freed */
+/* shutdown(): nothing more is taken (the receives still posted cancelled and waited for);
+ * envelopes still in flight are left to MPI, their memory never freed */
 static PyObject *
 MPIRing_shutdown(MPIRingObject *r, PyObject *Py_UNUSED(ignored))
 {
@@ -296,6 +315,12 @@ MPIRing_shutdown(MPIRingObject *r, PyObject *Py_UNUSED(ignored))
         Py_RETURN_NONE;
     }
     r->closed = 1;
+    for (int i = 0; !r->probe && i < r->depth; i++) {
+        if (!r->done[i]) {
+            ((cancel_t)r->cancel)(&r->reqs[i]);
+            ((wait_t)r->wait)(&r->reqs[i], r->st2);
+        }
+    }
     r->s_head = r->s_tail = 0;
     Py_RETURN_NONE;
 }

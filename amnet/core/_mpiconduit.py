@@ -3,24 +3,24 @@ site's MPI (and so its network: InfiniBand, Slingshot, Omni-Path, ...), the way 
 mpi-conduit carries GASNet over MPI.
 
 Every message is one *envelope* (an MPI message of at most ``ENVELOPE + MAX_HEADER +
-inline`` bytes, ``inline`` = ``max_medium`` capped at 1 MiB), taken from any source on the
-conduit's own tag by a matched probe (``MPI_Improbe``, then ``MPI_Mrecv`` into the next of
-``depth`` slots): the AM header, and the payload in line when it fits. (Receives kept
-posted from ``MPI_ANY_SOURCE`` lose messages over MPICH's ucx module: docs/conduits.md.) A
-larger payload follows as a second message with the bulk tag, sent from the caller's buffer
-itself when ``copy=False`` (else from a copy in a pooled bounce buffer), and received
-straight into its place in the destination segment when the core says where
-(:meth:`Conduit.set_lander`: puts and Long AMs), else into a fresh buffer; the bulk
-receives of envelopes that arrived behind it are posted at once
-(:meth:`MPIConduit._lookahead`). Both messages to one destination are posted under one
-lock, so every peer sees envelopes and bulk messages in the same order (MPI's non-
-overtaking rule per source, tag and communicator) and FIFO per pair holds: matched probes
-take each source's envelopes in the order it sent them, and the conduit hands them on in
-the order it took them.
+inline`` bytes, ``inline`` = ``max_medium`` capped at 1 MiB), received from any source on
+the conduit's own tag into the next of ``depth`` slots, by one of ``depth`` receives kept
+posted (``MPI_ANY_SOURCE``), or, over MPICH's ucx network module, where such receives lose
+messages, by matched probes (``MPI_Improbe``, then ``MPI_Mrecv``: :func:`matched_probes`):
+the AM header, and the payload in line when it fits. A larger payload follows as a second
+message with the bulk tag, sent from the caller's buffer itself when ``copy=False`` (else
+from a copy in a pooled bounce buffer), and received straight into its place in the
+destination segment when the core says where (:meth:`Conduit.set_lander`: puts and Long
+AMs), else into a fresh buffer; the bulk receives of envelopes that arrived behind it are
+posted at once (:meth:`MPIConduit._lookahead`). Both messages to one destination are posted
+under one lock, so every peer sees envelopes and bulk messages in the same order (MPI's
+non-overtaking rule per source, tag and communicator) and FIFO per pair holds: posted
+receives are matched in the order they were posted and probes take each source's
+envelopes in the order it sent them, and the conduit hands them on in that order.
 
 The common case runs in C (:class:`amnet.core._hot.MPIRing`, ``amnet/core/_hot_mpi.c``): the
-envelope of a header alone or of a payload sent in line, and the matched probes (taken,
-read, the slot freed), with the MPI library mpi4py loaded called directly; the conduit's
+envelope of a header alone or of a payload sent in line, and the slots (taken, read,
+freed), with the MPI library mpi4py loaded called directly; the conduit's
 ``send`` and ``recv`` are the ring's, so the engine's C reaches them without a Python frame.
 Bulk payloads and anything unusual come back here (:meth:`MPIConduit._send_slow`,
 :meth:`MPIConduit._take_slow`).
@@ -147,8 +147,8 @@ def mpich_settings(library_version: str, environ: Any) -> dict[str, str]:
     MPI, so a rank that left a barrier and computed held the barrier's last message and a
     rank of the other host waited as long; excluding it lets libfabric take ``tcp`` (or the
     fabric's own provider). (The other defect found there, envelopes lost by receives posted
-    from ``MPI_ANY_SOURCE`` over ucx, is avoided by how the conduit receives, matched probes:
-    ``_hot_mpi.c``; it needs no setting.)"""
+    from ``MPI_ANY_SOURCE`` over ucx, is avoided by how the conduit receives there: matched
+    probes, :func:`matched_probes`; it needs no setting.)"""
     for line in library_version.splitlines():
         if line.startswith("MPICH Device:"):
             words = line.split(":", 1)[1].replace(":", " ").split()
@@ -158,6 +158,24 @@ def mpich_settings(library_version: str, environ: Any) -> dict[str, str]:
                 return {"FI_PROVIDER": "^sockets"}
             return {}
     return {}
+
+
+def matched_probes(library_version: str, environ: Any) -> bool:
+    """Whether the conduit takes envelopes with matched probes (``MPI_Improbe`` and
+    ``MPI_Mrecv``) rather than receives kept posted from ``MPI_ANY_SOURCE``: for MPICH whose
+    network module is ucx (named in ``MPIR_CVAR_CH4_NETMOD``, or the first one built, which
+    MPICH picks: the mpich wheel's ``ch4:ucx ofi``). There, posted any-source receives lose
+    messages (tests/data/anysource.py shows it with plain mpi4py, on one host as between
+    hosts) and probes are faster too (a round trip 7 us against 11-13); everywhere else
+    posted receives are kept, the faster way (over ofi/tcp a probe costs 6-11 us more a
+    round trip), and lose nothing."""
+    for line in library_version.splitlines():
+        if line.startswith("MPICH Device:"):
+            words = line.split(":", 1)[1].replace(":", " ").split()
+            mods = [w for w in words if w in ("ucx", "ofi")]
+            netmod = environ.get("MPIR_CVAR_CH4_NETMOD") or (mods[0] if mods else "")
+            return netmod == "ucx"
+    return False
 
 
 def set_job_comm(comm: Any) -> None:
@@ -232,13 +250,15 @@ class MPIConduit(Conduit):
         # puts of this many bytes or more go from the caller's buffer, as bulk messages
         self.direct_min = min(self._inline + 1, DIRECT_MIN)
         h8, st_size, src_off = _ring_abi(MPI)
+        #: envelopes taken with matched probes, else with receives kept posted
+        self.probes = matched_probes(MPI.Get_library_version(), os.environ)
         # the envelopes (received into slots, bytearrays it owns) and their sends, in C
         try:
             self._ring = _hot.MPIRing(
                 MPI.__file__, h8, MPI._handleof(self._comm), MPI._handleof(MPI.BYTE),
                 MPI.ANY_SOURCE, self._tag, self._depth, self._bufsize, self._inline,
                 self.direct_min - 1, COPY_OUT, MAX_HEADER, st_size, src_off, procs, MPI_LOCK,
-                self._send_slow, self._take_slow)
+                self._send_slow, self._take_slow, self.probes)
         except RuntimeError as e:
             raise ConfigError(f"the mpi conduit cannot call this MPI library from C: {e} "
                               f"({MPI.Get_library_version().splitlines()[0]})") from None
@@ -460,8 +480,7 @@ class MPIConduit(Conduit):
             k = (k + 1) % self._depth
 
     def _ready(self) -> bool:
-        """Whether the next envelope has come (a matched probe takes it into its slot, for
-        :meth:`recv`)."""
+        """Whether the next envelope has come (it is taken into its slot, for :meth:`recv`)."""
         return self._ring.ready()
 
     # -- waiting: spin, then nap (MPI has no descriptor) ----------------------------------
