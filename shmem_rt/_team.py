@@ -187,10 +187,11 @@ class Team:
                       config: Mapping[str, int] | None = None, **kwargs: int) -> Team:
         """A new team of the members ``start, start + stride, ...`` (``size`` of them) of
         this one, in that order (collective over this team: every member passes the same
-        arguments). The stride may be negative (start 3, stride -1, size 4 on a team of 4:
-        its members in reverse order), as the reference implementation takes it: every
-        member ``start + k * stride`` must be a member of this team; a stride of 0 only
-        with size 1. ``size`` None: as many as fit. Members left out get TEAM_INVALID.
+        arguments). As the reference implementation (Sandia OpenSHMEM 1.5) takes them: the
+        stride may be negative (start 3, stride -1, size 4 on a team of 4: its members in
+        reverse order), a stride of 0 (or any stride with size 1) counts as 1, and every
+        member ``start + k * stride`` must be a member of this team. ``size`` None: as many
+        as fit. Members left out get TEAM_INVALID.
 
         Raises:
             ValueError: a start, stride or size that does not fit the team (on every
@@ -199,22 +200,23 @@ class Team:
         what = "Team.split_strided()"
         rec = self.rec(what)
         ints = all(isinstance(x, int) and not isinstance(x, bool) for x in (start, stride))
+        if ints and stride == 0:
+            stride = 1  # as the reference implementation
         if size is None:
             size = len(range(start, rec.n if stride > 0 else -1, stride)) \
-                if ints and stride and 0 <= start < rec.n else 1 if ints and not stride else 0
+                if ints and 0 <= start < rec.n else 0
         nctx = _config(config, kwargs, what)
         bad = None
         if not ints or isinstance(size, bool) or not isinstance(size, int):
             bad = "start, stride and size must be ints"
-        elif not (0 <= start < rec.n and size >= 1 and (stride or size == 1)
+        elif not (0 <= start < rec.n and 1 <= size <= rec.n
                   and 0 <= start + (size - 1) * stride < rec.n):
             bad = (f"start {start}, stride {stride} and size {size} do not fit a team of "
-                   f"{rec.n} PEs (start in 0..{rec.n - 1}, size >= 1, stride nonzero unless "
-                   f"size is 1, and the last member start + (size - 1) * stride in "
-                   f"0..{rec.n - 1})")
+                   f"{rec.n} PEs (start in 0..{rec.n - 1}, size in 1..{rec.n}, and the last "
+                   f"member start + (size - 1) * stride in 0..{rec.n - 1})")
         _agree_team(rec, what, bad, (start, stride, size) if bad is None else (-1, -1, -1))
-        if not stride:
-            stride = 1  # one member: start
+        if size == 1:
+            stride = 1  # one member: start, whatever the stride
         i = rec.index - start
         member = i % stride == 0 and 0 <= i // stride < size
         new = rec.coll.split(0 if member else None, i // stride if member else 0)

@@ -777,12 +777,15 @@ def check_teams(me: int, n: int) -> dict:
     else:
         assert not down
     down.destroy()
-    one = W.split_strided(n - 1, 0, 1)  # a stride of 0 with one member
+    one = W.split_strided(n - 1, 5, 1)  # one member: any stride
     assert bool(one) == (me == n - 1) and (not one or one.n_pes() == 1)
     one.destroy()
+    zero = W.split_strided(0, 0, n)  # a stride of 0 counts as 1, as the reference's
+    assert zero.n_pes() == n and zero.my_pe() == me
+    zero.destroy()
     if n > 1:
         raises(ValueError, W.split_strided, 0, -1, 2, match=("do not fit", "in 0.."))
-        raises(ValueError, W.split_strided, 0, 0, 2, match="stride nonzero unless size is 1")
+        raises(ValueError, W.split_strided, 1, 1, n, match=("do not fit", f"0..{n - 1}"))
     W.destroy()  # nothing for the predefined teams
     assert W and W.n_pes() == n
     shmem.barrier_all()
