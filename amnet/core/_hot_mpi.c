@@ -15,10 +15,9 @@
  * directly: the envelope's send (a copy into a buffer of its own, MPI_Isend, the request
  * kept until a later look finds it complete), and the receive (the oldest slot taken, the
  * envelope read, the slot freed). Everything else calls back into the conduit's Python: a
- * payload
- * sent as a bulk message (``post_slow``), and any envelope but a header alone or a small
- * in-line payload (``take_slow``: bulk payloads, large in-line ones, malformed ones), with the
- * same lock held and the ring's state reachable through the methods below.
+ * payload sent as a bulk message (``post_slow``), and any envelope but a header alone or a
+ * small in-line payload (``take_slow``: bulk payloads, large in-line ones, malformed ones),
+ * with the same lock held and the ring's state reachable through the methods below.
  *
  * The MPI library is the one mpi4py loaded (its extension module's dependency, found with
  * dlopen(RTLD_NOLOAD) and dlsym), so nothing about MPI is needed to build amnet. Handles
