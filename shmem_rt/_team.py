@@ -300,24 +300,30 @@ class Team:
                 rec.sync()
 
 
+class SplitError(ValueError, RuntimeError):
+    """A team split refused: a ``ValueError``, as shmem_rt's other bad arguments, and a
+    ``RuntimeError``, as shmem4py raises where ``shmem_team_split_strided`` returns
+    nonzero (``shmem_team_split_strided: error -1``)."""
+
+
 def _agree_team(rec: TeamRec, what: str, bad: str | None, values: tuple) -> None:
     """Every member passed the same ``values`` (and none is bad), checked with a gather to
     all on the team, so a mistake raises on every member.
 
     Raises:
-        ValueError: on every member.
+        SplitError: (a ValueError and a RuntimeError) on every member.
     """
     mine = np.array(values, dtype=np.int64)
     allv = np.empty((rec.n, len(values)), dtype=np.int64)
     rec.coll.gather_all(allv, mine)
     if bad is not None:
-        raise ValueError(f"{what}: {bad}")
+        raise SplitError(f"{what}: {bad}")
     for i in range(rec.n):
         if (allv[i] == -1).all() and len(values) and values[0] != -1:
-            raise ValueError(f"{what}: member {i} of the team passed arguments that do not "
+            raise SplitError(f"{what}: member {i} of the team passed arguments that do not "
                              "fit the team")
         if not np.array_equal(allv[i], allv[0]):
-            raise ValueError(f"{what}: member {i} passed {tuple(int(v) for v in allv[i])} "
+            raise SplitError(f"{what}: member {i} passed {tuple(int(v) for v in allv[i])} "
                              f"but member 0 passed {tuple(int(v) for v in allv[0])}; every "
                              "member must pass the same arguments")
 

@@ -783,6 +783,8 @@ def check_teams(me: int, n: int) -> dict:
     zero = W.split_strided(0, 0, n)  # a stride of 0 counts as 1, as the reference's
     assert zero.n_pes() == n and zero.my_pe() == me
     zero.destroy()
+    # refused as shmem4py refuses (RuntimeError) and as shmem_rt's bad arguments (ValueError)
+    raises(RuntimeError, W.split_strided, n, 1, 1, match="do not fit")
     if n > 1:
         raises(ValueError, W.split_strided, 0, -1, 2, match=("do not fit", "in 0.."))
         raises(ValueError, W.split_strided, 1, 1, n, match=("do not fit", f"0..{n - 1}"))
