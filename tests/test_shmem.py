@@ -419,64 +419,38 @@ import numpy as np
 import shmem_rt as shmem
 me, n = shmem.my_pe(), shmem.n_pes()
 last = n - 1  # on the other node than PE 0
-flag, word = shmem.zeros(1, "i8"), shmem.zeros(1, "i8")
-lock = shmem.zeros(1, "i8")
+flag, word, lock = shmem.zeros(1, "i8"), shmem.zeros(1, "i8"), shmem.zeros(1, "i8")
 dst, src, sig = shmem.zeros(4, "i8"), shmem.array(np.arange(4, dtype="i8") + 7), shmem.new_signal()
+mine = np.zeros(2, "i8")
+
+def spin(name, writer, store, spinner, done):
+    # the spinner loops on a call that completes in it until the writer's store lands
+    if me == writer:
+        time.sleep(0.05)
+        store()
+    elif me == spinner:
+        while not done():
+            pass
+        print(f"{name} loop ended", flush=True)
+    shmem.barrier_all()
+
+def got(a, want):
+    shmem.get(mine, a, me)
+    return list(mine) == want
+
 shmem.barrier_all()
-# 1: a flag polled with atomic_fetch on my own word; the store comes from the other node
-if me == 0:
-    time.sleep(0.05)
-    shmem.atomic_set(flag, 1, last)
-elif me == last:
-    while shmem.atomic_fetch(flag, me) != 1:
-        pass
-    print("atomic_fetch loop ended", flush=True)
-shmem.barrier_all()
-# 2: put_signal from the other node, the signal polled with signal_fetch
-if me == 0:
-    time.sleep(0.05)
-    shmem.put_signal(dst, src, last, sig, 1, shmem.SIGNAL_SET)
-elif me == last:
-    while shmem.signal_fetch(sig) != 1:
-        pass
-    assert list(dst) == [7, 8, 9, 10], dst
-    print("signal_fetch loop ended", flush=True)
-shmem.barrier_all()
-# 3: a lock built on compare-and-swap: PE 0 spins on its own word, which the holder on the
-# other node releases
-if me == last:
+spin("atomic_fetch", 0, lambda: shmem.atomic_set(flag, 1, last),
+     last, lambda: shmem.atomic_fetch(flag, me) == 1)
+spin("signal_fetch", 0, lambda: shmem.put_signal(dst, src, last, sig, 1, shmem.SIGNAL_SET),
+     last, lambda: shmem.signal_fetch(sig) == 1 and list(dst) == [7, 8, 9, 10])
+if me == last:  # a lock built on compare-and-swap, held by a PE of the other node
     assert shmem.atomic_compare_swap(lock, 0, 1, 0) == 0
 shmem.barrier_all()
-if me == last:
-    time.sleep(0.05)
-    shmem.atomic_set(lock, 0, 0)
-elif me == 0:
-    while shmem.atomic_compare_swap(lock, 0, 1, me) != 0:
-        pass
-    print("compare_swap loop ended", flush=True)
-shmem.barrier_all()
-# 4: shmem.g of my own word, shmem.p from the other node
-if me == 0:
-    time.sleep(0.05)
-    shmem.p(word, 5, last)
-elif me == last:
-    while shmem.g(word, me) != 5:
-        pass
-    print("g loop ended", flush=True)
-shmem.barrier_all()
-# 5: shmem.get from my own memory, shmem.put (and quiet) from the other node
-mine = np.zeros(2, "i8")
-if me == 0:
-    time.sleep(0.05)
-    shmem.put(dst[:2], np.array([3, 4], "i8"), last)
-    shmem.quiet()
-elif me == last:
-    while True:
-        shmem.get(mine, dst[:2], me)
-        if list(mine) == [3, 4]:
-            break
-    print("get loop ended", flush=True)
-shmem.barrier_all()
+spin("compare_swap", last, lambda: shmem.atomic_set(lock, 0, 0),
+     0, lambda: shmem.atomic_compare_swap(lock, 0, 1, me) == 0)
+spin("g", 0, lambda: shmem.p(word, 5, last), last, lambda: shmem.g(word, me) == 5)
+spin("get", 0, lambda: (shmem.put(dst[:2], np.array([3, 4], "i8"), last), shmem.quiet()),
+     last, lambda: got(dst[:2], [3, 4]))
 """
 
 
