@@ -37,17 +37,16 @@ def _chain(obj: Any) -> Iterator[Any]:
 
 class SymHeap:
     """Blocks of ``[lo, hi)`` handed out first-fit; ``used`` maps an allocation's offset to
-    ``(start of its block, its block's size)``."""
+    ``(start of its block, its block's size, its generation)``."""
 
     def __init__(self, lo: int, hi: int) -> None:
         self.lo, self.hi = lo, hi
         self.free_offs: list[int] = [lo]
         self.free_sizes: dict[int, int] = {lo: hi - lo}
-        self.used: dict[int, tuple[int, int]] = {}
-        # each allocation's generation, and the objects handed out for it (by id, weakly):
-        # a stale handle (freed, its memory given to a later allocation) is told apart from
+        self.used: dict[int, tuple[int, int, int]] = {}
+        # the objects handed out for each allocation (by id, weakly) and its generation: a
+        # stale handle (freed, its memory given to a later allocation) is told apart from
         # the live one at the same offset, so that freeing it twice frees nothing else
-        self.gen: dict[int, int] = {}
         self._gens = 0
         self._handed: dict[int, tuple[weakref.ref, int, int]] = {}
 
@@ -59,7 +58,7 @@ class SymHeap:
         return max(self.free_sizes.values(), default=0)
 
     def in_use(self) -> int:
-        return sum(n for _, n in self.used.values())
+        return sum(n for _, n, _ in self.used.values())
 
     def alloc(self, size: int, align: int = ALIGN) -> int:
         """Offset of ``size`` new bytes aligned to ``align`` (a power of two).
@@ -75,9 +74,8 @@ class SymHeap:
             end = -(-(off + need) // ALIGN) * ALIGN
             if end - start <= bsize:
                 self._take(start, bsize, end)
-                self.used[off] = (start, end - start)
                 self._gens += 1
-                self.gen[off] = self._gens
+                self.used[off] = (start, end - start, self._gens)
                 return off
         raise MemoryError(
             f"the symmetric heap has no {size} free bytes (aligned to {align}): "
@@ -96,7 +94,7 @@ class SymHeap:
     def hand_out(self, obj: Any, off: int) -> Any:
         """Remember ``obj`` (returned to the program) as a handle of the allocation now at
         ``off``; returns ``obj``."""
-        return self._remember(obj, off, self.gen[off])
+        return self._remember(obj, off, self.used[off][2])
 
     def inherit(self, new: Any, old: Any) -> Any:
         """``new`` (made on ``old``'s memory) is a handle of the allocation ``old`` is one
@@ -128,7 +126,7 @@ class SymHeap:
         another allocation. Memory that no handed-out object leads to (a program's own
         ``np.frombuffer``) is judged by its offset alone."""
         h = self._handle(obj)
-        return h is not None and (h[1] != off or self.gen.get(off) != h[2])
+        return h is not None and (h[1] != off or self.used.get(off, (0, 0, 0))[2] != h[2])
 
     def size_of(self, off: int) -> int | None:
         """The usable bytes of the allocation at ``off`` (None: no allocation starts there)."""
@@ -145,8 +143,7 @@ class SymHeap:
         if u is None:
             raise NotAllocated(f"offset {off} of the symmetric heap is not an allocation's "
                                "start (freed twice, or never returned by alloc)")
-        del self.gen[off]
-        start, n = u
+        start, n, _ = u
         i = bisect.bisect_left(self.free_offs, start)
         # merge with the next free block, then with the previous one
         if i < len(self.free_offs) and self.free_offs[i] == start + n:

@@ -83,7 +83,12 @@ def start() -> None:
                               "False (or SHMEM4PY_RC_INITIALIZE says so), so the program "
                               "starts each PE with shmem.init() or shmem.init_thread()")
     if rc.threads:
-        init_thread(THREAD[rc.level().upper()])
+        lvl = rc.thread_level
+        level = THREAD.__members__.get(lvl.upper()) if isinstance(lvl, str) else None
+        if level is None:
+            raise ValueError("shmem_rt.rc.thread_level must be one of "
+                             f"{', '.join(t.name.lower() for t in THREAD)}, got {lvl!r}")
+        init_thread(level)
     else:
         init()
 

@@ -249,8 +249,8 @@ def fromalloc(mem: memoryview, shape: int | Sequence[int] | None = None, dtype: 
     a.shape = tmp.shape
     if tmp.ndim > 1:
         a.strides = tmp.strides
-    heap = getattr(getattr(_state._tls, "pe", None), "heap", None)
-    return a if heap is None else heap.inherit(a, mem)
+    pe = _state.peek()
+    return a if pe is None else pe.heap.inherit(a, mem)
 
 
 def new_array(shape: int | Sequence[int], dtype: Any = float, order: str = "C", *,

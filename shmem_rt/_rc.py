@@ -26,7 +26,6 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-LEVELS = ("single", "funneled", "serialized", "multiple")
 _TRUE = ("true", "yes", "on", "y", "1")
 _FALSE = ("false", "no", "off", "n", "0")
 
@@ -61,18 +60,6 @@ class Rc:
 
     def __repr__(self) -> str:
         return "<shmem_rt.rc>"
-
-    def level(self) -> str:
-        """``thread_level``, checked.
-
-        Raises:
-            ValueError: not one of single, funneled, serialized, multiple.
-        """
-        lvl = self.thread_level
-        if not isinstance(lvl, str) or lvl.lower() not in LEVELS:
-            raise ValueError(f"shmem_rt.rc.thread_level must be one of {', '.join(LEVELS)}, "
-                             f"got {lvl!r}")
-        return lvl.lower()
 
     def finalizes(self) -> bool:
         """Whether a PE is finalized when its rank ends."""

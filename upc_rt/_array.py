@@ -18,6 +18,7 @@ import numpy as np
 from amnet import AMContextError
 
 from ._alloc import Allocation, sym_alloc
+from ._bulk import as_bytes
 from ._layout import Layout, SharedPtr
 from ._rt import Runtime, current
 
@@ -91,8 +92,8 @@ def _snapshot(v: np.ndarray, li: int) -> Any:
 
 
 def _own_bytes(a: np.ndarray) -> np.ndarray:
-    """A writable copy of the contiguous array ``a``, byte for byte (padding included)."""
-    return a.view(np.uint8).copy().view(a.dtype)
+    """A writable copy of ``a``, byte for byte (padding included: :func:`as_bytes`)."""
+    return as_bytes(a).copy().view(a.dtype)
 
 
 def shared_array(shape: int | tuple[int, ...], dtype: Any = "f8",

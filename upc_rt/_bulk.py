@@ -197,7 +197,7 @@ def bulk_get(a: Any, key: Any) -> np.ndarray:
     """``a[key]`` for a slice or index array: a new numpy array."""
     pieces, shape, (rows, lrow, prow) = _plan(a, key)
     result = np.empty(int(np.prod(shape)), a.dtype)
-    out = _as_bytes(result)  # copies below move bytes, padding included
+    out = as_bytes(result)  # copies below move bytes, padding included
     rt = a._rt
     if rt.cache is not None:
         rt.cache.flush("bulk")
@@ -208,7 +208,7 @@ def bulk_get(a: Any, key: Any) -> np.ndarray:
         if rows > 1:  # one 2-level strided transfer (or copy) per thread
             if view is not None:
                 _grid(out, pc.pos_start, pc.pos_stride, pc.count, rows, prow)[...] = _grid(
-                    _as_bytes(view), pc.local_start, pc.local_stride, pc.count, rows, lrow)
+                    as_bytes(view), pc.local_start, pc.local_stride, pc.count, rows, lrow)
                 continue
             sst, bst, elem, counts = _vis_shape(pc, rows, lrow, prow, E)
             _touch(a, pc.thread, None, 0, False)
@@ -218,7 +218,7 @@ def bulk_get(a: Any, key: Any) -> np.ndarray:
             continue
         pos = _pos(pc)
         if view is not None:
-            out[pos] = _as_bytes(view)[_local_sel(pc)]
+            out[pos] = as_bytes(view)[_local_sel(pc)]
             continue
         lo = _contiguous(pc)
         direct = lo is not None and isinstance(pos, slice) and pos.step == 1
@@ -244,7 +244,7 @@ def bulk_get(a: Any, key: Any) -> np.ndarray:
     return result.reshape(shape)
 
 
-def _as_bytes(x: np.ndarray) -> np.ndarray:
+def as_bytes(x: np.ndarray) -> np.ndarray:
     """``x`` itself, or for a structured dtype ``x`` viewed as plain void items of the same
     size: numpy assigns structured values field by field (leaving padding as it found it),
     void items byte for byte, as UPC copies."""

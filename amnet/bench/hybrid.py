@@ -182,12 +182,12 @@ def _report(opts: Any, chosen: list, msgs: dict, am: dict, bw: dict, kern: dict,
             coll: dict, apps_plan: dict) -> dict[str, Any]:
     labels = [s.label for s in chosen]
     ref = max(chosen, key=lambda s: s.threads).label
+    others = [s for s in labels if s != ref]  # the reference's ratio to itself says nothing
     tables, results = [], {"am": [], "inject": [], "apps": [], "coll": []}
     # -- AM round trips
     rows = []
     kinds = [k for k in ("node", "net") if (labels[0], k) in am]
     rtt = {(s, k): median(am[(s, k)]) for s in labels for k in kinds}
-    others = [s for s in labels if s != ref]  # the reference's ratio to itself says nothing
     for s in labels:
         rows.append([s] + [f"{rtt[(s, k)] * 1e6:.1f}" for k in kinds] +
                     [f"{rtt[(s, k)] / rtt[(ref, k)]:.2f}" for k in kinds])

@@ -138,8 +138,8 @@ def mpi(thread_level: str = "serialized") -> Any:
 
 def mpich_settings(library_version: str, environ: Any) -> dict[str, str]:
     """What amnet sets in the environment before ``MPI_Init``: ``FI_PROVIDER=^sockets`` where
-    MPICH runs over libfabric (its ``ofi`` network module: named in ``MPIR_CVAR_CH4_NETMOD``,
-    or the only one built) and nobody named a provider; nothing for any other MPI, module or
+    MPICH runs over libfabric (its ``ofi`` network module: :func:`mpich_netmod`) and nobody
+    named a provider; nothing for any other MPI, module or
     setting. The library's network module is its own choice (the mpich wheel's is ucx).
 
     Found between real hosts (tests/test_cluster.py): libfabric's deprecated ``sockets``
@@ -149,15 +149,21 @@ def mpich_settings(library_version: str, environ: Any) -> dict[str, str]:
     fabric's own provider). (The other defect found there, envelopes lost by receives posted
     from ``MPI_ANY_SOURCE`` over ucx, is avoided by how the conduit receives there: matched
     probes, :func:`matched_probes`; it needs no setting.)"""
+    if mpich_netmod(library_version, environ) == "ofi" and not environ.get("FI_PROVIDER"):
+        return {"FI_PROVIDER": "^sockets"}
+    return {}
+
+
+def mpich_netmod(library_version: str, environ: Any) -> str | None:
+    """The network module MPICH runs over (``"ucx"``, ``"ofi"``; ``""``: neither), or None
+    for another MPI: the one ``MPIR_CVAR_CH4_NETMOD`` names, else the first one built, which
+    MPICH picks (the mpich wheel's ``MPICH Device: ch4:ucx ofi``: ucx)."""
     for line in library_version.splitlines():
         if line.startswith("MPICH Device:"):
             words = line.split(":", 1)[1].replace(":", " ").split()
-            netmod = environ.get("MPIR_CVAR_CH4_NETMOD")
-            ofi = netmod == "ofi" if netmod else ("ofi" in words and "ucx" not in words)
-            if ofi and not environ.get("FI_PROVIDER"):
-                return {"FI_PROVIDER": "^sockets"}
-            return {}
-    return {}
+            built = [w for w in words if w in ("ucx", "ofi")]
+            return environ.get("MPIR_CVAR_CH4_NETMOD") or (built[0] if built else "")
+    return None
 
 
 def matched_probes(library_version: str, environ: Any) -> bool:
@@ -169,13 +175,7 @@ def matched_probes(library_version: str, environ: Any) -> bool:
     hosts) and probes are faster too (a round trip 7 us against 11-13); everywhere else
     posted receives are kept, the faster way (over ofi/tcp a probe costs 6-11 us more a
     round trip), and lose nothing."""
-    for line in library_version.splitlines():
-        if line.startswith("MPICH Device:"):
-            words = line.split(":", 1)[1].replace(":", " ").split()
-            mods = [w for w in words if w in ("ucx", "ofi")]
-            netmod = environ.get("MPIR_CVAR_CH4_NETMOD") or (mods[0] if mods else "")
-            return netmod == "ucx"
-    return False
+    return mpich_netmod(library_version, environ) == "ucx"
 
 
 def set_job_comm(comm: Any) -> None:
@@ -403,7 +403,7 @@ class MPIConduit(Conduit):
     def _take_slow(self, i: int, count: int, source: int) -> tuple[bytes, Any] | None:
         """The ring's envelope in slot ``i`` (``count`` bytes from ``source``) that its C
         did not take: a bulk payload, a large in-line one, or a malformed one (None: dropped;
-        the ring counts it and posts the receive again). Holds MPI_LOCK."""
+        the ring counts it and frees the slot). Holds MPI_LOCK."""
         view = self._ring.view(i)
         msg = None
         if count >= ENVELOPE:  # (a header alone and a small payload: the ring took them)
