@@ -73,7 +73,10 @@ _hot.set_handles(Handle, Done, DONE)  # what the C get_nb and put_nb return with
 BLOCK_SLICE_S = 0.05  # a sleeping rank re-checks aborts this often
 WAKE_GRACE_S = 0.002  # a wake-up this late after a slice timed out is not a missed one
 DIRECT_WAIT_S = 1e-4  # a rank waiting for a direct send while another drains re-checks so often
-DRAIN_BUDGET = 256  # messages run per drain before the caller re-checks its condition
+# The progress rules have one owner, the C hot path (amnet/core/_hot.h): how many messages a
+# drain runs before its caller re-checks its condition, the conduit throttle (Hot.conduit_due)
+# and when a spinning thread gives its core away (Hot.idle).
+DRAIN_BUDGET = _hot.DRAIN_BUDGET
 _yield = getattr(os, "sched_yield", lambda: time.sleep(0))
 SPIN_THEN_BLOCK_S = 100e-6  # auto on an uncrowded host: spin this long, then block
 SPIN_THEN_NAP_S = 10e-3  # the same where the conduit cannot block (mpi): then nap
@@ -81,7 +84,6 @@ INLINE, PSHM, NET = W.INLINE, W.PSHM, W.NET  # how a destination process is reac
 _FUNCTION = type(lambda: None)
 _ARGS = W.ARGS
 CONDUIT_POLL_S = 5e-6  # with PSHM on, an idle conduit is looked at this often
-YIELD_EVERY = 32  # with PSHM on, a spinning rank yields its core after this many empty polls
 
 
 class RankState:
@@ -146,8 +148,6 @@ class Engine:
         self.refused = 0
         self.loops = 0  # event loops driving this process's progress (amnet.aio)
         self.deferred: collections.deque = collections.deque()
-        self.conduit_at = 0.0  # when drain last looked at the conduit (with PSHM on)
-        self.empty_polls = 0
         self.drain_wait_s = 0.0  # rank-threads' seconds waiting while another one drained
         # blocking waits that slept a whole BLOCK_SLICE_S with nothing to wake them, and of
         # those, the ones whose wait was satisfied all along (a missed wake-up)
@@ -593,13 +593,8 @@ class Engine:
                     n += k
                     if pred is not None and pred():
                         return n
-        if wait is None and self.throttle:
-            # An empty look at the conduit (~1.3 us) costs more than a look at every queue or
-            # an in-line AM: while it brings nothing, look at most every CONDUIT_POLL_S.
-            now = time.perf_counter()
-            if now - self.conduit_at < CONDUIT_POLL_S:
-                return n
-            self.conduit_at = now
+        if wait is None and not self.hot.conduit_due():
+            return n  # the throttle: the conduit was looked at less than CONDUIT_POLL_S ago
         return n + self.drain_net(pred, wait, pure)
 
     def drain_net(self, pred: Callable[[], Any] | None, wait: float | None = None,
@@ -641,7 +636,7 @@ class Engine:
             if pred is not None and pred():
                 break
         if seen:
-            self.conduit_at = 0.0  # it brought something: look again next time
+            self.hot.conduit_rearm()  # it brought something: look again next time
         return n
 
     def land(self, header: bytes, n: int) -> np.ndarray | None:
@@ -959,11 +954,9 @@ class Engine:
                 if n:
                     idle = None
                 elif spin_s:
-                    # after releasing: the conduit's I/O thread and peers get the core (with
-                    # PSHM on, peers on the node need no I/O thread: yield less often)
-                    self.empty_polls += 1
-                    if self.pshm is None or not self.empty_polls % YIELD_EVERY:
-                        _yield()
+                    # after releasing: peers and the conduit's I/O thread get the core now
+                    # and then (the rule and its count are the C spin phase's)
+                    self.hot.idle()
             else:
                 # Another thread of this process drains: sleep until it made progress. It
                 # wakes us after every drain that ran something and whenever it lets go of

@@ -142,6 +142,9 @@ PyInit__hot(void)
             || PyModule_AddObjectRef(m, "EndpointBase", (PyObject *)&EndpointBase_Type) < 0
             || PyModule_AddObjectRef(m, "MPIRing", (PyObject *)&MPIRing_Type) < 0
             || PyModule_AddIntConstant(m, "MAX_ARGS", MAX_ARGS) < 0
+            /* the progress rules' constants, for the engine's Python loop (_hot.h) */
+            || PyModule_AddIntConstant(m, "DRAIN_BUDGET", BUDGET) < 0
+            || PyModule_AddIntConstant(m, "YIELD_EVERY", YIELD_EVERY) < 0
             /* the mpi conduit's envelope, as MPIRing builds and reads it (_hot_mpi.c) */
             || PyModule_AddIntConstant(m, "MPI_ENVELOPE", MPI_ENVELOPE) < 0) {
         Py_DECREF(m);

@@ -80,7 +80,7 @@ enum { E_MORE = 1, E_DEPOSITED = 2 };
 #define CTRL 4096
 #define QHDR 128
 #define W_SLEEP 8
-#define BUDGET 256
+#define BUDGET 256       /* messages one drain runs before its caller re-checks its condition */
 #define MPI_ENVELOPE 16  /* the mpi conduit's envelope prefix (_hot_mpi.c, _mpiconduit.py) */
 #define YIELD_EVERY 256  /* a spinning rank gives its core away after this many empty polls */
 
@@ -235,9 +235,10 @@ typedef struct {
     int node_first, node_ranks;
     char **segs;
     Py_buffer *seg_bufs;
-    double conduit_every, conduit_at, spin_s;
+    double conduit_every, spin_s;
+    double conduit_at;               /* when the conduit was last looked at: atomic (conduit_due) */
     Clock clock;
-    unsigned long empty;
+    unsigned long empty;             /* empty polls of every waiting thread: atomic (hot_idle) */
     int waiters;                     /* threads of the Python wait loop sleeping on the drainer */
     int sleeping;                    /* the drainer blocks in a receive (Engine._block) */
     int nudged;                      /* its wake_fd was written since that sleep began */
@@ -430,6 +431,55 @@ poll_once(HotObject *h, PyObject *pred)
         return -1;
     }
     return n < 0 ? 0 : n;
+}
+
+/* The progress rules both wait loops (C's spin phase, the engine's Python loop) follow, in
+ * one place: */
+
+/* The conduit throttle. A process with faster paths than the conduit (shared-memory queues,
+ * in-line AMs between rank-threads) looks at an idle conduit at most every conduit_every
+ * seconds: an empty look (~1.3 us through Python) costs more than a look at every queue.
+ * Returns 1 (and stamps now) when it is time to look; now == 0.0: read the clock here. */
+static inline int
+conduit_due(HotObject *h, double now)
+{
+    if (!h->throttle) {
+        return 1;
+    }
+    if (now == 0.0) {
+        now = clock_now(&h->clock);
+    }
+    double at;
+    __atomic_load(&h->conduit_at, &at, __ATOMIC_RELAXED);
+    if (now - at < h->conduit_every) {
+        return 0;
+    }
+    __atomic_store(&h->conduit_at, &now, __ATOMIC_RELAXED);
+    return 1;
+}
+
+/* The conduit brought something, or a loop driver was told it is readable: look again at
+ * the next poll. */
+static inline void
+conduit_rearm(HotObject *h)
+{
+    double zero = 0.0;
+    __atomic_store(&h->conduit_at, &zero, __ATOMIC_RELAXED);
+}
+
+/* A poll that found nothing: a spinning thread gives its core away (sched_yield, the GIL
+ * released) once every YIELD_EVERY of them, counted over the process's threads. Returns 1
+ * when it yielded. */
+static inline int
+hot_idle(HotObject *h)
+{
+    if (__atomic_add_fetch(&h->empty, 1, __ATOMIC_RELAXED) % YIELD_EVERY) {
+        return 0;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    sched_yield();
+    Py_END_ALLOW_THREADS
+    return 1;
 }
 
 #endif /* AMNET_CORE_HOT_H */

@@ -647,6 +647,27 @@ Hot_net_dispatch(HotObject *h, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+/* conduit_due() -> bool: the throttle (conduit_due in _hot.h) for the engine's own drain. */
+static PyObject *
+Hot_conduit_due(HotObject *h, PyObject *Py_UNUSED(ignored))
+{
+    return PyBool_FromLong(conduit_due(h, 0.0));
+}
+
+static PyObject *
+Hot_conduit_rearm(HotObject *h, PyObject *Py_UNUSED(ignored))
+{
+    conduit_rearm(h);
+    Py_RETURN_NONE;
+}
+
+/* idle() -> bool: a poll of the engine's wait loop found nothing (hot_idle in _hot.h). */
+static PyObject *
+Hot_idle(HotObject *h, PyObject *Py_UNUSED(ignored))
+{
+    return PyBool_FromLong(hot_idle(h));
+}
+
 static PyObject *
 Hot_set_spin(HotObject *h, PyObject *arg)
 {
@@ -761,6 +782,14 @@ static PyMethodDef Hot_methods[] = {
     {"run_handler", (PyCFunction)Hot_run_handler, METH_VARARGS, NULL},
     {"send", (PyCFunction)Hot_send, METH_VARARGS, NULL},
     {"set_spin", (PyCFunction)Hot_set_spin, METH_O, NULL},
+    {"conduit_due", (PyCFunction)Hot_conduit_due, METH_NOARGS,
+     "conduit_due() -> bool: whether a drain is to look at the conduit now (the throttle: "
+     "an idle conduit is looked at every throttle_s at most); True stamps the look."},
+    {"conduit_rearm", (PyCFunction)Hot_conduit_rearm, METH_NOARGS,
+     "The conduit brought something (or its descriptor fired): look again at the next drain."},
+    {"idle", (PyCFunction)Hot_idle, METH_NOARGS,
+     "idle() -> bool: a poll found nothing; gives the core away (sched_yield) once every "
+     "YIELD_EVERY of them and says whether it did."},
     {"set_wake_fd", (PyCFunction)Hot_set_wake_fd, METH_O, NULL},
     {"nudge", (PyCFunction)Hot_nudge, METH_O,
      "nudge(t): after an in-line AM to rank-thread t: wake the sleeping drainer if its wait "

@@ -39,19 +39,16 @@ drain_all(HotObject *h, PyObject *pred, double now)
             return -1;
         }
     }
-    if (h->throttle && now == 0.0) {
-        now = clock_now(&h->clock);
-    }
-    if (!h->throttle || now - h->conduit_at >= h->conduit_every) {
+    if (conduit_due(h, now)) {
         if (h->net_fd >= 0 && ((volatile char *)h->idle_buf.buf)[0]
                 && PyObject_Length(h->delayed) == 0) {
             /* the conduit said "nothing until the descriptor is readable" */
             struct pollfd pfd = {h->net_fd, POLLIN, 0};
             if (poll(&pfd, 1, 0) == 0) {
-                h->conduit_at = now;
                 return n;
             }
         }
+        /* the engine's drain_net rearms the throttle when the conduit brought something */
         PyObject *r = PyObject_CallOneArg(h->py_net, pred);
         if (r == NULL) {
             return -1;
@@ -61,7 +58,6 @@ drain_all(HotObject *h, PyObject *pred, double now)
         if (k < 0) {
             return PyErr_Occurred() ? -1 : n;
         }
-        h->conduit_at = k ? 0.0 : now;
         n += (int)k;
     }
     return n;
@@ -166,11 +162,7 @@ hot_wait_until(HotObject *h, PyObject *pred, PyObject *timeout)
                     spun = 1;
                     break;
                 }
-                if (!(++h->empty % YIELD_EVERY)) {
-                    Py_BEGIN_ALLOW_THREADS
-                    sched_yield();
-                    Py_END_ALLOW_THREADS
-                } else if (h->n > 0) {
+                if (!hot_idle(h) && h->n > 0) {
                     for (int k = 0; k < QUEUE_SPINS && !hot_has_pending(h); k++) {
                     }
                 }

@@ -85,7 +85,7 @@ class LoopProgress:
         """Run what has arrived for this process (the conduit looked at now); how many ran.
         Raises JobAborted when the job is being torn down."""
         eng = self.eng
-        eng.conduit_at = 0.0
+        eng.hot.conduit_rearm()
         n = eng.poll()
         boot = eng.boot
         if boot is not None and boot.aborted is not None:
