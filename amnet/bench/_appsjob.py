@@ -15,6 +15,13 @@ what the thread did with its time.
   its columns, reading row ``i`` from the other threads. Checked against a serial solution.
 - ``lock``: every thread increments one shared counter under one lock, ``per`` times a
   round (``with L: C[0] = C[0] + 1``). Checked: the counter counts every increment.
+- ``compute`` (amnet's, not the paper's): pure-Python work between communication phases,
+  the case where the interpreter lock decides between threads and processes. A round reads
+  the neighbour's first element (one fine-grained get from the buffer of the round; the
+  buffers alternate, so nobody writes what is read), then runs ``work`` steps of a 31-bit
+  linear congruential generator in Python on each of the thread's ``elems`` elements and
+  stores them in the other buffer. Checked: the neighbour's element as it stored it, and the
+  last round recomputed from the thread's previous block.
 
 A round: a barrier, the kernel, the clock stopped, a barrier. For every kept round each
 rank-thread returns its wall seconds, its seconds on a CPU and waiting for one (the
@@ -198,7 +205,55 @@ class _Lock:
         return None if got == want else f"lock: the counter is {got}, not {want}"
 
 
-KERNELS = {"gups": _Gups, "sobel": _Sobel, "mcop": _Mcop, "lock": _Lock}
+def _lcg(block: list[int], nb: int, work: int) -> list[int]:
+    """The compute kernel's work: ``work`` generator steps per element, in Python."""
+    out = []
+    for v in block:
+        x = (v ^ nb) & 0x7FFFFFFF
+        for _ in range(work):
+            x = (x * 1103515245 + 12345) & 0x7FFFFFFF
+        out.append(x)
+    return out
+
+
+class _Compute:
+    def __init__(self, upc: Any, p: dict[str, int]) -> None:
+        self.upc, self.me, self.T = upc, upc.MYTHREAD, upc.THREADS
+        self.E, self.work = p["elems"], p["work"]
+        n = self.E * self.T
+        self.bufs = [upc.shared_array(n, "i8", self.E) for _ in range(2)]
+        self.bufs[0].local[:] = np.arange(self.me * self.E, (self.me + 1) * self.E)
+        self.heads = upc.shared_array((self.T, 2), "i8", 2)  # my first element, per buffer
+        self.rounds = 0
+        self.last: tuple[list[int], int] | None = None
+
+    def run(self) -> int:
+        src, dst = self.bufs[self.rounds % 2], self.bufs[(self.rounds + 1) % 2]
+        nb = int(src[((self.me + 1) % self.T) * self.E])  # the neighbour's first element
+        block = src.local.tolist()
+        self.last = (block, nb)
+        out = _lcg(block, nb, self.work)
+        dst.local[:] = out
+        self.heads.local[(self.rounds + 1) % 2] = out[0]
+        self.rounds += 1
+        return self.E
+
+    def check(self) -> str | None:
+        self.upc.barrier()
+        if self.last is None:
+            return None
+        block, nb = self.last
+        k = self.rounds - 1  # the last round read buffer k % 2, which round k - 1 wrote
+        want_nb = (int(self.heads[(self.me + 1) % self.T, k % 2]) if k else
+                   ((self.me + 1) % self.T) * self.E)
+        if nb != want_nb:
+            return f"compute: read {nb} as the neighbour's element, it stored {want_nb}"
+        if _lcg(block, nb, self.work) != self.bufs[self.rounds % 2].local.tolist():
+            return "compute: the last round's block differs from its recomputation"
+        return None
+
+
+KERNELS = {"gups": _Gups, "sobel": _Sobel, "mcop": _Mcop, "lock": _Lock, "compute": _Compute}
 
 
 def apps_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any]:

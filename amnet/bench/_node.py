@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import BenchError
-from ._report import find_mpiexec
+from ._report import find_mpiexec, rank_job, ranks_result
 from ._twonode import JOB_TIMEOUT_S, cpu_count
 
 #: The hybrid paper's Table 2 configurations, in the paper's (expected ascending) order:
@@ -60,12 +60,12 @@ def run_node(fn: Callable, plan: dict[str, Any], **options: Any) -> dict[str, An
     import amnet
 
     try:
-        res = amnet.run(functools.partial(fn, plan=plan), n=2, timeout=JOB_TIMEOUT_S,
-                        **options)
+        res = amnet.run(functools.partial(rank_job, fn, plan=plan), n=2,
+                        timeout=JOB_TIMEOUT_S, **options)
     except Exception as e:
         raise BenchError(f"the amnet job {fn.__name__} (n=2, one node, {options}) failed: "
                          f"{type(e).__name__}: {e}") from e
-    return res[0]
+    return ranks_result(res)[0]
 
 
 def auto_and_pin_notes(opts: Any, pin: str, resolved: dict, unpinned: str,

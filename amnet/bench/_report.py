@@ -80,8 +80,56 @@ def amnet_version() -> str:
     return package_version()
 
 
+#: The interpreter lock as the ranks of this run's jobs saw it at their end (True: on), added
+#: by the job runners (:func:`rank_job`); the bench driver is one thread, so one set serves.
+RANKS_GIL: set[bool] = set()
+
+
+def free_threaded() -> bool:
+    """Whether this CPython is a free-threaded build (PEP 703: ``--disable-gil``)."""
+    import sysconfig
+
+    return bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+
+
+def gil_enabled() -> bool:
+    """Whether the interpreter lock is on in this process now (always on a default build)."""
+    return bool(getattr(sys, "_is_gil_enabled", lambda: True)())
+
+
+def rank_job(fn: Any, ep: Any, plan: Any) -> tuple[Any, bool]:
+    """A job's rank side as the runners start it: ``fn(ep, plan)``'s result and whether the
+    interpreter lock was on in the rank at its end (:func:`ranks_result` takes them apart)."""
+    return fn(ep, plan), gil_enabled()
+
+
+def ranks_result(res: list[tuple[Any, bool]]) -> list[Any]:
+    """The ranks' results of a job run through :func:`rank_job`; their lock states are kept
+    in :data:`RANKS_GIL` for the report."""
+    RANKS_GIL.update(g for _, g in res)
+    return [r for r, _ in res]
+
+
+def interpreter_line(machine: dict[str, Any]) -> str:
+    """``Python 3.13.5 (free-threaded, GIL off in the ranks)``: the interpreter of a run and
+    whether its lock was on where the ranks ran."""
+    py = f"Python {machine.get('python')}"
+    if not machine.get("free_threaded"):
+        return py
+    ranks = machine.get("gil_in_ranks")
+    where = ("in the ranks" if ranks else "in the driver")
+    states = ranks if ranks else [machine.get("gil")]
+    state = "on" if all(states) else "off" if not any(states) else "on in some, off in others"
+    return f"{py} (free-threaded, GIL {state} {where})"
+
+
 def machine_info() -> dict[str, Any]:
-    """Where and with what a run was made: host, cores, Python, amnet, pyzmq/libzmq, MPICH."""
+    """Where and with what a run was made: host, cores, Python (its build and whether the
+    interpreter lock was on, in the driver and in the ranks of the run's jobs), amnet,
+    pyzmq/libzmq, MPICH."""
+    import amnet.coll  # noqa: F401  (what every job imports: were it to turn the lock on,
+    import upc_rt  # noqa: F401  the driver would see it too)
+
     info: dict[str, Any] = {
         "hostname": socket.gethostname(),
         "platform": platform.platform(),
@@ -90,6 +138,9 @@ def machine_info() -> dict[str, Any]:
         else None,
         "python": sys.version.split()[0],
         "python_executable": sys.executable,
+        "free_threaded": free_threaded(),
+        "gil": gil_enabled(),
+        "gil_in_ranks": sorted(RANKS_GIL) or None,
         "amnet": amnet_version(),
     }
     try:
@@ -127,7 +178,7 @@ def markdown(result: dict[str, Any], machine: dict[str, Any] | None = None,
     lines = [f"## amnet-bench {result['suite']}", ""]
     if machine:
         lines += [f"{date or now()} on {machine.get('hostname')}: "
-                  f"{machine.get('cpu_count')} cores, Python {machine.get('python')}, "
+                  f"{machine.get('cpu_count')} cores, {interpreter_line(machine)}, "
                   f"amnet {machine.get('amnet')}, pyzmq {machine.get('pyzmq')} "
                   f"(libzmq {machine.get('libzmq')})"
                   + (f", MPICH {machine['mpich']}" if machine.get("mpich") else ""), ""]

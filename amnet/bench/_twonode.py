@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from . import BenchError
-from ._report import comma_items, median
+from ._report import comma_items, median, rank_job, ranks_result
 
 RAW_MODES = ("block", "spin")  # the raw-zmq peer's wait strategies
 PINS = ("none", "same", "split")  # where the two sides' threads run (see _rawzmq.pin_process)
@@ -152,10 +152,12 @@ def run_job(fn: Callable, plan: dict[str, Any], **options: Any) -> list[Any]:
     import amnet
 
     try:
-        return amnet.run(functools.partial(fn, plan=plan), timeout=JOB_TIMEOUT_S, **options)
+        res = amnet.run(functools.partial(rank_job, fn, plan=plan), timeout=JOB_TIMEOUT_S,
+                        **options)
     except Exception as e:
         raise BenchError(f"the amnet job {fn.__name__} ({options}) failed: "
                          f"{type(e).__name__}: {e}") from e
+    return ranks_result(res)
 
 
 def run_raw(plan: dict[str, Any], mode: str, latency_us: float = 0.0,

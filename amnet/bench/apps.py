@@ -31,10 +31,20 @@ from ._splits import add_options, check_options, split_caption
 from ._twonode import cpu_count, run_job
 
 DEFAULTS = {"gups": {"table": 1024, "updates": 128}, "sobel": {"rows": 16, "cols": 64},
-            "mcop": {"n": 8}, "lock": {"per": 20}}
+            "mcop": {"n": 8}, "lock": {"per": 20}, "compute": {"elems": 2000, "work": 50}}
 QUICK = {"gups": {"table": 256, "updates": 32}, "sobel": {"rows": 8, "cols": 32},
-         "mcop": {"n": 4}, "lock": {"per": 8}}
-UNITS = {"gups": "updates", "sobel": "pixels", "mcop": "entries", "lock": "lock pairs"}
+         "mcop": {"n": 4}, "lock": {"per": 8}, "compute": {"elems": 500, "work": 20}}
+UNITS = {"gups": "updates", "sobel": "pixels", "mcop": "entries", "lock": "lock pairs",
+         "compute": "elements"}
+SERIAL = "1 rank"  # the compute kernel's reference: one rank doing a node's elements alone
+
+
+def serial_plan(plan: dict[str, Any], per_node: int) -> dict[str, Any]:
+    """The compute kernel's serial reference: one rank, the elements of a node's
+    ``per_node`` ranks."""
+    p = dict(plan["params"]["compute"])
+    p["elems"] *= per_node
+    return {"kernels": ["compute"], "samples": plan["samples"], "params": {"compute": p}}
 
 
 PLOTS = ("apps_fig6.png",)
@@ -90,6 +100,11 @@ def apps(args: Sequence[str] | None = None, *, ranks: int = 4, nodes: int = 2,
                     per.setdefault((sp.label, mode, k), []).append(job_figures(
                         [r[k] for r in res]))
                 bar.step(f"rep {rep + 1}, {sp.label}, {mode} waits")
+        if "compute" in opts.kernels:  # the serial reference of the same run
+            res = run_job(apps_job, serial_plan(plan, opts.ranks // opts.nodes), n=1)
+            verify("compute", [r["compute"] for r in res], SERIAL, "auto")
+            per.setdefault((SERIAL, "auto", "compute"), []).append(job_figures(
+                [r["compute"] for r in res]))
     bar.close()
     return _report(opts, chosen, plan, per)
 
@@ -159,6 +174,19 @@ def _report(opts: Any, chosen: list, plan: dict[str, Any],
             rows.append([k, sp.label, f"{secs * 1e3:.2f}", f"{secs / max(ops, 1) * 1e6:.1f}",
                          f"{ratio:.2f}", "-" if gil is None else f"{100 * gil:.0f}%",
                          "-" if drain is None else f"{100 * drain:.0f}%"])
+    serial = per.get((SERIAL, "auto", "compute"))
+    if serial:
+        secs = median([x["seconds"] for x in serial])
+        ops = serial[0]["ops"]
+        results.append({"kernel": "compute", "split": SERIAL, "threads": 1, "procs": 1,
+                        "seconds": secs, "ops": ops, "us_per_op": secs / max(ops, 1) * 1e6,
+                        "vs_ref": None, "gil_share": None, "drain_share": None,
+                        "reps": {"auto": serial, "spin": None}})
+        rows.append(["compute", f"{SERIAL} (all {ops} elements)", f"{secs * 1e3:.2f}",
+                     f"{secs / max(ops, 1) * 1e6:.1f}", "-", "-", "-"])
+        for r in results:
+            if r["kernel"] == "compute" and r["split"] != SERIAL:
+                r["vs_serial"] = r["seconds"] / secs
     notes = [f"{opts.ranks} ranks on {opts.nodes} nodes ({opts.ranks // opts.nodes} a node); "
              f"{opts.reps} repetitions x {opts.samples} rounds; ms: the slowest rank-thread's "
              f"time per round; µs per op: per {', '.join(f'{k}: {UNITS[k]}' for k in opts.kernels)}"
@@ -170,6 +198,15 @@ def _report(opts: Any, chosen: list, plan: dict[str, Any],
              "1T splits share neither, so theirs is the method's zero."]
     if not opts.gil:
         notes[-1] = "GIL and drain lock: not measured (--no-gil)."
+    if serial:
+        per_node = opts.ranks // opts.nodes
+        notes.append(
+            f"compute: pure-Python work between communication phases; {SERIAL}: one rank "
+            f"doing the elements of a node's {per_node} ranks alone, in the same run. Time "
+            "over it: " + ", ".join(f"{r['split']} {r['vs_serial']:.2f}x" for r in results
+                                    if "vs_serial" in r)
+            + f" (ranks that compute in parallel: 1/{per_node} at best; with the "
+            "interpreter lock on, rank-threads of a process cannot go below 1).")
     if opts.ranks > cpu_count():
         notes.append(f"oversubscribed: {opts.ranks} rank-threads on {cpu_count()} cores: the "
                      "main runs wait by blocking; the spin-wait runs that measure the locks "

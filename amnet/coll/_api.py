@@ -526,7 +526,10 @@ class Coll:
             if run in self._runs:
                 self._runs.remove(run)
             failed = self.box.failed
-            late = failed.pop(run.call[0], None) if failed else None
+            late = None
+            if failed:
+                with self.box.lock:  # a handler's verdict adds to it under the lock
+                    late = failed.pop(run.call[0], None)
             if late is not None:  # an earlier call of the team was found mismatched
                 raise CollectiveMismatch("\n".join(late))
         return done

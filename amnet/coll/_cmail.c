@@ -153,5 +153,11 @@ PyInit__cmail(void)
         Py_DECREF(m);
         return NULL;
     }
+#ifdef Py_GIL_DISABLED
+    /* every mailbox dict a handler writes is written under the mailbox's lock, here and in
+     * amnet.coll._msg; what only the owning rank-thread writes (next_seq, descs, history)
+     * is read through new references */
+    PyUnstable_Module_SetGIL(m, Py_MOD_GIL_NOT_USED);
+#endif
     return m;
 }

@@ -231,11 +231,12 @@ Core_start(Core *c, PyObject *const *argv, Py_ssize_t nargs)
     }
     PyObject *key = argv[0], *what = argv[1], *data = argv[2];
     int to_all = PyObject_IsTrue(argv[3]), complete = PyObject_IsTrue(argv[4]);
-    PyObject *seq_o = PyDict_GetItemWithError(c->next_seq, c->tid);  /* borrowed */
-    if (seq_o == NULL && PyErr_Occurred()) {
+    PyObject *seq_o;
+    if (cm_dict_ref(c->next_seq, c->tid, &seq_o) < 0) {
         return NULL;
     }
     long seq = seq_o == NULL ? 0 : PyLong_AsLong(seq_o);
+    Py_XDECREF(seq_o);
     if (seq == -1 && PyErr_Occurred()) {
         return NULL;
     }
@@ -255,13 +256,14 @@ Core_start(Core *c, PyObject *const *argv, Py_ssize_t nargs)
         goto end;
     }
     Py_DECREF(r);
-    PyObject *desc = PyDict_GetItemWithError(c->descs, key);  /* borrowed: (digest, sig) */
-    if (desc == NULL) {
-        out = PyErr_Occurred() ? NULL : Py_NewRef(Py_False);
+    /* (digest, sig), held: a handler run by a send's wait might clear descs */
+    PyObject *desc;
+    int got = cm_dict_ref(c->descs, key, &desc);
+    if (got <= 0) {
+        out = got < 0 ? NULL : Py_NewRef(Py_False);
         goto end;
     }
     PyObject *dg = PyTuple_GET_ITEM(desc, 0), *sig = PyTuple_GET_ITEM(desc, 1);
-    Py_INCREF(desc);  /* a handler run by a send's wait might clear descs: hold it */
     PyObject *res = PyTuple_Pack(4, c->tid, PyTuple_GET_ITEM(call, 1), dg, sig);
     if (res == NULL) {
         Py_DECREF(desc);

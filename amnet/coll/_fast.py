@@ -204,7 +204,8 @@ class Fast:
         call of the team found meanwhile, as the general path does."""
         failed = self.box.failed
         if failed:
-            late = failed.pop(self.team.id, None)
+            with self.box.lock:  # a handler's verdict adds to it under the lock
+                late = failed.pop(self.team.id, None)
             if late is not None:
                 raise CollectiveMismatch("\n".join(late))
         return True

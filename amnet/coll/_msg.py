@@ -161,10 +161,10 @@ class Mailbox:
         posted buffer, a call neither dead nor completed) the same way in C: a change to
         what is filed here changes it there too."""
         call = (team, seq)
-        if call in self.dead:
-            return True
         key = (team, seq, tag, index)
         with self.lock:
+            if call in self.dead:
+                return True
             if call not in self.active and seq < self.next_seq.get(team, 0):
                 # data of a call I have completed: none comes when the members agree
                 if call not in self.answered:
@@ -237,10 +237,10 @@ class Mailbox:
             return
         call = (args[0], args[1])
         text = bytes(payload).decode("utf-8", "replace")
-        if args[0] not in self.teams:  # a team I am still making (a split ending here)
-            with self.lock:
+        with self.lock:  # add_team looks at sigs under the lock, after it adds the team
+            if args[0] not in self.teams:  # a team I am still making (a split ending here)
                 self.sigs.setdefault(call, {})[args[2]] = text
-            return
+                return
         if self.add_sig(call, args[2], text):
             self.port.defer(lambda: self.judge(call))
 
@@ -278,8 +278,9 @@ class Mailbox:
         """Forget the descriptions of calls more than KEEP back on their team (under
         ``lock``)."""
         nxt = self.next_seq
-        self.history = {c: s for c, s in self.history.items()
-                        if c[1] >= nxt.get(c[0], 0) - KEEP}
+        h = self.history  # in place: the C core (amnet.coll._cmail) holds this dict too
+        for c in [c for c in h if c[1] < nxt.get(c[0], 0) - KEEP]:
+            h.pop(c, None)
         self.prune_at = 2 * max(KEEP, len(self.history))  # many teams: not at every call
 
     # -- the check --------------------------------------------------------------------------

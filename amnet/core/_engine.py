@@ -111,10 +111,23 @@ class RankState:
         self.sync_hooks: list[Callable[[str], Any]] = []  # run at fence / barrier_notify
 
     def new_op(self, op: Any) -> int:
-        opid = self._next_op
-        self._next_op = opid + 1 if opid < W.INT64_MAX else 1
-        self.ops[opid] = op
+        """A fresh op id for ``op``, kept until its reply claims it (:meth:`claim`). Several
+        threads start operations of one rank (the rank's own, deferred work on whichever
+        thread polls): the id is taken under the rank's lock."""
+        with self.lock:
+            opid = self._next_op
+            self._next_op = opid + 1 if opid < W.INT64_MAX else 1
+            self.ops[opid] = op
         return opid
+
+    def claim(self, opid: int, src: int) -> Any:
+        """The operation ``opid`` when it went to ``src``, taken out of the table (so that a
+        second reply finds nothing, whichever thread runs it); else None."""
+        op = self.ops.pop(opid, None)
+        if op is not None and op.peer != src:  # not from the rank the op went to: put back
+            self.ops[opid] = op
+            return None
+        return op
 
 
 class Engine:
@@ -146,6 +159,7 @@ class Engine:
         self.spin_s = {"block": 0.0, "spin": float("inf")}.get(config.wait_mode, 0.0)
         self.handled = 0
         self.refused = 0
+        self.stats_lock = threading.Lock()  # the counters above and below: bumped by any thread
         self.loops = 0  # event loops driving this process's progress (amnet.aio)
         self.deferred: collections.deque = collections.deque()
         self.drain_wait_s = 0.0  # rank-threads' seconds waiting while another one drained
@@ -422,7 +436,8 @@ class Engine:
             if drs is None:
                 return self._refuse()
             self.sys[hidx](self, drs, src, args, mv, offset, flags)
-            self.handled += 1
+            with self.stats_lock:
+                self.handled += 1
             self.hot.nudge(dest - self.first)  # it may have completed a wait of dest's thread
             return
         header = W.HEADERS[len(args)].pack(flags, len(args), hidx, src, dest, offset, *args)
@@ -730,9 +745,10 @@ class Engine:
         comes within ``WAKE_GRACE_S`` either (``late()``: one may have been on its way as the
         wait timed out): statistics()."""
         if t >= BLOCK_SLICE_S:
-            self.slices_expired += 1
-            if (self._deferred_due() or (pred is not None and pred())) and not late():
-                self.wakeups_missed += 1
+            missed = (self._deferred_due() or (pred is not None and pred())) and not late()
+            with self.stats_lock:
+                self.slices_expired += 1
+                self.wakeups_missed += bool(missed)
 
     def _deferred_due(self) -> bool:
         """Deferred work that may run now (not waiting for its handler to return). Takes no
@@ -779,7 +795,8 @@ class Engine:
             except Exception:  # a forged system message: never let it take the rank down
                 self._refuse()
                 return
-            self.handled += 1
+            with self.stats_lock:
+                self.handled += 1
             return
         table = rs.table
         if hidx >= len(table.fns):
@@ -813,7 +830,8 @@ class Engine:
                          not flags & W.REPLY, call_args)
 
     def _refuse(self) -> None:
-        self.refused += 1
+        with self.stats_lock:
+            self.refused += 1
         self.conduit.count_dropped()
 
     def run_handler(self, rs: RankState, fn: Callable, name: str, src: int, is_request: bool,

@@ -411,7 +411,10 @@ class Port:
         if not nbi:
             return None
         rs = self._rs
-        return rs.regions[-1] if rs.regions else rs.nbi
+        try:  # one read: deferred work on another thread may start one as a region closes
+            return rs.regions[-1]
+        except IndexError:
+            return rs.nbi
 
     def op(self, peer: int, is_get: bool = False, out: Any = None, nbi: bool = False,
            cls: type = Op, **fields: Any) -> tuple[int, Any]:

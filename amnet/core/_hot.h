@@ -135,6 +135,66 @@ get_le(const unsigned char *p, int n)
 }
 
 /* ------------------------------------------------------------------------------------ */
+/* Free threading. With the GIL (3.11, 3.12, and 3.13+ default builds) a C function that calls
+ * no Python code runs without interruption; free-threaded (Py_GIL_DISABLED) it does not, so:
+ * the handler tables, which a rank's Python code appends to while other threads dispatch to
+ * it, are read through new references (list_ref, dict_ref: a list's item array may be
+ * replaced meanwhile); counters that several threads bump are atomic (count); what set-up
+ * writes once is published under a critical section on the Hot object. The shims give 3.11
+ * and 3.12 the same calls. */
+
+#if PY_VERSION_HEX < 0x030D0000
+#define Py_BEGIN_CRITICAL_SECTION(op) {
+#define Py_END_CRITICAL_SECTION() }
+#endif
+
+/* item i of list l as a new reference; NULL (no error set) when i is out of range */
+static inline PyObject *
+list_ref(PyObject *l, Py_ssize_t i)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *v = PyList_GetItemRef(l, i);
+#else
+    PyObject *v = Py_XNewRef(PyList_GetItem(l, i));
+#endif
+    if (v == NULL) {
+        PyErr_Clear();
+    }
+    return v;
+}
+
+/* d[k] as a new reference; NULL (no error set) when absent or on error */
+static inline PyObject *
+dict_ref(PyObject *d, PyObject *k)
+{
+    PyObject *v = NULL;
+#if PY_VERSION_HEX >= 0x030D0000
+    if (PyDict_GetItemRef(d, k, &v) < 0) {
+        PyErr_Clear();
+    }
+#else
+    v = Py_XNewRef(PyDict_GetItemWithError(d, k));
+    if (v == NULL) {
+        PyErr_Clear();
+    }
+#endif
+    return v;
+}
+
+/* a statistic several threads bump (relaxed: it orders nothing) */
+static inline void
+count(uint64_t *c)
+{
+    __atomic_fetch_add(c, 1, __ATOMIC_RELAXED);
+}
+
+static inline uint64_t
+count_of(uint64_t *c)
+{
+    return __atomic_load_n(c, __ATOMIC_RELAXED);
+}
+
+/* ------------------------------------------------------------------------------------ */
 /* Lock: a plain mutex usable from C without a method call; the GIL is let go while a
  * blocking acquire waits (the holder may need it to finish).                           */
 

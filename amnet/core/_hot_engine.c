@@ -22,17 +22,23 @@ Hot_set_sys_handler(HotObject *h, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "bad rank-thread, handler index or handler");
         return NULL;
     }
-    Slot *s = &h->slots[t];
-    if (s->sysfns == NULL && (s->sysfns = PyList_New(0)) == NULL) {
+    PyObject *l = __atomic_load_n(&h->slots[t].sysfns, __ATOMIC_ACQUIRE);
+    if (l == NULL) {
+        PyErr_SetString(PyExc_ValueError, "set_sys_handler before add_rank");
         return NULL;
     }
-    while (PyList_GET_SIZE(s->sysfns) <= hidx) {
-        if (PyList_Append(s->sysfns, Py_None) < 0) {
-            return NULL;
-        }
+    int rc = 0;
+    Py_BEGIN_CRITICAL_SECTION(l);  /* the drainer reads it meanwhile (list_ref) */
+    while (rc == 0 && PyList_GET_SIZE(l) <= hidx) {
+        rc = PyList_Append(l, Py_None);
     }
-    Py_INCREF(fn);
-    PyList_SetItem(s->sysfns, hidx, fn);
+    if (rc == 0) {
+        rc = PyList_SetItem(l, hidx, Py_NewRef(fn));
+    }
+    Py_END_CRITICAL_SECTION();
+    if (rc < 0) {
+        return NULL;
+    }
     Py_RETURN_NONE;
 }
 
@@ -304,7 +310,14 @@ Hot_add_rank(HotObject *h, PyObject *args)
     Py_XSETREF(s->nargs, nargs);
     Py_XSETREF(s->names, names);
     Py_XSETREF(s->by_fn, by_fn);
-    Py_CLEAR(s->sysfns);  /* a new rank here: its extensions' ports register again */
+    /* a new rank here: its extensions' ports register again (published with a release
+     * store: the drainer may look at it as soon as a peer sends) */
+    PyObject *sysfns = PyList_New(0);
+    if (sysfns == NULL) {
+        return NULL;
+    }
+    PyObject *old = __atomic_exchange_n(&s->sysfns, sysfns, __ATOMIC_ACQ_REL);
+    Py_XDECREF(old);
     s->rank = rank;
     s->finalized = 0;
     for (int i = 0; i < 8; i++) {
@@ -442,31 +455,49 @@ Hot_set_segment(HotObject *h, PyObject *args)
     if (!PyArg_ParseTuple(args, "iiiO", &first, &count, &r, &buf)) {
         return NULL;
     }
+    /* every rank-thread sets its own at once (Engine.add_rank): the node's arrays are made
+     * by the first, under a critical section on the Hot object; node-local puts and gets
+     * read them only after the init collective that follows */
+    int ok = 0;
+    Py_BEGIN_CRITICAL_SECTION(h);
     if (h->segs == NULL) {
         if (count <= 0) {
             PyErr_SetString(PyExc_ValueError, "bad node shape");
-            return NULL;
+            goto out;
         }
-        h->segs = PyMem_Calloc(count, sizeof(char *));
-        h->seg_bufs = PyMem_Calloc(count, sizeof(Py_buffer));
-        if (h->segs == NULL || h->seg_bufs == NULL) return PyErr_NoMemory();
+        char **segs = PyMem_Calloc(count, sizeof(char *));
+        Py_buffer *bufs = PyMem_Calloc(count, sizeof(Py_buffer));
+        if (segs == NULL || bufs == NULL) {
+            PyMem_Free(segs);
+            PyMem_Free(bufs);
+            PyErr_NoMemory();
+            goto out;
+        }
+        h->seg_bufs = bufs;
         h->node_first = first;
         h->node_ranks = count;
+        h->segs = segs;
     }
     r -= h->node_first;
     if (r < 0 || r >= h->node_ranks || h->seg_bufs[r].obj != NULL) {
         PyErr_SetString(PyExc_ValueError, "bad segment rank");
-        return NULL;
+        goto out;
     }
     if (PyObject_GetBuffer(buf, &h->seg_bufs[r], PyBUF_WRITABLE) < 0) {
-        return NULL;
+        goto out;
     }
     if (h->seg_bufs[r].len < h->seg_size) {
         PyBuffer_Release(&h->seg_bufs[r]);
         PyErr_SetString(PyExc_ValueError, "segment buffer too small");
-        return NULL;
+        goto out;
     }
     h->segs[r] = h->seg_bufs[r].buf;
+    ok = 1;
+out:
+    Py_END_CRITICAL_SECTION();
+    if (!ok) {
+        return NULL;
+    }
     Py_RETURN_NONE;
 }
 
@@ -530,9 +561,11 @@ Hot_pending(HotObject *h, PyObject *Py_UNUSED(ignored))
 static PyObject *
 Hot_counts(HotObject *h, PyObject *Py_UNUSED(ignored))
 {
-    return Py_BuildValue("KKKKK", (unsigned long long)h->sent, (unsigned long long)h->received,
-                         (unsigned long long)h->full_waits, (unsigned long long)h->rings,
-                         (unsigned long long)h->handled);
+    return Py_BuildValue("KKKKK", (unsigned long long)count_of(&h->sent),
+                         (unsigned long long)count_of(&h->received),
+                         (unsigned long long)count_of(&h->full_waits),
+                         (unsigned long long)count_of(&h->rings),
+                         (unsigned long long)count_of(&h->handled));
 }
 
 /* run_handler(t, fn, name, src, is_request, args, capture=False) */
@@ -766,7 +799,7 @@ Hot_set_waiters(HotObject *h, PyObject *v, void *closure)
 static PyObject *
 Hot_get_handled(HotObject *h, void *closure)
 {
-    return PyLong_FromUnsignedLongLong(h->handled);
+    return PyLong_FromUnsignedLongLong(count_of(&h->handled));
 }
 
 static PyMethodDef Hot_methods[] = {

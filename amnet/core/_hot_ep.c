@@ -182,10 +182,12 @@ EP_wait_until(EPObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *k
 static inline int
 local_progress(EPObject *ep)
 {
-    if (--ep->local_ops > 0) {
+    /* relaxed: handlers on other threads may count here too (an atomic on their own rank's
+     * word); a lost count only moves a poll */
+    if (__atomic_sub_fetch(&ep->local_ops, 1, __ATOMIC_RELAXED) > 0) {
         return 0;
     }
-    ep->local_ops = LOCAL_POLL_EVERY;
+    __atomic_store_n(&ep->local_ops, LOCAL_POLL_EVERY, __ATOMIC_RELAXED);
     if (PyThread_tss_get(&cur_token) != NULL) {
         return 0;
     }

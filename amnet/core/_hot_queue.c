@@ -26,23 +26,43 @@ static Py_ssize_t
 handler_index(Slot *s, PyObject *fn)
 {
     Py_ssize_t *c = &s->recent[((uintptr_t)fn >> 4) & 7];
-    Py_ssize_t idx = *c;
-    if (idx >= 0 && idx < PyList_GET_SIZE(s->fns) && PyList_GET_ITEM(s->fns, idx) == fn) {
-        return idx;
+    Py_ssize_t idx = __atomic_load_n(c, __ATOMIC_RELAXED);
+    if (idx >= 0) {
+        PyObject *f = list_ref(s->fns, idx);
+        Py_XDECREF(f);  /* only compared: fn itself is alive (the caller holds it) */
+        if (f == fn) {
+            return idx;
+        }
     }
-    PyObject *io = PyDict_GetItemWithError(s->by_fn, fn);
+    PyObject *io = dict_ref(s->by_fn, fn);
     if (io == NULL) {
-        PyErr_Clear();
         return -1;
     }
     idx = PyLong_AsSsize_t(io);
-    if (idx < 0 || idx >= PyList_GET_SIZE(s->fns) || idx >= PyList_GET_SIZE(s->cats)
-            || idx >= PyList_GET_SIZE(s->nargs)) {
+    Py_DECREF(io);
+    if (idx < 0) {
         PyErr_Clear();
         return -1;
     }
-    *c = idx;
+    __atomic_store_n(c, idx, __ATOMIC_RELAXED);
     return idx;
+}
+
+/* Whether entry idx of slot s's table takes category cat with nargs arguments (an entry
+ * that declares None takes any); 0 also when idx is not (yet) in the table. */
+static int
+declared_ok(Slot *s, Py_ssize_t idx, int cat, Py_ssize_t nargs)
+{
+    PyObject *c = list_ref(s->cats, idx);
+    PyObject *na = c == NULL ? NULL : list_ref(s->nargs, idx);
+    int ok = na != NULL && (c == Py_None || PyLong_AsLong(c) == cat)
+             && (na == Py_None || PyLong_AsSsize_t(na) == nargs);
+    Py_XDECREF(c);
+    Py_XDECREF(na);
+    if (!ok) {
+        PyErr_Clear();
+    }
+    return ok;
 }
 
 /* -- tokens ------------------------------------------------------------------------- */
@@ -79,7 +99,7 @@ token_new(HotObject *h, int t, int hidx, PyObject *name, long src, int is_reques
 static void
 token_done(HotObject *h, TokenObject *tok)
 {
-    tok->live = 0;
+    __atomic_store_n(&tok->live, 0, __ATOMIC_RELEASE);  /* read by run_deferred's thread */
 #ifndef Py_GIL_DISABLED
     if (Py_REFCNT(tok) == 1 && h->nspare < 4 && tok->hot == h) {
         Py_CLEAR(tok->name);
@@ -119,7 +139,7 @@ hot_call_handler(HotObject *h, int t, PyObject *fn, int hidx, PyObject *name, lo
     }
     PyObject *r = PyObject_Vectorcall(fn, stack + 1, (1 + nargs) | PY_VECTORCALL_ARGUMENTS_OFFSET,
                                       NULL);
-    h->handled++;
+    count(&h->handled);
     if (r == NULL && !capture) {
         /* on_handler_error runs in the handler's context (the token still current) */
         PyObject *exc = PyErr_GetRaisedException();
@@ -147,7 +167,7 @@ ring(HotObject *h, OutQ *o)
 {
     if (o->bell >= 0) {
         uint64_t one = 1;
-        h->rings++;
+        count(&h->rings);
         ssize_t w = write(o->bell, &one, sizeof one);
         (void)w;
     }
@@ -180,7 +200,7 @@ push(HotObject *h, OutQ *o, const unsigned char *hdr, Py_ssize_t hl, const char 
     if (ld_acq(o->sleep_p)) {
         ring(h, o);
     }
-    h->sent++;
+    count(&h->sent);
     return 1;
 }
 
@@ -188,7 +208,7 @@ push(HotObject *h, OutQ *o, const unsigned char *hdr, Py_ssize_t hl, const char 
 static int
 queue_full(HotObject *h, int reply)
 {
-    h->full_waits++;
+    count(&h->full_waits);
     PyObject *r = PyObject_CallOneArg(h->py_queue_full, reply ? Py_True : Py_False);
     if (r == NULL) {
         return -1;
@@ -377,15 +397,7 @@ fast_send(HotObject *h, int t, int flags, PyObject *dest_o, PyObject *handler,
         return 1;
     }
     Py_ssize_t idx = handler_index(s, handler);
-    if (idx < 0) {
-        return 1;
-    }
-    PyObject *c = PyList_GET_ITEM(s->cats, idx);
-    if (c != Py_None && PyLong_AsLong(c) != cat) {
-        return 1;
-    }
-    PyObject *na = PyList_GET_ITEM(s->nargs, idx);
-    if (na != Py_None && PyLong_AsSsize_t(na) != nargs) {
+    if (idx < 0 || !declared_ok(s, idx, cat, nargs)) {
         return 1;
     }
     int64_t a[MAX_ARGS];
@@ -396,7 +408,8 @@ fast_send(HotObject *h, int t, int flags, PyObject *dest_o, PyObject *handler,
     }
     if (route == R_INLINE) {
         Slot *d = &h->slots[dest - h->first];
-        if (d->rs == NULL || idx >= PyList_GET_SIZE(d->fns)) {
+        PyObject *fn = d->rs == NULL ? NULL : list_ref(d->fns, idx);
+        if (fn == NULL) {
             return 1;
         }
         PyObject *cargs[MAX_ARGS + 1];
@@ -405,10 +418,12 @@ fast_send(HotObject *h, int t, int flags, PyObject *dest_o, PyObject *handler,
         if (cat == C_MEDIUM) {
             /* bytes only here (read-only, kept alive by the caller during the call) */
             if (!PyBytes_CheckExact(payload) || PyBytes_GET_SIZE(payload) > h->max_medium) {
+                Py_DECREF(fn);
                 return 1;
             }
             mv = PyMemoryView_FromObject(payload);
             if (mv == NULL) {
+                Py_DECREF(fn);
                 return -1;
             }
             cargs[k++] = mv;
@@ -416,8 +431,6 @@ fast_send(HotObject *h, int t, int flags, PyObject *dest_o, PyObject *handler,
         for (Py_ssize_t i = 0; i < nargs; i++) {
             cargs[k++] = args[i];
         }
-        PyObject *fn = PyList_GET_ITEM(d->fns, idx);
-        Py_INCREF(fn);
         PyObject *r = hot_call_handler(h, (int)(dest - h->first), fn, (int)idx, NULL, s->rank,
                                        !(flags & F_REPLY), cargs, k, 0);
         Py_DECREF(fn);
@@ -507,18 +520,23 @@ sys_dispatch(HotObject *h, const unsigned char *hdr, int64_t hl, char *payload, 
     Py_ssize_t hidx;
     uint64_t src;
     Slot *s = header_slot(h, hdr, &hidx, &src);
-    if (s == NULL || s->rs == NULL || s->sysfns == NULL || hidx >= PyList_GET_SIZE(s->sysfns)
-            || PyList_GET_ITEM(s->sysfns, hidx) == Py_None) {
+    PyObject *sysfns = s == NULL || s->rs == NULL ? NULL
+                       : __atomic_load_n(&s->sysfns, __ATOMIC_ACQUIRE);
+    PyObject *fn = sysfns == NULL ? NULL : list_ref(sysfns, hidx);
+    if (fn == NULL || fn == Py_None) {
+        Py_XDECREF(fn);
         return 1;
     }
     PyObject *args = PyTuple_New(nargs);
     if (args == NULL) {
+        Py_DECREF(fn);
         return -1;
     }
     for (int i = 0; i < nargs; i++) {
         PyObject *v = PyLong_FromLongLong((long long)get_le(hdr + FIXED + 8 * i, 8));
         if (v == NULL) {
             Py_DECREF(args);
+            Py_DECREF(fn);
             return -1;
         }
         PyTuple_SET_ITEM(args, i, v);
@@ -528,13 +546,11 @@ sys_dispatch(HotObject *h, const unsigned char *hdr, int64_t hl, char *payload, 
     PyObject *so = PyLong_FromUnsignedLongLong(src);
     int rc = -1;
     if (pv != NULL && so != NULL) {
-        PyObject *fn = Py_NewRef(PyList_GET_ITEM(s->sysfns, hidx));
         PyObject *stack[] = {so, args, pv, (flags & F_REPLY) ? Py_True : Py_False};
         PyObject *r = PyObject_Vectorcall(fn, stack, 4, NULL);
-        Py_DECREF(fn);
         if (r != NULL) {
             Py_DECREF(r);
-            h->handled++;
+            count(&h->handled);
             rc = 0;
         } else if (PyErr_ExceptionMatches(PyExc_Exception)) {
             /* a bug in the extension's handler (its checks refuse what a peer must not
@@ -547,7 +563,7 @@ sys_dispatch(HotObject *h, const unsigned char *hdr, int64_t hl, char *payload, 
                 r = PyObject_CallFunctionObjArgs(h->py_sys_failed, to, ho, so, exc, NULL);
                 if (r != NULL) {
                     Py_DECREF(r);
-                    h->handled++;
+                    count(&h->handled);
                     rc = 0;
                 }
             }
@@ -559,6 +575,7 @@ sys_dispatch(HotObject *h, const unsigned char *hdr, int64_t hl, char *payload, 
     Py_XDECREF(pv);
     Py_XDECREF(so);
     Py_DECREF(args);
+    Py_DECREF(fn);
     return rc;
 }
 
@@ -584,16 +601,10 @@ hot_fast_dispatch(HotObject *h, const unsigned char *hdr, int64_t hl, char *payl
     Py_ssize_t hidx;
     uint64_t src;
     Slot *s = header_slot(h, hdr, &hidx, &src);
-    if (s == NULL || s->rs == NULL || hidx >= PyList_GET_SIZE(s->fns)) {
+    if (s == NULL || s->rs == NULL || !declared_ok(s, hidx, cat, nargs)) {
         return 1;
     }
     int64_t t = s - h->slots;
-    PyObject *c = PyList_GET_ITEM(s->cats, hidx);
-    PyObject *na = PyList_GET_ITEM(s->nargs, hidx);
-    if ((c != Py_None && PyLong_AsLong(c) != cat)
-            || (na != Py_None && PyLong_AsLong(na) != nargs)) {
-        return 1;
-    }
     if (cat == C_SHORT ? plen >= 0 : (plen < 0 || plen > h->max_medium)) {
         return 1;
     }
@@ -616,8 +627,11 @@ hot_fast_dispatch(HotObject *h, const unsigned char *hdr, int64_t hl, char *payl
         }
         k++;
     }
-    PyObject *fn = PyList_GET_ITEM(s->fns, hidx);
-    Py_INCREF(fn);
+    PyObject *fn = list_ref(s->fns, hidx);
+    if (fn == NULL) {  /* its table grew cats and nargs first: not this handler's yet */
+        rc = 1;
+        goto done;
+    }
     PyObject *r = hot_call_handler(h, (int)t, fn, (int)hidx, NULL, (long)src, !(flags & F_REPLY),
                                    cargs, k, 0);
     Py_DECREF(fn);
@@ -751,7 +765,7 @@ hot_drain_queues(HotObject *h, int from, int to, int budget)
             n++;
         }
     }
-    h->received += n;
+    __atomic_fetch_add(&h->received, (uint64_t)n, __ATOMIC_RELAXED);
     return n;
 }
 

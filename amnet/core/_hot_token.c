@@ -14,9 +14,8 @@ hot_token_name(TokenObject *tok)
         return tok->name;
     }
     Slot *s = &tok->hot->slots[tok->t];
-    if (s->names != NULL && tok->hidx >= 0 && tok->hidx < PyList_GET_SIZE(s->names)) {
-        PyObject *n = PyList_GET_ITEM(s->names, tok->hidx);
-        Py_INCREF(n);
+    PyObject *n = s->names != NULL && tok->hidx >= 0 ? list_ref(s->names, tok->hidx) : NULL;
+    if (n != NULL) {
         return n;
     }
     return PyUnicode_FromString("?");
@@ -33,7 +32,7 @@ Token_dealloc(TokenObject *tok)
 static int
 token_check(TokenObject *tok, const char *what)
 {
-    if (!tok->live) {
+    if (!__atomic_load_n(&tok->live, __ATOMIC_ACQUIRE)) {
         PyObject *nm = hot_token_name(tok);
         PyErr_Format(AMContextError, "token.%s() after handler %S returned; a reply must be "
                      "sent from inside the request handler", what, nm);
@@ -206,7 +205,7 @@ Token_set_replied(TokenObject *tok, PyObject *v, void *c)
 static PyObject *
 Token_get_live(TokenObject *tok, void *c)
 {
-    return PyBool_FromLong(tok->live);
+    return PyBool_FromLong(__atomic_load_n(&tok->live, __ATOMIC_ACQUIRE));
 }
 
 static PyGetSetDef Token_getset[] = {

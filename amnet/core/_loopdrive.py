@@ -55,15 +55,17 @@ class LoopProgress:
     def attach(self) -> None:
         """The loop watches this process's descriptors now (counted per process)."""
         eng = self.eng
-        eng.loops += 1
-        if eng.loops == 1 and eng.pshm is not None:
-            eng.pshm.set_ring_always(True)
+        with eng.cond:  # the loops of several rank-threads attach at once
+            eng.loops += 1
+            if eng.loops == 1 and eng.pshm is not None:
+                eng.pshm.set_ring_always(True)
 
     def detach(self) -> None:
         eng = self.eng
-        eng.loops -= 1
-        if eng.loops == 0 and eng.pshm is not None and not eng.closed:
-            eng.pshm.set_ring_always(False)
+        with eng.cond:
+            eng.loops -= 1
+            if eng.loops == 0 and eng.pshm is not None and not eng.closed:
+                eng.pshm.set_ring_always(False)
 
     def awake(self, on: bool) -> None:
         """Lower (``on``) or raise the process's sleeping flag (only where :attr:`can_wake`)."""

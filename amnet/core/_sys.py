@@ -25,11 +25,10 @@ assert BARRIER == SYS_BARRIER
 
 def _complete(eng: Any, rs: Any, src: int, opid: int, value: Any = None,
               payload: Any = None) -> None:
-    op = rs.ops.get(opid)
-    if op is None or op.peer != src:  # unknown, or not from the rank the op went to
+    op = rs.claim(opid, src)
+    if op is None:  # unknown, or not from the rank the op went to
         eng._refuse()
         return
-    del rs.ops[opid]
     if op.is_get:
         n = 0 if payload is None else payload.nbytes
         out = op.out

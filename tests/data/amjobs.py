@@ -3,7 +3,9 @@ testcore1-5, testam, testsmall/testlarge and testbarrier.
 
 Handlers are module-level functions (every rank registers the same list). They reach their
 rank's state through ``ST[token.rank]``: this module is shared by the rank-threads of a process,
-and a handler may run on any thread of the destination process.
+and a handler may run on any thread of the destination process, at the same time as another
+handler of the same rank (docs/design.md §3): what several handlers update is under the
+rank's ``State.lock``.
 
 The jobs check what only a rank can see (payload bytes, segment addresses, the order of
 arrivals) and return what they saw -- counts, lists of problems, caught errors -- for the test
@@ -52,7 +54,8 @@ ST: dict[int, State] = {}
 
 def _st(tok) -> State:
     s = ST[tok.rank]
-    s.runs += 1
+    with s.lock:  # a rank's handlers may run on several threads at once (in-line AMs)
+        s.runs += 1
     return s
 
 
@@ -192,17 +195,19 @@ def h_ping(tok, x):
 
 def h_pong(tok, x):
     s = _st(tok)
-    s.pongs += 1
+    with s.lock:
+        s.pongs += 1
 
 
 # -- handlers: FIFO streams ------------------------------------------------------------------
 def _fifo(s: State, stream: str, src: int, seq: int) -> None:
     key = (stream, src)
-    want = s.fifo.get(key, 0)
-    if seq != want:
-        s.bad.append(f"{stream} from {src}: got sequence number {seq}, expected {want}")
-    s.fifo[key] = seq + 1
-    s.fifo_seen += 1
+    with s.lock:  # the count is shared by the handlers of every stream
+        want = s.fifo.get(key, 0)
+        if seq != want:
+            s.bad.append(f"{stream} from {src}: got sequence number {seq}, expected {want}")
+        s.fifo[key] = seq + 1
+        s.fifo_seen += 1
 
 
 def h_fifo_short(tok, seq, tag):
