@@ -298,6 +298,9 @@ def shims(root: Path) -> Path:
 
 def session_env(bindir: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AMNET_")}
+    # tracebacks as 3.11 prints them on every Python (3.13 adds ^~~ markers and every line of
+    # a statement that spans several)
+    env["PYTHONNODEBUGRANGES"] = "1"
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), str(bindir),
                                    env.get("PATH", "")])
     env.update(COLUMNS="80", LC_ALL="C.UTF-8", TERM="dumb", NO_COLOR="1")

@@ -22,6 +22,9 @@ sys.path.insert(0, str(Path(__file__).parent / "cluster"))
 from amnet.core._mpiconduit import MPICH_NETWORK_PATH  # noqa: E402
 
 os.environ.update(MPICH_NETWORK_PATH)
+# The ranks' tracebacks as 3.11 prints them on every Python the suite runs on (3.13 adds ^~~
+# markers and every line of a statement that spans several), as docs/regen.py's sessions do.
+os.environ["PYTHONNODEBUGRANGES"] = "1"
 #: A job's environment without those settings (``Runner``'s ``env``): MPICH's own choices, as
 #: between real hosts (tests/test_cluster*.py).
 MPICH_DEFAULTS: dict[str, str | None] = dict.fromkeys(MPICH_NETWORK_PATH)

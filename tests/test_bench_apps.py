@@ -28,10 +28,18 @@ def test_every_kernel_and_split_is_measured_and_normalized(res):
     assert SUITES["apps"] is apps_mod.apps
     cfg = res["config"]
     assert cfg["splits"] == ["1T-2P", "2T-1P"] and cfg["reference"] == "2T-1P"
-    assert cfg["kernels"] == ["gups", "sobel", "mcop", "lock"] and cfg["gil"]
-    rows = res["results"]
-    assert [(r["kernel"], r["split"]) for r in rows] == [
-        (k, s) for k in cfg["kernels"] for s in ("1T-2P", "2T-1P")]
+    assert cfg["kernels"] == ["gups", "sobel", "mcop", "lock", "compute"] and cfg["gil"]
+    allrows = res["results"]
+    # the compute kernel's serial reference (one rank, both halves) comes last
+    assert [(r["kernel"], r["split"]) for r in allrows] == [
+        (k, s) for k in cfg["kernels"] for s in ("1T-2P", "2T-1P")] + [("compute", "1 rank")]
+    serial, rows = allrows[-1], allrows[:-1]
+    assert serial["ops"] == 2 * apps_mod.QUICK["compute"]["elems"] and len(
+        serial["reps"]["auto"]) == 2
+    for r in rows:
+        if r["kernel"] == "compute":
+            assert r["vs_serial"] == pytest.approx(r["seconds"] / serial["seconds"])
+    assert any(n.startswith("compute: pure-Python work") for n in res["notes"])
     for r in rows:
         assert len(r["reps"]["auto"]) == 2 and len(r["reps"]["spin"]) == 2
         assert r["seconds"] == pytest.approx(median([x["seconds"] for x in r["reps"]["auto"]]))
@@ -47,9 +55,10 @@ def test_every_kernel_and_split_is_measured_and_normalized(res):
     q = apps_mod.QUICK
     assert ops["gups"] == q["gups"]["updates"] and ops["lock"] == q["lock"]["per"]
     assert ops["sobel"] == q["sobel"]["rows"] * q["sobel"]["cols"]
+    assert ops["compute"] == q["compute"]["elems"]
     fig = res["figures"][0]
     assert fig["kind"] == "bar" and fig["categories"] == cfg["kernels"]
-    assert [s["y"] for s in fig["series"] if s["label"] == "2T-1P"] == [[1.0] * 4]
+    assert [s["y"] for s in fig["series"] if s["label"] == "2T-1P"] == [[1.0] * 5]
     assert markdown(res).startswith("## amnet-bench apps")
 
 

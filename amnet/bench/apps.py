@@ -3,7 +3,8 @@ threads split, normalized to the all-threads split as in its Fig. 6 ("Hybrid PGA
 Support for Multicore Nodes", §5), with the interpreter lock's share measured.
 
 ``--ranks`` ranks on ``--nodes`` nodes (default 4 on 2), once per split (``--splits``) and
-repetition, fresh processes each: GUPS, Sobel, MCOP and a contended lock on upc_rt
+repetition, fresh processes each: GUPS, Sobel, MCOP, a contended lock and pure-Python
+compute on upc_rt
 (:mod:`amnet.bench._appsjob`), each checked for its answer. A kernel's figure is the slowest
 rank-thread's seconds per round (median of rounds, median over repetitions), and its ratio
 to the all-threads split from the same run (below 1: faster than all threads).
@@ -54,13 +55,13 @@ PLOTS = ("apps_fig6.png",)
 def apps(args: Sequence[str] | None = None, *, ranks: int = 4, nodes: int = 2,
          splits: Any = "all", kernels: Any = tuple(KERNELS), reps: int = 3, samples: int = 3,
          gil: bool = True, progress: bool = True) -> dict[str, Any]:
-    """GUPS, Sobel, MCOP, a contended lock per procs x threads split (hybrid paper Fig. 6)."""
+    """GUPS, Sobel, MCOP, a lock, Python compute per procs x threads split (hybrid Fig. 6)."""
     p = argparse.ArgumentParser(
         prog="amnet-bench apps",
         description="The hybrid paper's fine-grained kernels (GUPS, Sobel, MCOP, a contended "
-                    "lock) on upc_rt for every procs x threads split, normalized to the "
-                    "all-threads split (its Fig. 6), with the interpreter lock's share of "
-                    "each split's time measured.")
+                    "lock) and pure-Python compute on upc_rt for every procs x threads split, "
+                    "normalized to the all-threads split (its Fig. 6), with the interpreter "
+                    "lock's share of each split's time measured.")
     add_options(p, ranks, nodes, splits, min_nodes=1)
     p.add_argument("--kernels",
                    type=functools.partial(choice_list, allowed=KERNELS, what="kernels"),

@@ -225,10 +225,12 @@ def mismatch_lazy(ep) -> list[str]:
     for case in _mismatches(ep):
         got = []
         for call in (case, c.barrier, "settle", c.barrier):
-            if call == "settle":  # every member out of the case, the check's messages in
-                ep.barrier()
-                time.sleep(0.3)
-                ep.poll()
+            if call == "settle":  # every member out of the case, the check's messages in:
+                ep.barrier()  # the check takes a few hops (ask, descriptions, verdicts), each
+                end = time.monotonic() + 0.3  # run when its process polls: all keep polling
+                while time.monotonic() < end:
+                    ep.poll()
+                    time.sleep(0.001)
                 continue
             try:
                 call()
