@@ -296,19 +296,23 @@ typedef struct {
     char **segs;
     Py_buffer *seg_bufs;
     double conduit_every, spin_s;
-    double conduit_at;               /* when the conduit was last looked at: atomic (conduit_due) */
     Clock clock;
-    unsigned long empty;             /* empty polls of every waiting thread: atomic (hot_idle) */
     int waiters;                     /* threads of the Python wait loop sleeping on the drainer */
     int sleeping;                    /* the drainer blocks in a receive (Engine._block) */
     int nudged;                      /* its wake_fd was written since that sleep began */
     int wake_fd;                     /* eventfd that ends its sleep (-1: none) */
     PyObject *sleep_pred;            /* its wait's condition when cheap and pure, else NULL */
     int sleep_slot;                  /* the rank-thread it waits for (-1: none of its own) */
-    uint64_t sent, received, rings, full_waits, handled;
     Slot *slots;
     TokenObject *spare[4];           /* tokens to reuse (in-line AMs nest two deep) */
     int nspare;
+    /* what threads write as they go, on cache lines of their own: free-threaded, a sibling
+     * spinning on the fields above would otherwise lose its line at every write */
+    char pad0[64];
+    uint64_t sent, received, rings, full_waits, handled;  /* statistics: atomic (count) */
+    double conduit_at;               /* when the conduit was last looked at: atomic (conduit_due) */
+    unsigned long empty;             /* the Python wait loop's empty polls (hot_idle) */
+    char pad1[64];
 } HotObject;
 
 struct TokenObject {
@@ -528,12 +532,14 @@ conduit_rearm(HotObject *h)
 }
 
 /* A poll that found nothing: a spinning thread gives its core away (sched_yield, the GIL
- * released) once every YIELD_EVERY of them, counted over the process's threads. Returns 1
- * when it yielded. */
+ * released) once every YIELD_EVERY of them, counted in *empty: the caller's own count (the C
+ * spin loop's, kept on its stack: a count shared with the other threads would move a cache
+ * line between cores at every poll), or the process's (the Python loop's). Returns 1 when it
+ * yielded. */
 static inline int
-hot_idle(HotObject *h)
+hot_idle(unsigned long *empty)
 {
-    if (__atomic_add_fetch(&h->empty, 1, __ATOMIC_RELAXED) % YIELD_EVERY) {
+    if (__atomic_add_fetch(empty, 1, __ATOMIC_RELAXED) % YIELD_EVERY) {
         return 0;
     }
     Py_BEGIN_ALLOW_THREADS

@@ -698,7 +698,7 @@ Hot_conduit_rearm(HotObject *h, PyObject *Py_UNUSED(ignored))
 static PyObject *
 Hot_idle(HotObject *h, PyObject *Py_UNUSED(ignored))
 {
-    return PyBool_FromLong(hot_idle(h));
+    return PyBool_FromLong(hot_idle(&h->empty));
 }
 
 static PyObject *

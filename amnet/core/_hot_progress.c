@@ -137,7 +137,7 @@ hot_wait_until(HotObject *h, PyObject *pred, PyObject *timeout)
         deadline = clock_now(&h->clock) + tmo;
     }
     double idle = -1.0;
-    unsigned long it = 0;
+    unsigned long it = 0, empty = 0;
     int spun = 0;
     if (h->spin_s > 0.0) {
         for (;;) {
@@ -162,7 +162,7 @@ hot_wait_until(HotObject *h, PyObject *pred, PyObject *timeout)
                     spun = 1;
                     break;
                 }
-                if (!hot_idle(h) && h->n > 0) {
+                if (!hot_idle(&empty) && h->n > 0) {
                     for (int k = 0; k < QUEUE_SPINS && !hot_has_pending(h); k++) {
                     }
                 }
