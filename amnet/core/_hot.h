@@ -29,7 +29,13 @@
  * engine is "lock-free" (one rank-thread, not thread-safe, no progress thread: only one
  * thread ever calls amnet). Request queues have a producer lock when the process is
  * thread-safe; reply queues have one producer, the thread that drains. Under free threading
- * (Py_GIL_DISABLED) the same locks protect the same state; the counters are statistics.
+ * (Py_GIL_DISABLED) the same locks protect the same state, and what the GIL used to make
+ * atomic is made so here ("Free threading" below: the handler tables, counters, set-up).
+ *
+ * The progress rules of both wait loops have their one owner here: how many messages a drain
+ * runs (BUDGET), when a spinning thread gives its core away (hot_idle, YIELD_EVERY) and how
+ * often an idle conduit is looked at (conduit_due); the engine's Python loop calls them
+ * (Hot.idle, Hot.conduit_due) and reads the constants from the module.
  *
  * The sources, one extension (setup.py lists them); this header is their one internal
  * interface (the shared structs, the small helpers inlined on the hot path, and what one file
