@@ -206,12 +206,20 @@ class _Lock:
 
 
 def _lcg(block: list[int], nb: int, work: int) -> list[int]:
-    """The compute kernel's work: ``work`` generator steps per element, in Python."""
+    """The compute kernel's work: ``work`` generator steps per element, in Python.
+
+    Its numbers are made by the calling thread, not taken from the code's constants: on
+    free-threaded CPython 3.13 the reference count of an object shared by threads (a
+    function's constants among them) is updated atomically by every thread but the one
+    that made it, and two threads using the same constants at every step contend for them
+    (measured: two rank-threads of one process 1.5-2x slower each than one alone). A
+    thread's working set of its own is how pure-Python code scales there."""
+    m, a, c = int("2147483647"), int("1103515245"), int("12345")
     out = []
     for v in block:
-        x = (v ^ nb) & 0x7FFFFFFF
+        x = (v ^ nb) & m
         for _ in range(work):
-            x = (x * 1103515245 + 12345) & 0x7FFFFFFF
+            x = (x * a + c) & m
         out.append(x)
     return out
 
