@@ -972,9 +972,13 @@ class Engine:
                 if n:
                     idle = None
                 elif spin_s:
-                    # after releasing: peers and the conduit's I/O thread get the core now
-                    # and then (the rule and its count are the C spin phase's)
-                    self.hot.idle()
+                    # after releasing: peers get the core now and then (the rule and its
+                    # count are the C spin phase's); without PSHM at every empty poll, as
+                    # the conduit's I/O thread may need the interpreter lock (tcp's is Python)
+                    if self.pshm is None:
+                        _yield()
+                    else:
+                        self.hot.idle()
             else:
                 # Another thread of this process drains: sleep until it made progress. It
                 # wakes us after every drain that ran something and whenever it lets go of

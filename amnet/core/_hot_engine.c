@@ -304,7 +304,6 @@ Hot_add_rank(HotObject *h, PyObject *args)
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "bad handler table");
         return NULL;
     }
-    Py_XSETREF(s->rs, Py_NewRef(rs));
     Py_XSETREF(s->fns, fns);
     Py_XSETREF(s->cats, cats);
     Py_XSETREF(s->nargs, nargs);
@@ -323,6 +322,10 @@ Hot_add_rank(HotObject *h, PyObject *args)
     for (int i = 0; i < 8; i++) {
         s->recent[i] = -1;
     }
+    /* the rank last: the dispatchers look at a slot's tables only once it has one */
+    PyObject *oldrs = s->rs;
+    __atomic_store_n(&s->rs, Py_NewRef(rs), __ATOMIC_RELEASE);
+    Py_XDECREF(oldrs);
     Py_RETURN_NONE;
 }
 
@@ -493,7 +496,7 @@ Hot_set_segment(HotObject *h, PyObject *args)
     }
     h->segs[r] = h->seg_bufs[r].buf;
     ok = 1;
-out:
+out:;
     Py_END_CRITICAL_SECTION();
     if (!ok) {
         return NULL;

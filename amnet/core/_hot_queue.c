@@ -628,7 +628,7 @@ hot_fast_dispatch(HotObject *h, const unsigned char *hdr, int64_t hl, char *payl
         k++;
     }
     PyObject *fn = list_ref(s->fns, hidx);
-    if (fn == NULL) {  /* its table grew cats and nargs first: not this handler's yet */
+    if (fn == NULL) {  /* not in the table (being truncated): the Python dispatcher says */
         rc = 1;
         goto done;
     }

@@ -310,10 +310,14 @@ def inline(ep) -> dict:
     INLINE[r] = {}
     ep.register_handlers(INLINE_HANDLERS)
     ep.barrier()
+    INLINE[r]["out_of_barrier"] = True
     out: dict = {"rank": r, "thread": threading.get_ident()}
     peer = r + 1 if ep.thread == 0 else r - 1
     assert ep.same_process(peer)
     if ep.thread == 0:
+        # the process's counters count the sibling's sends too: it may still be sending its
+        # barrier's rounds (free-threaded, at the same time as this thread)
+        assert ep.wait_until(lambda: INLINE[peer].get("out_of_barrier"), timeout=30)
         st0 = ep.statistics()
         payload = bytearray(b"in-line payload " * 20)
         ep.request_medium(peer, h_in_req, payload, 41)
