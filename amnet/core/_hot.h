@@ -187,11 +187,23 @@ dict_ref(PyObject *d, PyObject *k)
     return v;
 }
 
-/* a statistic several threads bump (relaxed: it orders nothing) */
+/* a statistic several threads bump by n: an atomic add (relaxed: it orders nothing) where
+ * they run at once; with the GIL, which serializes every caller here, a plain one (a locked
+ * add on every message would be a cost for nothing) */
+static inline void
+count_n(uint64_t *c, uint64_t n)
+{
+#ifdef Py_GIL_DISABLED
+    __atomic_fetch_add(c, n, __ATOMIC_RELAXED);
+#else
+    *c += n;
+#endif
+}
+
 static inline void
 count(uint64_t *c)
 {
-    __atomic_fetch_add(c, 1, __ATOMIC_RELAXED);
+    count_n(c, 1);
 }
 
 static inline uint64_t

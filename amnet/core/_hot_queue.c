@@ -765,7 +765,7 @@ hot_drain_queues(HotObject *h, int from, int to, int budget)
             n++;
         }
     }
-    __atomic_fetch_add(&h->received, (uint64_t)n, __ATOMIC_RELAXED);
+    count_n(&h->received, (uint64_t)n);
     return n;
 }
 
