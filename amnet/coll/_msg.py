@@ -599,11 +599,18 @@ class Run:
             if failed:
                 box._forget(call)
                 return
-            d = box.digests.pop(call, None)
-            if box.verdicts:
-                box.verdicts.pop(call, None)
-            if box.posted:  # receive buffers never used (none, when the members agree)
-                for k in [k for k in box.posted if k[0] == call[0] and k[1] == call[1]]:
-                    del box.posted[k]
+            # a verdict that came after advance() looked (a handler on another thread, or
+            # one my own sends ran): still in the call, this member raises it
+            v = box.verdicts.pop(call, None) if box.verdicts else None
+            if v:
+                box._forget(call)
+            else:
+                d = box.digests.pop(call, None)
+                if box.posted:  # receive buffers never used (none when the members agree)
+                    for k in [k for k in box.posted if k[0] == call[0] and k[1] == call[1]]:
+                        del box.posted[k]
+        if v:
+            self.verdict = v
+            raise CollectiveMismatch(v)
         if d is not None and d != self.digest and not self.checked:
             box.ask(call)  # data of another call came and was not needed: compare

@@ -288,6 +288,14 @@ typedef struct {
     Py_ssize_t recent[8];            /* handler indices sent lately, by the function's address */
 } Slot;
 
+/* a slot's RankState, or NULL before add_rank: add_rank stores it last, with release, so a
+ * thread that sees it also sees the slot's tables */
+static inline PyObject *
+slot_rs(const Slot *s)
+{
+    return __atomic_load_n(&s->rs, __ATOMIC_ACQUIRE);
+}
+
 typedef struct TokenObject TokenObject;
 
 typedef struct {
@@ -478,19 +486,23 @@ nudge(HotObject *h, int check, int dest_t)
         if (check) {
             /* only an AM to its rank can complete a rank-thread's wait */
             wake = dest_t == __atomic_load_n(&h->sleep_slot, __ATOMIC_RELAXED);
-#ifndef Py_GIL_DISABLED
-            /* the GIL keeps sleep_pred alive while we call it (sleep_end clears it under it) */
-            PyObject *p = h->sleep_pred;
-            if (wake && p != NULL) {
-                Py_INCREF(p);
-                wake = pred_true(p);
-                Py_DECREF(p);
-                if (wake < 0) {
-                    PyErr_Clear();  /* let the sleeper call it and see the error */
-                    wake = 1;
+            if (wake) {
+                /* a reference of our own, taken where sleep_begin/sleep_end swap it (a
+                 * critical section on h; with the GIL, the GIL): the sleeper may end its
+                 * sleep and drop it while we call it */
+                PyObject *p;
+                Py_BEGIN_CRITICAL_SECTION(h);
+                p = Py_XNewRef(h->sleep_pred);
+                Py_END_CRITICAL_SECTION();
+                if (p != NULL) {
+                    wake = pred_true(p);
+                    Py_DECREF(p);
+                    if (wake < 0) {
+                        PyErr_Clear();  /* let the sleeper call it and see the error */
+                        wake = 1;
+                    }
                 }
             }
-#endif
         }
         /* one write per sleep: until it ends, the sleeper is awake or about to be (it may
          * wait for the interpreter lock a while, and a write per in-line AM meanwhile cost

@@ -582,7 +582,7 @@ Hot_run_handler(HotObject *h, PyObject *args)
                           &PyTuple_Type, &cargs, &capture)) {
         return NULL;
     }
-    if (t < 0 || t >= h->T || h->slots[t].rs == NULL) {
+    if (t < 0 || t >= h->T || slot_rs(&h->slots[t]) == NULL) {
         PyErr_SetString(PyExc_ValueError, "bad rank-thread");
         return NULL;
     }
@@ -601,7 +601,7 @@ Hot_send(HotObject *h, PyObject *args)
                           &PyTuple_Type, &cargs)) {
         return NULL;
     }
-    if (t < 0 || t >= h->T || h->slots[t].rs == NULL) {
+    if (t < 0 || t >= h->T || slot_rs(&h->slots[t]) == NULL) {
         PyErr_SetString(PyExc_ValueError, "bad rank-thread");
         return NULL;
     }
@@ -759,7 +759,12 @@ Hot_sleep_begin(HotObject *h, PyObject *args)
     if (!PyArg_ParseTuple(args, "Oi", &pred, &t)) {
         return NULL;
     }
-    Py_XSETREF(h->sleep_pred, pred == Py_None ? NULL : Py_NewRef(pred));
+    PyObject *old;
+    Py_BEGIN_CRITICAL_SECTION(h);  /* nudge takes its reference under it */
+    old = h->sleep_pred;
+    h->sleep_pred = pred == Py_None ? NULL : Py_NewRef(pred);
+    Py_END_CRITICAL_SECTION();
+    Py_XDECREF(old);
     __atomic_store_n(&h->sleep_slot, t, __ATOMIC_RELAXED);
     __atomic_store_n(&h->nudged, 0, __ATOMIC_RELAXED);  /* published by the store below */
     __atomic_store_n(&h->sleeping, 1, __ATOMIC_SEQ_CST);
@@ -770,7 +775,12 @@ static PyObject *
 Hot_sleep_end(HotObject *h, PyObject *Py_UNUSED(ignored))
 {
     __atomic_store_n(&h->sleeping, 0, __ATOMIC_SEQ_CST);
-    Py_CLEAR(h->sleep_pred);
+    PyObject *old;
+    Py_BEGIN_CRITICAL_SECTION(h);
+    old = h->sleep_pred;
+    h->sleep_pred = NULL;
+    Py_END_CRITICAL_SECTION();
+    Py_XDECREF(old);
     Py_RETURN_NONE;
 }
 

@@ -145,10 +145,11 @@ hot_call_handler(HotObject *h, int t, PyObject *fn, int hidx, PyObject *name, lo
         PyObject *exc = PyErr_GetRaisedException();
         PyObject *nm = hot_token_name(tok);
         Slot *s = &h->slots[t];
-        if (nm != NULL && s->rs != NULL) {
+        PyObject *rs = slot_rs(s);
+        if (nm != NULL && rs != NULL) {
             PyObject *srco = PyLong_FromLong(src);
             if (srco != NULL) {
-                r = PyObject_CallFunctionObjArgs(h->py_failed, s->rs, nm, srco, exc, NULL);
+                r = PyObject_CallFunctionObjArgs(h->py_failed, rs, nm, srco, exc, NULL);
                 Py_DECREF(srco);
             }
         }
@@ -408,7 +409,7 @@ fast_send(HotObject *h, int t, int flags, PyObject *dest_o, PyObject *handler,
     }
     if (route == R_INLINE) {
         Slot *d = &h->slots[dest - h->first];
-        PyObject *fn = d->rs == NULL ? NULL : list_ref(d->fns, idx);
+        PyObject *fn = slot_rs(d) == NULL ? NULL : list_ref(d->fns, idx);
         if (fn == NULL) {
             return 1;
         }
@@ -472,7 +473,7 @@ hot_send_user(HotObject *h, int t, int flags, PyObject *dest, PyObject *handler,
     PyObject *fl = PyLong_FromLong(flags);
     PyObject *r = NULL;
     if (fl != NULL) {
-        PyObject *stack[] = {h->slots[t].rs, fl, dest, handler, payload, offset, tup};
+        PyObject *stack[] = {slot_rs(&h->slots[t]), fl, dest, handler, payload, offset, tup};
         r = PyObject_Vectorcall(h->py_send, stack, 7, NULL);
         Py_DECREF(fl);
     }
@@ -520,7 +521,7 @@ sys_dispatch(HotObject *h, const unsigned char *hdr, int64_t hl, char *payload, 
     Py_ssize_t hidx;
     uint64_t src;
     Slot *s = header_slot(h, hdr, &hidx, &src);
-    PyObject *sysfns = s == NULL || s->rs == NULL ? NULL
+    PyObject *sysfns = s == NULL || slot_rs(s) == NULL ? NULL
                        : __atomic_load_n(&s->sysfns, __ATOMIC_ACQUIRE);
     PyObject *fn = sysfns == NULL ? NULL : list_ref(sysfns, hidx);
     if (fn == NULL || fn == Py_None) {
@@ -601,7 +602,7 @@ hot_fast_dispatch(HotObject *h, const unsigned char *hdr, int64_t hl, char *payl
     Py_ssize_t hidx;
     uint64_t src;
     Slot *s = header_slot(h, hdr, &hidx, &src);
-    if (s == NULL || s->rs == NULL || !declared_ok(s, hidx, cat, nargs)) {
+    if (s == NULL || slot_rs(s) == NULL || !declared_ok(s, hidx, cat, nargs)) {
         return 1;
     }
     int64_t t = s - h->slots;

@@ -156,7 +156,7 @@ Token_get_handler(TokenObject *tok, void *c)
 static PyObject *
 Token_get_endpoint(TokenObject *tok, void *c)
 {
-    PyObject *rs = tok->hot->slots != NULL ? tok->hot->slots[tok->t].rs : NULL;
+    PyObject *rs = tok->hot->slots != NULL ? slot_rs(&tok->hot->slots[tok->t]) : NULL;
     PyObject *ep = rs != NULL ? PyObject_GetAttrString(rs, "endpoint") : NULL;
     if (ep == NULL || ep == Py_None) {
         Py_XDECREF(ep);
