@@ -93,3 +93,12 @@ def test_op_ids_taken_by_several_threads_complete_once_each(threads):
                     threads_per_proc=threads, segment_size="1M", timeout=180)
     for got in res:
         assert got["bad"] == [] and got["gets"] == got["want"] and got["inflight"] == 0, got
+
+
+@pytest.mark.parametrize("topo", [pytest.param(dict(n=4, threads_per_proc=2), id="2procs-T2"),
+                                  pytest.param(dict(n=6, threads_per_proc=3), id="2procs-T3")])
+def test_wait_conditions_that_make_progress_while_a_sibling_receives(topo):
+    for _ in range(3):  # a lost race hangs a job: three jobs make one far likelier
+        res = amnet.run(ftjobs.conditions_that_progress, **topo, segment_size="1M", timeout=60)
+        for got in res:
+            assert got["got"] == got["want"] and got["atomics"] == got["polls"], got

@@ -750,9 +750,14 @@ class Engine:
                 self.slices_expired += 1
                 self.wakeups_missed += bool(missed)
 
+    def _late_gen(self, gen: int) -> bool:
+        """A wake-up (a new ``gen``) comes within ``WAKE_GRACE_S`` (see :meth:`_expired`)."""
+        with self.cond:
+            return self.cond.wait_for(lambda: self.gen != gen, WAKE_GRACE_S)
+
     def _deferred_due(self) -> bool:
         """Deferred work that may run now (not waiting for its handler to return). Takes no
-        lock: it is called under ``cond`` too (a deque's reads are atomic)."""
+        lock (a deque's reads are atomic)."""
         try:
             tok = self.deferred[0][2]
         except IndexError:
@@ -981,20 +986,25 @@ class Engine:
                         self.hot.idle()
             else:
                 # Another thread of this process drains: sleep until it made progress. It
-                # wakes us after every drain that ran something and whenever it lets go of
-                # the lock, and we only sleep while it still holds it, so no wake-up is lost.
+                # wakes us (a new ``gen``) after every drain that ran something and whenever
+                # it lets go of the lock; we count ourselves a waiter and note ``gen`` before
+                # the last look at ``pred``, and only sleep while it still holds the lock, so
+                # no wake-up is lost. ``pred`` runs outside ``cond``: a condition may make
+                # progress itself (an atomic polls every 64 calls), and progress wakes the
+                # waiters under ``cond``, which is not reentrant.
                 with self.cond:
                     self.hot.waiters += 1
-                    try:
-                        gen = self.gen
-                        if not pred() and lock.locked():
+                    gen = self.gen
+                try:
+                    if not pred() and lock.locked():
+                        with self.cond:
                             t0 = time.perf_counter()
                             woke = self.cond.wait_for(lambda g=gen: self.gen != g, max_block)
                             self.drain_wait_s += time.perf_counter() - t0  # under cond
-                            if not woke:
-                                self._expired(max_block, pred, lambda g=gen: self.cond.wait_for(
-                                    lambda: self.gen != g, WAKE_GRACE_S))
-                    finally:
+                        if not woke:
+                            self._expired(max_block, pred, lambda g=gen: self._late_gen(g))
+                finally:
+                    with self.cond:
                         self.hot.waiters -= 1
             if self.deferred:
                 self.run_deferred()

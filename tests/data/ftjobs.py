@@ -9,6 +9,10 @@ once (free-threaded CPython with the lock off), and the same jobs with the inter
   work a sibling's in-line AMs deferred starts gets of the same rank on whichever thread polls:
   every get must complete once, with the bytes it asked for (the op ids of one rank are taken
   by several threads).
+- ``conditions_that_progress``: every rank waits for the other process's pings with a
+  condition that makes progress itself (``ep.poll()``, and a node-local atomic, which polls
+  now and then), while a sibling rank-thread receives: no wait may deadlock on the wake-up of
+  the waiters that its own condition's progress does (SHMEM locks hung so on 3.13t).
 
 Both return whether the interpreter lock was on in the rank at the end.
 """
@@ -137,6 +141,31 @@ def ops_from_two_threads(ep) -> dict:
     ep.barrier()
     return {"gets": len(mine) + len(theirs), "want": GETS + want, "bad": bad,
             "inflight": ep.statistics().inflight, "gil": _gil()}
+
+
+def conditions_that_progress(ep) -> dict:
+    s = ST[ep.rank] = _State(ep)
+    ep.register_handlers([h_ping])
+    far = [r for r in range(ep.size) if not ep.same_process(r)]
+    ep.barrier()
+    polls = 0
+
+    def cond(want: int) -> bool:
+        nonlocal polls
+        polls += 1
+        ep.poll()
+        ep.atomic(ep.rank, 0, "fadd", 1)
+        with s.lock:
+            return s.got.get("ping", 0) >= want
+
+    for k in range(ROUNDS * 4):
+        for d in far:
+            for i in range(BURST // 4):
+                ep.request_short(d, h_ping, i)
+        _wait(ep, lambda k=k: cond((k + 1) * (BURST // 4) * len(far)), "the pings")
+    ep.barrier()
+    return {"got": s.got.get("ping", 0), "want": ROUNDS * 4 * (BURST // 4) * len(far),
+            "polls": polls, "atomics": ep.atomic(ep.rank, 0, "get"), "gil": _gil()}
 
 
 def gil_in_rank(ep) -> bool:
