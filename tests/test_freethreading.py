@@ -102,3 +102,13 @@ def test_wait_conditions_that_make_progress_while_a_sibling_receives(topo):
         res = amnet.run(ftjobs.conditions_that_progress, **topo, segment_size="1M", timeout=60)
         for got in res:
             assert got["got"] == got["want"] and got["atomics"] == got["polls"], got
+
+
+def test_deferred_work_never_runs_inside_a_drain():
+    """A wait's condition runs inside a drain too (the thread that drains looks at it as
+    messages arrive); a poll from there must not run deferred work, which sends and may block
+    while the process cannot drain."""
+    res = amnet.run(ftjobs.deferred_outside_drains, n=4, threads_per_proc=2,
+                    segment_size="1M", timeout=60)
+    assert sum(got["ran"] for got in res) > 0
+    assert [got["in_drain"] for got in res] == [0] * 4, res

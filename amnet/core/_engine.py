@@ -559,7 +559,10 @@ class Engine:
         handler is still running (on another thread) and those behind it wait. Each may
         complete a wait of its rank's thread without a message (a barrier's last round
         merged): that thread is nudged as after an in-line AM."""
-        if current_token() is not None:
+        if current_token() is not None or self.hot.in_drain():
+            # in a handler, or inside a drain (a system handler's or a wait condition's
+            # poll): what it sends may block while this thread keeps the process from
+            # draining; the drain's caller runs it once it has let go of the lock
             return
         while self.deferred:
             with self.cond:

@@ -220,6 +220,7 @@ typedef struct {
     PyObject_HEAD
     int held;                        /* taken with one compare-and-swap */
     int waiters;                     /* threads sleeping in lock_wait */
+    unsigned long owner;             /* the holder's thread ident, 0: none (lock_mine) */
     pthread_mutex_t m;
     pthread_cond_t c;
 } LockObject;
@@ -228,8 +229,21 @@ static inline int
 lock_try(LockObject *l)
 {
     int zero = 0;
-    return __atomic_compare_exchange_n(&l->held, &zero, 1, 0, __ATOMIC_SEQ_CST,
-                                       __ATOMIC_RELAXED);
+    if (!__atomic_compare_exchange_n(&l->held, &zero, 1, 0, __ATOMIC_SEQ_CST,
+                                     __ATOMIC_RELAXED)) {
+        return 0;
+    }
+    __atomic_store_n(&l->owner, PyThread_get_thread_ident(), __ATOMIC_RELAXED);
+    return 1;
+}
+
+/* Whether the calling thread holds the lock. Only a holder stores its own ident, and it
+ * clears it before letting go, so a thread reads its own ident here only while it holds
+ * the lock (relaxed: its own stores are ordered for it). */
+static inline int
+lock_mine(LockObject *l)
+{
+    return __atomic_load_n(&l->owner, __ATOMIC_RELAXED) == PyThread_get_thread_ident();
 }
 
 static inline void
@@ -252,6 +266,7 @@ lock_wait(LockObject *l)
 static inline void
 lock_rel(LockObject *l)
 {
+    __atomic_store_n(&l->owner, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&l->held, 0, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&l->waiters, __ATOMIC_SEQ_CST)) {
         pthread_mutex_lock(&l->m);
@@ -419,10 +434,20 @@ arg_i64(PyObject *o, int64_t *v)
     return 1;
 }
 
+/* Whether the calling thread is inside a drain of this process (it holds the drain lock):
+ * a poll from there (a system handler's or a wait condition's node-local atomic, an
+ * ep.poll() in a condition) neither drains again nor runs deferred work, which sends and
+ * may block (a full queue, a sibling's barrier lock) while the process cannot drain. */
+static inline int
+in_drain(HotObject *h)
+{
+    return !h->lockfree && lock_mine(h->drain_lock);
+}
+
 static inline int
 run_deferred(HotObject *h)
 {
-    if (PyObject_Length(h->deferred) <= 0) {
+    if (in_drain(h) || PyObject_Length(h->deferred) <= 0) {
         PyErr_Clear();
         return 0;
     }

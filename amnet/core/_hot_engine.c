@@ -699,6 +699,12 @@ Hot_conduit_rearm(HotObject *h, PyObject *Py_UNUSED(ignored))
 
 /* idle() -> bool: a poll of the engine's wait loop found nothing (hot_idle in _hot.h). */
 static PyObject *
+Hot_in_drain(HotObject *h, PyObject *Py_UNUSED(ignored))
+{
+    return PyBool_FromLong(in_drain(h));
+}
+
+static PyObject *
 Hot_idle(HotObject *h, PyObject *Py_UNUSED(ignored))
 {
     return PyBool_FromLong(hot_idle(&h->empty));
@@ -836,6 +842,9 @@ static PyMethodDef Hot_methods[] = {
     {"idle", (PyCFunction)Hot_idle, METH_NOARGS,
      "idle() -> bool: a poll found nothing; gives the core away (sched_yield) once every "
      "YIELD_EVERY of them and says whether it did."},
+    {"in_drain", (PyCFunction)Hot_in_drain, METH_NOARGS,
+     "in_drain() -> bool: the calling thread holds the drain lock (it runs a drain, or a "
+     "handler or a wait condition inside one): deferred work waits for it to let go."},
     {"set_wake_fd", (PyCFunction)Hot_set_wake_fd, METH_O, NULL},
     {"nudge", (PyCFunction)Hot_nudge, METH_O,
      "nudge(t): after an in-line AM to rank-thread t: wake the sleeping drainer if its wait "

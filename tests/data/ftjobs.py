@@ -13,6 +13,9 @@ once (free-threaded CPython with the lock off), and the same jobs with the inter
   condition that makes progress itself (``ep.poll()``, and a node-local atomic, which polls
   now and then), while a sibling rank-thread receives: no wait may deadlock on the wake-up of
   the waiters that its own condition's progress does (SHMEM locks hung so on 3.13t).
+- ``deferred_outside_drains``: the same waits, each look at the condition deferring work
+  and polling: deferred work (which sends, and may block) never runs on a thread that holds
+  the process's drain lock (a condition is also looked at inside a drain).
 
 Both return whether the interpreter lock was on in the rank at the end.
 """
@@ -166,6 +169,29 @@ def conditions_that_progress(ep) -> dict:
     ep.barrier()
     return {"got": s.got.get("ping", 0), "want": ROUNDS * 4 * (BURST // 4) * len(far),
             "polls": polls, "atomics": ep.atomic(ep.rank, 0, "get"), "gil": _gil()}
+
+
+def deferred_outside_drains(ep) -> dict:
+    s = ST[ep.rank] = _State(ep)
+    ep.register_handlers([h_ping])
+    eng = ep._eng
+    far = [r for r in range(ep.size) if not ep.same_process(r)]
+    seen: list[bool] = []
+    ep.barrier()
+
+    def cond(want: int) -> bool:
+        eng.defer(lambda: seen.append(eng.hot.in_drain()), ep.rank)
+        ep.poll()
+        with s.lock:
+            return s.got.get("ping", 0) >= want
+
+    for k in range(ROUNDS * 4):
+        for d in far:
+            for i in range(BURST // 4):
+                ep.request_short(d, h_ping, i)
+        _wait(ep, lambda k=k: cond((k + 1) * (BURST // 4) * len(far)), "the pings")
+    ep.barrier()
+    return {"ran": len(seen), "in_drain": sum(seen)}
 
 
 def gil_in_rank(ep) -> bool:
