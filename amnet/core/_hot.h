@@ -447,7 +447,10 @@ in_drain(HotObject *h)
 static inline int
 run_deferred(HotObject *h)
 {
-    if (in_drain(h) || PyObject_Length(h->deferred) <= 0) {
+    if (in_drain(h)) {
+        return 0;
+    }
+    if (PyObject_Length(h->deferred) <= 0) {
         PyErr_Clear();
         return 0;
     }
