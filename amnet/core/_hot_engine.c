@@ -697,13 +697,14 @@ Hot_conduit_rearm(HotObject *h, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
-/* idle() -> bool: a poll of the engine's wait loop found nothing (hot_idle in _hot.h). */
+/* in_drain() -> bool: the calling thread holds the drain lock (in_drain in _hot.h). */
 static PyObject *
 Hot_in_drain(HotObject *h, PyObject *Py_UNUSED(ignored))
 {
     return PyBool_FromLong(in_drain(h));
 }
 
+/* idle() -> bool: a poll of the engine's wait loop found nothing (hot_idle in _hot.h). */
 static PyObject *
 Hot_idle(HotObject *h, PyObject *Py_UNUSED(ignored))
 {

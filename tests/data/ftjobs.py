@@ -17,7 +17,7 @@ once (free-threaded CPython with the lock off), and the same jobs with the inter
   and polling: deferred work (which sends, and may block) never runs on a thread that holds
   the process's drain lock (a condition is also looked at inside a drain).
 
-Both return whether the interpreter lock was on in the rank at the end.
+All but the last return whether the interpreter lock was on in the rank at the end.
 """
 
 from __future__ import annotations
@@ -146,11 +146,30 @@ def ops_from_two_threads(ep) -> dict:
             "inflight": ep.statistics().inflight, "gil": _gil()}
 
 
+def _pings_awaited(ep, s: _State, look) -> int:
+    """Rounds of pings to every rank of the other process, each round waited for with the
+    condition ``look(want)`` (pings this rank has got); returns the pings it got in all."""
+    far = [r for r in range(ep.size) if not ep.same_process(r)]
+    per = BURST // 4
+    a_round = per * len(far)
+    ep.barrier()
+    for k in range(ROUNDS * 4):
+        for d in far:
+            for i in range(per):
+                ep.request_short(d, h_ping, i)
+        _wait(ep, lambda want=(k + 1) * a_round: look(want), "the pings")
+    ep.barrier()
+    return ROUNDS * 4 * a_round
+
+
+def _got_pings(s: _State, want: int) -> bool:
+    with s.lock:
+        return s.got.get("ping", 0) >= want
+
+
 def conditions_that_progress(ep) -> dict:
     s = ST[ep.rank] = _State(ep)
     ep.register_handlers([h_ping])
-    far = [r for r in range(ep.size) if not ep.same_process(r)]
-    ep.barrier()
     polls = 0
 
     def cond(want: int) -> bool:
@@ -158,39 +177,25 @@ def conditions_that_progress(ep) -> dict:
         polls += 1
         ep.poll()
         ep.atomic(ep.rank, 0, "fadd", 1)
-        with s.lock:
-            return s.got.get("ping", 0) >= want
+        return _got_pings(s, want)
 
-    for k in range(ROUNDS * 4):
-        for d in far:
-            for i in range(BURST // 4):
-                ep.request_short(d, h_ping, i)
-        _wait(ep, lambda k=k: cond((k + 1) * (BURST // 4) * len(far)), "the pings")
-    ep.barrier()
-    return {"got": s.got.get("ping", 0), "want": ROUNDS * 4 * (BURST // 4) * len(far),
-            "polls": polls, "atomics": ep.atomic(ep.rank, 0, "get"), "gil": _gil()}
+    want = _pings_awaited(ep, s, cond)
+    return {"got": s.got.get("ping", 0), "want": want, "polls": polls,
+            "atomics": ep.atomic(ep.rank, 0, "get"), "gil": _gil()}
 
 
 def deferred_outside_drains(ep) -> dict:
     s = ST[ep.rank] = _State(ep)
     ep.register_handlers([h_ping])
     eng = ep._eng
-    far = [r for r in range(ep.size) if not ep.same_process(r)]
     seen: list[bool] = []
-    ep.barrier()
 
     def cond(want: int) -> bool:
         eng.defer(lambda: seen.append(eng.hot.in_drain()), ep.rank)
         ep.poll()
-        with s.lock:
-            return s.got.get("ping", 0) >= want
+        return _got_pings(s, want)
 
-    for k in range(ROUNDS * 4):
-        for d in far:
-            for i in range(BURST // 4):
-                ep.request_short(d, h_ping, i)
-        _wait(ep, lambda k=k: cond((k + 1) * (BURST // 4) * len(far)), "the pings")
-    ep.barrier()
+    _pings_awaited(ep, s, cond)
     return {"ran": len(seen), "in_drain": sum(seen)}
 
 
