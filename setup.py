@@ -1,5 +1,5 @@
 """Builds the C extensions (the shared-memory network's primitives, the AM hot path, the
-collectives' data handler); the
+collectives' data handler and node-area flags); the
 metadata is in pyproject.toml."""
 
 from setuptools import Extension, setup
@@ -22,5 +22,7 @@ setup(
         # and the small calls' bookkeeping (amnet/coll/_fast.py)
         Extension("amnet.coll._cmail", ["amnet/coll/_cmail.c", "amnet/coll/_cmail_core.c"],
                   extra_compile_args=["-O2"], depends=["amnet/coll/_cmail.h"]),
+        # the flags of a team's node area (amnet/coll/_shm.py)
+        Extension("amnet.coll._shm", ["amnet/coll/_shm.c"], extra_compile_args=["-O2"]),
     ],
 )

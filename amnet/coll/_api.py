@@ -22,9 +22,11 @@ from typing import Any
 import numpy as np
 
 from .. import CollectiveMismatch
+from ..pshm import COLL_TEAMS
 from ._algos import Args
 from ._fast import Fast
 from ._msg import Mailbox, Run, Sig, digest
+from ._node import NodeArea, usable
 from ._ops import check_op
 from ._pick import DIRECT_P, default, parse_choice, signature
 from ._table import ALGORITHMS
@@ -83,10 +85,11 @@ class Team:
     """An ordered set of ranks (see the module). ``size``, ``index`` (my place),
     ``members`` (world ranks in order), ``nodes`` (each member's node)."""
 
-    __slots__ = ("_coll", "_fast", "_splits", "id", "index", "members", "multi", "name",
+    __slots__ = ("_coll", "_fast", "_shm", "_splits", "id", "index", "members", "multi", "name",
                  "nodes", "size")
 
-    def __init__(self, coll: Coll, tid: int, members: list[int], name: str) -> None:
+    def __init__(self, coll: Coll, tid: int, members: list[int], name: str,
+                 slot: int | None = None) -> None:
         self._coll = coll
         self.id = tid
         self.members = members
@@ -98,8 +101,11 @@ class Team:
         n_nodes = len(set(self.nodes))
         self.multi = 1 < n_nodes < self.size  # several nodes, some with several members
         self._splits = 0
+        # the node area's slot of the team (see _node), when its members share memory
+        self._shm = NodeArea(coll.port, members, self.index, slot) if slot is not None else None
         # small calls on the default algorithm skip the general machinery (see _fast)
-        self._fast = Fast(coll, self) if (not self.multi and self.size <= DIRECT_P
+        self._fast = Fast(coll, self) if (self._shm is None and not self.multi
+                                          and self.size <= DIRECT_P
                                           and not coll.strict) else None
         coll.box.add_team(self)
 
@@ -108,6 +114,13 @@ class Team:
 
     def __str__(self) -> str:
         return f"team {self.name}"
+
+    @property
+    def shares_memory(self) -> bool:
+        """Whether the team's members share memory (one node with PSHM on, or the
+        rank-threads of one process) and it has a node-area slot: its collectives then go
+        through shared memory (algorithm ``shm``) unless another algorithm is named."""
+        return self._shm is not None
 
     def rank_of(self, index: int) -> int:
         """The world rank of member ``index``."""
@@ -121,19 +134,28 @@ class Team:
         none and returns None."""
         c = -1 if color is None else _int(color, "team.split(): color")
         k = _int(key, "team.split(): key")
-        mine = np.array([c, k], np.int64)
-        allv = np.empty(2 * self.size, np.int64)
+        coll = self._coll
+        # with color and key, the node-area slots free here: the new team takes the lowest
+        # one free at all its members, when they share memory
+        mine = np.array([c, k, coll.free_slots], np.int64)
+        allv = np.empty(3 * self.size, np.int64)
         self.gather_all(allv, mine)
         self._splits += 1
         if c < 0:
             return None
-        pairs = allv.reshape(self.size, 2)
-        chosen = sorted((int(pairs[i, 1]), i) for i in range(self.size)
-                        if pairs[i, 0] == c)
+        rows = allv.reshape(self.size, 3)
+        chosen = sorted((int(rows[i, 1]), i) for i in range(self.size) if rows[i, 0] == c)
         members = [self.members[i] for _, i in chosen]
         h = hashlib.blake2b(f"{self.id}/{self._splits}/{c}".encode(), digest_size=8)
         tid = int.from_bytes(h.digest(), "little") >> 1
-        return Team(self._coll, tid, members, f"{self.name}/{self._splits}:{c}")
+        free = -1
+        for _, i in chosen:
+            free &= int(rows[i, 2])
+        slot = None
+        if free > 0 and usable(coll.port, members):
+            slot = (free & -free).bit_length() - 1
+            coll.free_slots &= ~(1 << slot)
+        return Team(coll, tid, members, f"{self.name}/{self._splits}:{c}", slot)
 
     # -- collectives ------------------------------------------------------------------------
     def barrier(self, algorithm: str | None = None) -> None:
@@ -383,11 +405,16 @@ class Coll:
         check = ep.config.coll_check
         self.strict = check == "strict"  # every call checked before it completes
         self.check_after = 0.0 if self.strict else float(check)
-        self.world = Team(self, 0, list(range(port.size)), "world")
+        # node-area slots (see _node): 0 is the world's, 1 the node team's, the others go to
+        # teams from split (a bit set: free here)
+        self.free_slots = (1 << COLL_TEAMS) - 4
+        world = list(range(port.size))
+        self.world = Team(self, 0, world, "world", 0 if usable(port, world) else None)
         per = self.threads_per_proc * self.procs_per_node
         node = self.rank // per
-        self.node = Team(self, (1 << 62) + node,
-                         [r for r in range(port.size) if r // per == node], f"node{node}")
+        mates = [r for r in range(port.size) if r // per == node]
+        self.node = Team(self, (1 << 62) + node, mates, f"node{node}",
+                         1 if usable(port, mates) else None)
 
     def __repr__(self) -> str:
         return f"<amnet.coll of rank {self.rank}>"
@@ -468,9 +495,12 @@ class Coll:
             if algorithm not in algs:
                 raise ValueError(f"{a.what}: no algorithm {algorithm!r}; it has "
                                  f"{', '.join(algs)}")
+            if algorithm == "shm" and team._shm is None:
+                return default(team, a)  # no shared memory: what the team takes by default
             return algorithm
-        if a.what in self.choice:
-            return self.choice[a.what]
+        chosen = self.choice.get(a.what)
+        if chosen is not None and (chosen != "shm" or team._shm is not None):
+            return chosen
         return default(team, a)
 
     def _start(self, team: Team, a: Args, algorithm: str | None) -> Run:

@@ -58,6 +58,7 @@ from typing import Any
 import numpy as np
 
 from .. import AMNetError, CollectiveMismatch
+from ._shm import Cond
 
 DATA, SIG, VERDICT, ABORT, CHECK, ACK = range(6)
 KEEP = 4096  # calls of a team whose descriptions a member remembers (to answer a check)
@@ -521,6 +522,8 @@ class Run:
         """The awaited payload(s) if all have arrived (taken from the mailbox), else None;
         _MIXED, taking nothing, when data of this call came with another digest."""
         need, box = self.need, self.box
+        if type(need) is Cond:  # a node-area wait (amnet.coll._node)
+            return () if need() else None
         ready, call = box.ready, self.call
         if need == ():
             return ()
@@ -545,10 +548,12 @@ class Run:
             return True
         if self.done:
             return False
+        need = self.need
+        if type(need) is Cond:  # a node-area wait (amnet.coll._node)
+            return bool(need())
         d = box.digests.get(call)
         if d is not None and d != self.digest:
             return not self.checked
-        need = self.need
         ready = box.ready
         if isinstance(need, tuple) and (not need or isinstance(need[0], tuple)):
             return all(k in ready for k in need)
@@ -593,6 +598,8 @@ class Run:
     def _close(self, failed: bool) -> None:
         self.done = True
         self.need = None
+        if failed and self.gen is not None:
+            self.gen.close()  # its cleanup now (a node-area call marks its steps done)
         box, call = self.box, self.call
         with box.lock:
             box.active.pop(call, None)

@@ -14,6 +14,7 @@ import numpy as np
 
 from ._algos import Args
 from ._msg import Sig
+from ._node import COLLECTIVES as SHM
 from ._ops import NAMES, NONCOMM_FUNC
 from ._table import ALGORITHMS
 
@@ -82,6 +83,8 @@ def default(team: Any, a: Args) -> str:
     P = team.size
     multi = team.multi
     w = a.what
+    if team._shm is not None and w in SHM:  # the members share memory: the node area
+        return "shm"
     if not multi and P <= DIRECT_P and w in DIRECT and (w == "barrier"
                                                          or a.nbytes <= DIRECT_MAX):
         return "direct"

@@ -27,6 +27,7 @@ from ._algos import (
     relocalise,
     scatter_tree,
 )
+from ._node import shm
 from ._hier import barrier_hier, bcast_hier, exchange_hier, gather_all_hier, reduce_all_hier
 
 
@@ -43,16 +44,19 @@ _RELOC = {"push": _reloc(False, False), "memcpy_push": _reloc(False, False, True
 
 #: collective -> {algorithm name: generator function} (amnet-bench coll lists them in this order).
 ALGORITHMS: dict[str, dict[str, Callable[[Any, Args], Gen]]] = {
-    "broadcast": {"tree": bcast_tree, **_RELOC, "hier": bcast_hier, "direct": direct},
-    "scatter": {"push": _RELOC["push"], "tree": scatter_tree, **_RELOC},
-    "gather": {"push": _RELOC["push"], "tree": gather_tree, **_RELOC},
+    "broadcast": {"tree": bcast_tree, **_RELOC, "hier": bcast_hier, "direct": direct,
+                  "shm": shm},
+    "scatter": {"push": _RELOC["push"], "tree": scatter_tree, **_RELOC, "shm": shm},
+    "gather": {"push": _RELOC["push"], "tree": gather_tree, **_RELOC, "shm": shm},
     "gather_all": {"ring": gather_all_ring, "xor": gather_all_xor, **_RELOC,
-                   "hier": gather_all_hier, "direct": direct},
-    "exchange": {"xor": exchange_xor, "ring": exchange_ring, **_RELOC, "hier": exchange_hier},
+                   "hier": gather_all_hier, "direct": direct, "shm": shm},
+    "exchange": {"xor": exchange_xor, "ring": exchange_ring, **_RELOC, "hier": exchange_hier,
+                 "shm": shm},
     "permute": dict(_RELOC),
-    "reduce": {"tree": reduce_tree, "push": reduce_push},
+    "reduce": {"tree": reduce_tree, "push": reduce_push, "shm": shm},
     "reduce_all": {"xor": reduce_all_xor, "tree": reduce_all_tree, "hier": reduce_all_hier,
-                   "direct": direct},
+                   "direct": direct, "shm": shm},
     "prefix_reduce": {"doubling": prefix_doubling, "linear": prefix_linear},
-    "barrier": {"dissemination": barrier_dissemination, "hier": barrier_hier, "direct": direct},
+    "barrier": {"dissemination": barrier_dissemination, "hier": barrier_hier, "direct": direct,
+                "shm": shm},
 }

@@ -47,7 +47,7 @@ from .._errors import (
     RankError,
     SegmentBoundsError,
 )
-from ..pshm._layout import F_DEPOSITED, pshm_prefix
+from ..pshm._layout import COLL_AREA, F_DEPOSITED, pshm_prefix
 from ..pshm._native import Words
 from . import _hot
 from . import _wire as W
@@ -86,6 +86,13 @@ _ARGS = W.ARGS
 CONDUIT_POLL_S = 5e-6  # with PSHM on, an idle conduit is looked at this often
 
 
+
+def _aligned_zeros(n: int) -> np.ndarray:
+    """``n`` zero bytes starting on a cache line (the node area's flags need it)."""
+    raw = np.zeros(n + 64, dtype=np.uint8)
+    skip = -raw.ctypes.data % 64
+    return raw[skip:skip + n]
+
 class RankState:
     """Per-rank AM state: handler table, segment, outstanding operations, barrier."""
 
@@ -108,6 +115,10 @@ class RankState:
         self.finalizing = False  # in amnet.finalize() (for the launcher's diagnosis only)
         self.finalized = False
         self.ports: dict[str, Any] = {}  # extension name -> Port (amnet.core._extension)
+        # the rank's node area (amnet.coll's node collectives): in the process's shared
+        # object with PSHM, private memory where the node has this process only, None with
+        # PSHM off
+        self.area: np.ndarray | None = None
         self.sync_hooks: list[Callable[[str], Any]] = []  # run at fence / barrier_notify
 
     def new_op(self, op: Any) -> int:
@@ -187,6 +198,7 @@ class Engine:
                 if p != proc:
                     self.route[p] = PSHM
         self.local_node_procs = node_procs
+        self.pshm_on = bool(config.pshm)
         # processes with faster paths than the conduit (shared memory, in-line AMs between
         # rank-threads) look at the conduit less often while it is idle
         self.throttle = use_pshm or self.T > 1
@@ -228,6 +240,10 @@ class Engine:
         the rank, so a handler has it even while that rank-thread is still in amnet.init()."""
         mem = None if self.pshm is None else self.pshm.segment_buffer(rank - self.first)
         rs = RankState(self, rank, self.seg_size, mem)
+        if self.pshm is not None:
+            rs.area = np.frombuffer(self.pshm.area_buffer(rank - self.first), dtype=np.uint8)
+        elif self.pshm_on and len(self.local_node_procs) == 1:
+            rs.area = _aligned_zeros(COLL_AREA)
         rs.endpoint = None if endpoint_of is None else endpoint_of(rs)
         self.ranks[rank - self.first] = rs
         self.hot.add_rank(rank - self.first, rs, rs.table, rank)
@@ -501,6 +517,19 @@ class Engine:
             self.seg_views[rank] = v
         return v
 
+    def local_area(self, rank: int) -> np.ndarray | None:
+        """Rank ``rank``'s node area (numpy uint8, COLL_AREA bytes) when this process can
+        address it (a rank of this process, or of the node with PSHM on) and PSHM is on,
+        else None (also before that rank-thread of this process is made)."""
+        proc = rank // self.T
+        route = self.route[proc]
+        if route == INLINE:
+            rs = self.ranks[rank - self.first]
+            return None if rs is None else rs.area
+        if route == PSHM:
+            return np.frombuffer(self.pshm.peer_area(proc, rank % self.T), dtype=np.uint8)
+        return None
+
     def segment_words(self, rank: int) -> Any:
         """Native atomic access to rank ``rank``'s (addressable) segment."""
         w = self.seg_words.get(rank)
@@ -702,6 +731,10 @@ class Engine:
         wake = self.wake_fd
         woken = False
         if wake is None:
+            # the sleeping flag is up: a store that completes the wait without a message
+            # (a node collective's flag) after this look rings the doorbell
+            if pred is not None and pred():
+                return True
             ready = self.conduit.wait_readable_fds(fds, t)
         else:
             hot = self.hot

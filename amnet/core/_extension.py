@@ -313,6 +313,37 @@ class Port:
         None. Raises RankError for a bad rank."""
         return self._eng.local_segment(self._eng.check_dest(rank))
 
+    def node_area(self, rank: int) -> Any:
+        """Rank ``rank``'s node area (numpy uint8, ``amnet.pshm.COLL_AREA`` bytes: a slot of
+        ``COLL_SLOT`` bytes for each of up to ``COLL_TEAMS`` teams) when I can address it
+        (same node) and PSHM is on, else None. The area is for amnet.coll's node
+        collectives: its slots belong to the teams that layer makes, and each slot's owner
+        is the only rank that writes it (docs/collectives.md, "The node area"). It lives
+        as long as the job, in the process's shared object (private memory where the node
+        has one process). Raises RankError for a bad rank."""
+        return self._eng.local_area(self._eng.check_dest(rank))
+
+    def node_waker(self, ranks: Sequence[int]) -> Callable[[], None]:
+        """A function that, called after a store to shared memory (a node area, a segment)
+        that waits of the node-local ``ranks`` may be looking for, wakes those that sleep:
+        the doorbell of each of their processes that sleeps is rung, and this process's
+        waiting threads are nudged. Sleeping ranks otherwise see the store only when
+        something else wakes them. Raises RankError for a bad rank, ValueError for a rank
+        of another node."""
+        eng = self._eng
+        me = eng.first // eng.T
+        out: list[int] = []
+        seen: set[int] = set()
+        for r in ranks:
+            r = eng.check_dest(r)
+            if eng.local_area(r) is None and eng.local_segment(r) is None:
+                raise ValueError(f"node_waker: rank {r} is not on rank {self.rank}'s node")
+            proc = r // eng.T
+            if proc == me or proc not in seen:  # every rank-thread here, a rank per process
+                seen.add(proc)
+                out.append(r)
+        return functools.partial(eng.hot.wake_ranks, tuple(out))
+
     def through_network(self, rank: int) -> bool:
         """True when messages to ``rank`` go through the conduit (another node, or PSHM
         off); such sends never block on a full queue, so a reply handler may send the next

@@ -392,6 +392,7 @@ extern PyTypeObject Lock_Type, Hot_Type, Token_Type, EndpointBase_Type, SysSende
 PyObject *hot_call_handler(HotObject *h, int t, PyObject *fn, int hidx, PyObject *name,
                            long src, int is_request, PyObject *const *args, Py_ssize_t nargs,
                            int capture);
+int hot_wake_ranks(HotObject *h, PyObject *ranks);
 int hot_pshm_send(HotObject *h, int reply, int s, const unsigned char *hdr, Py_ssize_t hl,
                   const char *payload, int64_t plen, int64_t eflags);
 int hot_queue_send(HotObject *h, int reply, int proc, int flags, Py_ssize_t nargs,

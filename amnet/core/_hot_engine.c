@@ -737,6 +737,14 @@ Hot_set_wake_fd(HotObject *h, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+/* wake_ranks(ranks): after a store that node-local ranks' waits may look for (hot_wake_ranks) */
+static PyObject *
+Hot_wake_ranks(HotObject *h, PyObject *ranks)
+{
+    if (hot_wake_ranks(h, ranks) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
 /* nudge(dest_t): after an in-line AM that ran a handler of rank-thread dest_t. */
 static PyObject *
 Hot_nudge(HotObject *h, PyObject *arg)
@@ -847,6 +855,9 @@ static PyMethodDef Hot_methods[] = {
      "in_drain() -> bool: the calling thread holds the drain lock (it runs a drain, or a "
      "handler or a wait condition inside one): deferred work waits for it to let go."},
     {"set_wake_fd", (PyCFunction)Hot_set_wake_fd, METH_O, NULL},
+    {"wake_ranks", (PyCFunction)Hot_wake_ranks, METH_O,
+     "wake_ranks(ranks): after a store to shared memory that waits of these node-local ranks "
+     "may look for: ring the doorbells of their sleeping processes, nudge this process's."},
     {"nudge", (PyCFunction)Hot_nudge, METH_O,
      "nudge(t): after an in-line AM to rank-thread t: wake the sleeping drainer if its wait "
      "may now be satisfied, and the threads waiting on it."},

@@ -218,6 +218,43 @@ queue_full(HotObject *h, int reply)
     return 0;
 }
 
+/* After a store to shared memory that a wait of these node-local ranks may look for (a flag
+ * of a node collective, written without a message): ring the doorbell of each of their
+ * processes that sleeps (as a send does), and for ranks of this process nudge (the drainer
+ * when it sleeps for that rank, and the threads waiting on it). ranks: a tuple of ints.
+ * Costs a fence and a load per process when nobody sleeps. 0, or -1 with an error. */
+int
+hot_wake_ranks(HotObject *h, PyObject *ranks)
+{
+    if (!PyTuple_CheckExact(ranks)) {
+        PyErr_SetString(PyExc_TypeError, "wake_ranks(ranks): a tuple of ranks");
+        return -1;
+    }
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);  /* the caller's store, then the sleep flags */
+    int myproc = h->first / h->T;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(ranks); i++) {
+        long r = PyLong_AsLong(PyTuple_GET_ITEM(ranks, i));
+        if (r < 0 || r >= h->size) {
+            if (!PyErr_Occurred()) {
+                PyErr_Format(PyExc_ValueError, "wake_ranks: no rank %ld", r);
+            }
+            return -1;
+        }
+        int proc = (int)(r / h->T);
+        if (proc == myproc) {
+            if (nudge(h, 1, (int)(r - h->first)) < 0) {
+                return -1;
+            }
+        } else if (h->n > 0 && h->proc_li[proc] >= 0) {
+            OutQ *o = &h->out[Q_REQ][h->proc_li[proc]];
+            if (o->sleep_p != NULL && ld_acq(o->sleep_p)) {
+                ring(h, o);
+            }
+        }
+    }
+    return 0;
+}
+
 /* Queue one message to node-local process index s, waiting (polling) while the queue is
  * full; a payload larger than a slot goes in fragments. */
 int

@@ -15,6 +15,9 @@ One object per process of a node, made by that process, mapped by every process 
     | payload slots             |  one per entry, max_medium bytes (rounded to 64)
     +---------------------------+ seg_off (page aligned)
     | segments of my T ranks    |  T x segment_size
+    +---------------------------+ area_off (page aligned)
+    | node areas of my T ranks  |  T x COLL_AREA: COLL_TEAMS slots of COLL_SLOT bytes, one
+    |                           |  per team of the rank (amnet.coll's node collectives)
     +---------------------------+ size
 
 The *receiver's* object holds its incoming queues: a sender writes entry and payload into
@@ -40,6 +43,16 @@ W_PID = 16
 
 REQ, REP = 0, 1  # queue kinds
 
+# A rank's node area (docs/collectives.md, "The node area"): a slot per team it is in (up to
+# COLL_TEAMS at once), each a header of flags (COLL_HDR bytes) and a data area (COLL_DATA);
+# larger blocks go through it in rounds. Where a node has one process (rank-threads only),
+# the areas are private memory of that process, of the same shape.
+COLL_TEAMS = 8
+COLL_HDR = 512
+COLL_DATA = 1 << 16
+COLL_SLOT = COLL_HDR + COLL_DATA
+COLL_AREA = COLL_TEAMS * COLL_SLOT
+
 # entry flags (word 1 of an entry)
 F_MORE = 1  # a fragment: more of this message's payload follows in the next entry
 F_DEPOSITED = 2  # a Long payload already written into the destination segment
@@ -57,8 +70,8 @@ def _up(x: int, a: int) -> int:
 class Layout:
     """Offsets of one process's object, from the job's shape (the same in every process)."""
 
-    __slots__ = ("depth", "ent_off", "n", "seg_off", "seg_size", "size", "slot", "slot_off",
-                 "threads")
+    __slots__ = ("area_off", "depth", "ent_off", "n", "seg_off", "seg_size", "size", "slot",
+                 "slot_off", "threads")
 
     def __init__(self, n: int, depth: int, max_medium: int, threads: int, seg_size: int) -> None:
         self.n = n
@@ -69,7 +82,8 @@ class Layout:
         self.ent_off = CTRL + 2 * n * QHDR
         self.slot_off = self.ent_off + 2 * n * depth * ENTRY
         self.seg_off = _up(self.slot_off + 2 * n * depth * self.slot, PAGE)
-        self.size = self.seg_off + threads * seg_size
+        self.area_off = _up(self.seg_off + threads * seg_size, PAGE)
+        self.size = self.area_off + threads * COLL_AREA
 
     def queue(self, kind: int, src: int) -> int:
         """The queue number of ``kind`` (REQ/REP) messages from node-local process ``src``."""
@@ -86,3 +100,7 @@ class Layout:
 
     def segment(self, t: int) -> int:
         return self.seg_off + t * self.seg_size
+
+    def area(self, t: int) -> int:
+        """Where rank-thread ``t``'s node area starts."""
+        return self.area_off + t * COLL_AREA

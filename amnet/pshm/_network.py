@@ -134,6 +134,16 @@ class PshmNetwork:
         off = self.lay.segment(t)
         return self.peers[self.procs.index(proc)].buf[off:off + self.lay.seg_size]
 
+    def area_buffer(self, t: int) -> memoryview:
+        """Rank-thread ``t``'s node area in this process's object."""
+        off = self.lay.area(t)
+        return self.mine.buf[off:off + L.COLL_AREA]
+
+    def peer_area(self, proc: int, t: int) -> memoryview:
+        """Rank-thread ``t`` of node-local process ``proc``: its node area, mapped here."""
+        off = self.lay.area(t)
+        return self.peers[self.procs.index(proc)].buf[off:off + L.COLL_AREA]
+
     # -- set-up ---------------------------------------------------------------------------
     def attach(self, idents: dict[int, str]) -> None:
         """Map every other node-local process's object (``idents``: global proc -> ident).

@@ -104,7 +104,7 @@ def check_team(T, n: int, salt: int = 0, naive: bool = True) -> int:
         return acc
 
     for what in ("reduce", "reduce_all", "prefix_reduce"):
-        for alg in ALGORITHMS[what]:
+        for alg in algorithms(what):
             for op, func, dt in cases:
                 src = val(me, dt, op)
                 dst = np.zeros_like(src)

@@ -1,0 +1,211 @@
+"""Collectives on the node area: flags and copies in shared memory, no messages.
+
+When every member of a team can address every other member's memory (one node with PSHM
+on, or the rank-threads of one process), each member owns a slot of the node area
+(``port.node_area(rank)``, a slot per team): a header of flags that only it writes
+(:mod:`amnet.coll._shm`'s Area publishes and reads them) and a data area of
+``COLL_DATA`` bytes. The collectives become copies in and out of the data areas:
+
+- a member that contributes data waits until every other member has finished reading its
+  previous data (their DONE has reached its DSTEP), copies its block(s) in and publishes
+  the step (PSTEP, PDIG, DSTEP under a sequence lock);
+- a member that needs data waits until its writers' DSTEP is the step, checking the digest
+  of their call against its own, and copies out (or combines, for the reductions: in member
+  order, so that every member of a reduce-to-all computes the same bits);
+- then it says it is done with the step (DONE).
+
+A block larger than the data area's share goes in rounds, one step each. A member's calls
+on the area run one at a time (a call in flight waits for the one before to end), so its
+steps only grow. The barrier is the
+flags alone: every member publishes its step and waits until every other one has. Waits
+are the engine's (``port.wait_until`` on a condition the C Area evaluates: the spin-then-
+block policy of the job, the member's AMs served meanwhile), and every publication wakes the
+members that sleep (``port.node_waker``: their process's doorbell, or a nudge of this
+process's drainer).
+
+Agreement: a member that finds another in a different call (another digest at the step, or
+a step without the data it expects) asks for the check as the AM algorithms do (the
+members compare descriptions at the team's first member and raise the verdict); one whose
+writers never come has made no progress for ``coll_check`` seconds and asks too. Whatever
+way a call ends (completed, mismatched, failed), its member marks every step of it done,
+so nobody waits on it after.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..pshm import COLL_DATA, COLL_HDR, COLL_SLOT
+from ._algos import Args, Gen
+from ._ops import UFUNC, combine
+from ._shm import HDR, ROUND_BITS, Area
+
+ARRIVED, DATA_IN, DRAINED = 0, 1, 2  # what a wait's condition looks for (Area.cond)
+_NEVER = -(1 << 40)  # a tag no message has: a mismatched call waits for its verdict on it
+#: the collectives the node area carries
+COLLECTIVES = ("barrier", "broadcast", "scatter", "gather", "gather_all", "exchange",
+               "reduce", "reduce_all")
+if HDR > COLL_HDR:  # the C header's words must fit the layout's header
+    raise ImportError(f"amnet.coll._shm's header ({HDR} bytes) exceeds COLL_HDR ({COLL_HDR})")
+
+
+def usable(port: Any, members: list[int]) -> bool:
+    """Whether a team of these world ranks can use the node area: every member's area is
+    addressable here (the same answer on every member: it follows from the job's shape and
+    the PSHM option) and a block share of the data area holds a cache line at least."""
+    if len(members) * 64 > COLL_DATA:
+        return False
+    return all(port.node_area(r) is not None for r in members)
+
+
+class NodeArea:
+    """A team's node area as one member sees it: the C Area over every member's slot, and
+    numpy views of their data areas."""
+
+    __slots__ = ("area", "data", "end", "last", "members", "slot")
+
+    def __init__(self, port: Any, members: list[int], me: int, slot: int) -> None:
+        off = slot * COLL_SLOT
+        slots = [port.node_area(r)[off:off + COLL_SLOT] for r in members]
+        others = [r for i, r in enumerate(members) if i != me]
+        self.area = Area(slots, me, port.node_waker(others) if others else None)
+        self.data = [s[COLL_HDR:] for s in slots]
+        self.slot = slot
+        self.members = members
+        self.last = 0  # the step whose data my data area holds (the next write waits on it)
+        self.end = 0  # the end of my last call (its DONE): the next call waits for it
+
+
+def _chunk(n: int, blocks: int) -> int:
+    """Bytes of each of ``blocks`` blocks a round carries (a multiple of 64, so any dtype's
+    elements stay whole)."""
+    return max(64, (COLL_DATA // blocks) // 64 * 64)
+
+
+def shm(ctx: Any, a: Args) -> Gen:
+    """Any of COLLECTIVES on the team's node area (see the module)."""
+    na: NodeArea = ctx.team._shm
+    A = na.area
+    me, P, n, w, r = ctx.index, ctx.size, a.nbytes, a.what, a.root
+    dig = ctx.digest
+    base = ctx.seq << ROUND_BITS
+    others = [i for i in range(P) if i != me]
+    if na.end:  # my calls on the area go one at a time: the one before must have ended
+        c = A.cond(DRAINED, na.end, 0, (me,))
+        if not c():
+            yield c
+    na.end = base + (1 << ROUND_BITS)
+    A.enter(ctx.seq, dig)
+    try:
+        if w == "barrier":
+            A.publish(base + 1, dig, False)
+            c = A.cond(ARRIVED, base + 1, dig, others)
+            if not c():
+                yield c
+            if c.bad >= 0:
+                yield from _mismatch(ctx)
+            _agree(ctx, A)
+            return None
+        # who writes, how many blocks each, who reads whom
+        many = w in ("scatter", "exchange")
+        wblocks = P if many else 1
+        if w in ("broadcast", "scatter"):
+            writers = [r]
+        elif w in ("gather", "reduce"):
+            writers = [i for i in range(P) if i != r]
+        else:
+            writers = list(range(P))
+        readers_need = w in ("gather_all", "exchange", "reduce_all") or (
+            me != r if w in ("broadcast", "scatter") else me == r)
+        i_write = me in writers
+        src_of = [i for i in writers if i != me] if readers_need else []
+        cb = _chunk(n, wblocks)
+        rounds = -(-n // cb)
+        for k in range(rounds):
+            v = base + k + 1
+            lo = k * cb
+            ln = min(cb, n - lo)
+            if i_write:
+                if na.last:
+                    c = A.cond(DRAINED, na.last, 0, others)
+                    if not c():
+                        yield c
+                mine = na.data[me]
+                if many:
+                    for b in range(P):
+                        mine[b * ln:(b + 1) * ln] = a.src[b * n + lo:b * n + lo + ln]
+                else:
+                    mine[:ln] = a.src[lo:lo + ln]
+                na.last = v
+            A.publish(v, dig, i_write)
+            if src_of:
+                c = A.cond(DATA_IN, v, dig, src_of)
+                if not c():
+                    yield c
+                if c.bad >= 0:
+                    yield from _mismatch(ctx)
+            _take(na, a, w, me, P, n, r, lo, ln, src_of)
+            if k + 1 < rounds:
+                A.finish(v)
+        _agree(ctx, A)
+        return None
+    finally:
+        A.finish(base + (1 << ROUND_BITS))  # every step of this call, however it ended
+
+
+def _take(na: NodeArea, a: Args, w: str, me: int, P: int, n: int, r: int, lo: int, ln: int,
+          src_of: list[int]) -> None:
+    """Round ``lo``..``lo + ln`` of every block: what this member copies out or combines."""
+    data = na.data
+    if w == "broadcast":
+        if me == r:
+            if a.dst is not a.src:
+                a.dst[lo:lo + ln] = a.src[lo:lo + ln]
+        else:
+            a.dst[lo:lo + ln] = data[r][:ln]
+    elif w == "scatter":
+        a.dst[lo:lo + ln] = (a.src[me * n + lo:me * n + lo + ln] if me == r
+                             else data[r][me * ln:(me + 1) * ln])
+    elif w in ("gather", "gather_all"):
+        if w == "gather_all" or me == r:
+            for i in range(P):
+                a.dst[i * n + lo:i * n + lo + ln] = (a.src[lo:lo + ln] if i == me
+                                                     else data[i][:ln])
+    elif w == "exchange":
+        for i in range(P):
+            a.dst[i * n + lo:i * n + lo + ln] = (a.src[me * n + lo:me * n + lo + ln] if i == me
+                                                 else data[i][me * ln:(me + 1) * ln])
+    elif w == "reduce_all" or me == r:  # reduce, reduce_all: member order, the same bits
+        dt = a.dtype
+        parts = [a.src[lo:lo + ln].view(dt) if i == me else data[i][:ln].view(dt)
+                 for i in range(P)]
+        out = a.dst[lo:lo + ln].view(dt)
+        if P == 1:
+            out[:] = parts[0]
+        elif P == 2 and a.op in UFUNC:
+            UFUNC[a.op](parts[0], parts[1], out=out)
+        else:
+            acc = parts[0]
+            for x in parts[1:]:
+                acc = combine(a.op, acc, x, a.func)
+            out[:] = acc
+
+
+def _agree(ctx: Any, A: Area) -> None:
+    """The call is complete here: when another member entered it with another digest (a
+    mismatch that changed nothing this member read), ask for the check, whose verdict this
+    member raises at the end of its next call on the team."""
+    if A.agree(ctx.seq, ctx.digest) >= 0:
+        ctx.check()
+
+
+def _mismatch(ctx: Any) -> Gen:
+    """Another member is in another call: ask for the check, and wait for its verdict
+    (which the run raises)."""
+    ctx.check()
+    yield ctx.recv(ctx.index, _NEVER)
+
+
+__all__ = ["COLLECTIVES", "NodeArea", "shm", "usable"]

@@ -1,0 +1,506 @@
+/* amnet.coll._shm: the flags of a team's node area (docs/collectives.md, "The node area"; the
+ * collectives on it are amnet/coll/_node.py).
+ *
+ * Every member of a team whose members all share memory (one node, PSHM on; or the
+ * rank-threads of one process) owns one slot of the node area: a header of int64 words and
+ * a data area. Only the owner writes its slot; every member reads every slot. An Area is
+ * one member's view of its team's slots (the buffers of every member's slot, in member
+ * order); Python copies data in and out of the data areas, this file publishes and reads
+ * the words, with the memory ordering of the protocol:
+ *
+ *   PVER   a sequence lock over the three words below: odd while the owner writes them
+ *   PSTEP  the last step the owner has entered (published), > 0
+ *   PDIG   the digest of the call that step belongs to
+ *   DSTEP  the step whose data is in the owner's data area
+ *   DONE   the last step the owner has finished reading (on a cache line of its own: the
+ *          writers of data wait on it)
+ *   CALLS  a ring of the owner's last RING calls: (sequence number + 1, digest) each, written
+ *          as it enters a call (the first word zeroed while the second changes); a member
+ *          that completes a call compares the others' entries for it with its own, so a
+ *          mismatch that changes nothing anybody reads (two members both a broadcast's
+ *          root) is still found
+ *
+ * A step is ((call's sequence number on the team) << ROUND_BITS | round) + 1: every member
+ * numbers them alike when the members agree. An owner writes its data area only once every
+ * other member's DONE has reached its DSTEP (nobody still reads the old data), then
+ * publishes: PVER odd, PDIG, PSTEP, DSTEP, PVER even (release: the data and the words are
+ * seen before the even version). A reader loads PVER (acquire), the words, PVER again, and
+ * takes them only when both versions are the same and even.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+#define W_PVER 0
+#define W_PSTEP 1
+#define W_PDIG 2
+#define W_DSTEP 3
+#define W_DONE 8
+#define W_CALLS 16
+#define RING 16
+#define HDR_BYTES ((W_CALLS + 2 * RING) * 8)  /* the header's words end here */
+#define ROUND_BITS 20
+
+#define ld_acq(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define st_rel(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+
+typedef struct {
+    PyObject_HEAD
+    int P, me;
+    Py_buffer *bufs;
+    int64_t **w;           /* each member's header words */
+    PyObject *waker;       /* called after every publication (None: nobody sleeps) */
+} AreaObject;
+
+static PyTypeObject Area_Type, Cond_Type;
+
+static void
+Area_dealloc(AreaObject *a)
+{
+    if (a->bufs != NULL) {
+        for (int i = 0; i < a->P; i++) {
+            if (a->bufs[i].obj != NULL) {
+                PyBuffer_Release(&a->bufs[i]);
+            }
+        }
+        PyMem_Free(a->bufs);
+    }
+    PyMem_Free(a->w);
+    Py_XDECREF(a->waker);
+    Py_TYPE(a)->tp_free((PyObject *)a);
+}
+
+/* Area(slots, me, waker): slots: a sequence of writable buffers, member i's slot at i (at
+ * least HDR bytes, 64-byte aligned); me: my index; waker: a callable run after every
+ * publication and DONE (it wakes members that sleep), or None. */
+static PyObject *
+Area_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    PyObject *slots, *waker;
+    int me;
+    if (!PyArg_ParseTuple(args, "OiO", &slots, &me, &waker)) {
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(slots, "Area: slots must be a sequence of buffers");
+    if (seq == NULL) {
+        return NULL;
+    }
+    Py_ssize_t P = PySequence_Fast_GET_SIZE(seq);
+    if (P < 1 || P > 1 << 20 || me < 0 || me >= P) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "Area: member %d of %zd", me, P);
+        return NULL;
+    }
+    AreaObject *a = (AreaObject *)type->tp_alloc(type, 0);
+    if (a == NULL) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    a->P = (int)P;
+    a->me = me;
+    a->bufs = PyMem_Calloc(P, sizeof(Py_buffer));
+    a->w = PyMem_Calloc(P, sizeof(int64_t *));
+    a->waker = Py_NewRef(waker);
+    if (a->bufs == NULL || a->w == NULL) {
+        Py_DECREF(seq);
+        Py_DECREF(a);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < P; i++) {
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, i), &a->bufs[i],
+                               PyBUF_WRITABLE) < 0) {
+            Py_DECREF(seq);
+            Py_DECREF(a);
+            return NULL;
+        }
+        if (a->bufs[i].len < HDR_BYTES || (uintptr_t)a->bufs[i].buf % 64) {
+            Py_DECREF(seq);
+            Py_DECREF(a);
+            PyErr_Format(PyExc_ValueError, "Area: slot %zd is not a 64-byte aligned buffer "
+                         "of at least %d bytes", i, HDR_BYTES);
+            return NULL;
+        }
+        a->w[i] = (int64_t *)a->bufs[i].buf;
+    }
+    Py_DECREF(seq);
+    return (PyObject *)a;
+}
+
+static int
+wake(AreaObject *a)
+{
+    if (a->waker == Py_None) {
+        return 0;
+    }
+    PyObject *r = PyObject_CallNoArgs(a->waker);
+    if (r == NULL) {
+        return -1;
+    }
+    Py_DECREF(r);
+    return 0;
+}
+
+static int
+as_i64(PyObject *o, int64_t *out)
+{
+    long long v = PyLong_AsLongLong(o);
+    if (v == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    *out = (int64_t)v;
+    return 0;
+}
+
+/* publish(step, digest, data): enter ``step`` of the call with ``digest``; ``data``: my
+ * data area holds the step's data (written before this call). Wakes the sleepers. */
+static PyObject *
+Area_publish(AreaObject *a, PyObject *const *args, Py_ssize_t nargs)
+{
+    int64_t step, dig;
+    if (nargs != 3 || as_i64(args[0], &step) < 0 || as_i64(args[1], &dig) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "publish(step, digest, data)");
+        }
+        return NULL;
+    }
+    int data = PyObject_IsTrue(args[2]);
+    if (data < 0) {
+        return NULL;
+    }
+    int64_t *w = a->w[a->me];
+    int64_t ver = w[W_PVER];
+    __atomic_store_n(&w[W_PVER], ver + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);  /* odd before the words change */
+    __atomic_store_n(&w[W_PDIG], dig, __ATOMIC_RELAXED);
+    __atomic_store_n(&w[W_PSTEP], step, __ATOMIC_RELAXED);
+    if (data) {
+        __atomic_store_n(&w[W_DSTEP], step, __ATOMIC_RELAXED);
+    }
+    st_rel(&w[W_PVER], ver + 2);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);  /* before the waker looks who sleeps */
+    if (wake(a) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* enter(seq, digest): I enter call ``seq`` of the team with ``digest`` (the ring). */
+static PyObject *
+Area_enter(AreaObject *a, PyObject *const *args, Py_ssize_t nargs)
+{
+    int64_t seq, dig;
+    if (nargs != 2 || as_i64(args[0], &seq) < 0 || as_i64(args[1], &dig) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "enter(seq, digest)");
+        }
+        return NULL;
+    }
+    int64_t *e = a->w[a->me] + W_CALLS + 2 * (seq % RING);
+    __atomic_store_n(&e[0], 0, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n(&e[1], dig, __ATOMIC_RELAXED);
+    st_rel(&e[0], seq + 1);
+    Py_RETURN_NONE;
+}
+
+/* agree(seq, digest) -> int: a member whose ring says it entered call ``seq`` with another
+ * digest, or -1 (those that have not entered it, or whose entry is gone, say nothing). */
+static PyObject *
+Area_agree(AreaObject *a, PyObject *const *args, Py_ssize_t nargs)
+{
+    int64_t seq, dig;
+    if (nargs != 2 || as_i64(args[0], &seq) < 0 || as_i64(args[1], &dig) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "agree(seq, digest)");
+        }
+        return NULL;
+    }
+    for (int j = 0; j < a->P; j++) {
+        if (j == a->me) {
+            continue;
+        }
+        const int64_t *e = a->w[j] + W_CALLS + 2 * (seq % RING);
+        int64_t s1 = ld_acq(&e[0]);
+        if (s1 != seq + 1) {
+            continue;
+        }
+        int64_t d = __atomic_load_n(&e[1], __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&e[0], __ATOMIC_RELAXED) == s1 && d != dig) {
+            return PyLong_FromLong(j);
+        }
+    }
+    return PyLong_FromLong(-1);
+}
+
+/* finish(step): I have read what I needed of ``step`` (and of every step before it). */
+static PyObject *
+Area_finish(AreaObject *a, PyObject *arg)
+{
+    int64_t step;
+    if (as_i64(arg, &step) < 0) {
+        return NULL;
+    }
+    int64_t *p = &a->w[a->me][W_DONE];
+    if (step <= __atomic_load_n(p, __ATOMIC_RELAXED)) {
+        Py_RETURN_NONE;
+    }
+    st_rel(p, step);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (wake(a) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* Member j's published words, consistent: 1, or 0 while it writes them. */
+static int
+snapshot(const int64_t *w, int64_t *pstep, int64_t *pdig, int64_t *dstep)
+{
+    for (int k = 0; k < 4; k++) {
+        int64_t v1 = ld_acq(&w[W_PVER]);
+        if (v1 & 1) {
+            continue;
+        }
+        *pstep = __atomic_load_n(&w[W_PSTEP], __ATOMIC_RELAXED);
+        *pdig = __atomic_load_n(&w[W_PDIG], __ATOMIC_RELAXED);
+        *dstep = __atomic_load_n(&w[W_DSTEP], __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&w[W_PVER], __ATOMIC_RELAXED) == v1) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+enum { K_ARRIVED = 0, K_DATA = 1, K_DRAINED = 2 };
+
+/* What member j's words say about my wait for ``step`` of the call with ``dig``:
+ * 1 ready, 0 not yet, -1 j is in another call. */
+static int
+look(AreaObject *a, int j, int kind, int64_t step, int64_t dig)
+{
+    const int64_t *w = a->w[j];
+    if (kind == K_DRAINED) {
+        return ld_acq(&w[W_DONE]) >= step;
+    }
+    int64_t ps, pd, ds;
+    if (!snapshot(w, &ps, &pd, &ds)) {
+        return 0;
+    }
+    if (kind == K_ARRIVED) {
+        if (ps < step) {
+            return 0;
+        }
+        return ps > step || pd == dig ? 1 : -1;  /* past it: it saw mine and went on */
+    }
+    if (ds == step) {
+        return ps != step || pd == dig ? 1 : -1;
+    }
+    if (ds > step) {
+        return -1;  /* new data while I have not finished reading: not my call */
+    }
+    return ps >= step ? -1 : 0;  /* it entered my step without data for it */
+}
+
+/* -- Cond: a wait's condition ------------------------------------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    AreaObject *area;
+    int kind, n, bad;
+    int64_t step, dig;
+    int *who;
+} CondObject;
+
+static void
+Cond_dealloc(CondObject *c)
+{
+    Py_XDECREF(c->area);
+    PyMem_Free(c->who);
+    Py_TYPE(c)->tp_free((PyObject *)c);
+}
+
+/* Calling it: True once every member waited for is ready, or one is in another call
+ * (``bad`` is then its index); False before. Pure: reads shared memory only. */
+static PyObject *
+Cond_call(CondObject *c, PyObject *args, PyObject *kw)
+{
+    if (c->bad >= 0) {
+        Py_RETURN_TRUE;
+    }
+    for (int i = 0; i < c->n; i++) {
+        int j = c->who[i];
+        int r = look(c->area, j, c->kind, c->step, c->dig);
+        if (r < 0) {
+            c->bad = j;
+            Py_RETURN_TRUE;
+        }
+        if (r == 0) {
+            if (i) {  /* the next call starts at the one that held it up */
+                c->who[i] = c->who[0];
+                c->who[0] = j;
+            }
+            Py_RETURN_FALSE;
+        }
+    }
+    Py_RETURN_TRUE;
+}
+
+static PyObject *
+Cond_get_bad(CondObject *c, void *closure)
+{
+    return PyLong_FromLong(c->bad);
+}
+
+static PyGetSetDef Cond_getset[] = {
+    {"bad", (getter)Cond_get_bad, NULL,
+     "the index of a member found in another call, -1 for none", NULL},
+    {NULL},
+};
+
+/* cond(kind, step, digest, members) -> Cond: kind 0, every member in ``members`` has
+ * entered ``step`` (a barrier's arrival); 1, their data of ``step`` is in; 2, they have
+ * finished ``step`` (my data area may be written again; digest unused). */
+static PyObject *
+Area_cond(AreaObject *a, PyObject *const *args, Py_ssize_t nargs)
+{
+    int64_t step, dig;
+    if (nargs != 4 || !PyLong_Check(args[0]) || as_i64(args[1], &step) < 0
+            || as_i64(args[2], &dig) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "cond(kind, step, digest, members)");
+        }
+        return NULL;
+    }
+    long kind = PyLong_AsLong(args[0]);
+    if (kind < K_ARRIVED || kind > K_DRAINED) {
+        PyErr_Format(PyExc_ValueError, "cond: kind %ld not 0, 1 or 2", kind);
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(args[3], "cond: members must be a sequence of ints");
+    if (seq == NULL) {
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    CondObject *c = PyObject_New(CondObject, &Cond_Type);
+    if (c == NULL) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    c->area = (AreaObject *)Py_NewRef(a);
+    c->kind = (int)kind;
+    c->step = step;
+    c->dig = dig;
+    c->bad = -1;
+    c->n = (int)n;
+    c->who = PyMem_Malloc((n ? n : 1) * sizeof(int));
+    if (c->who == NULL) {
+        Py_DECREF(seq);
+        Py_DECREF(c);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long j = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (j < 0 || j >= a->P) {
+            Py_DECREF(seq);
+            Py_DECREF(c);
+            if (!PyErr_Occurred()) {
+                PyErr_Format(PyExc_ValueError, "cond: member %ld of %d", j, a->P);
+            }
+            return NULL;
+        }
+        c->who[i] = (int)j;
+    }
+    Py_DECREF(seq);
+    return (PyObject *)c;
+}
+
+/* words(j) -> (pstep, pdig, dstep, done): member j's words, for a diagnosis and tests. */
+static PyObject *
+Area_words(AreaObject *a, PyObject *arg)
+{
+    long j = PyLong_AsLong(arg);
+    if (j < 0 || j >= a->P) {
+        if (!PyErr_Occurred()) {
+            PyErr_Format(PyExc_IndexError, "words: member %ld of %d", j, a->P);
+        }
+        return NULL;
+    }
+    int64_t ps = 0, pd = 0, ds = 0;
+    snapshot(a->w[j], &ps, &pd, &ds);
+    return Py_BuildValue("(LLLL)", (long long)ps, (long long)pd, (long long)ds,
+                         (long long)ld_acq(&a->w[j][W_DONE]));
+}
+
+static PyMethodDef Area_methods[] = {
+    {"publish", (PyCFunction)(void (*)(void))Area_publish, METH_FASTCALL,
+     "publish(step, digest, data): enter step (data: my data area holds its data)."},
+    {"enter", (PyCFunction)(void (*)(void))Area_enter, METH_FASTCALL,
+     "enter(seq, digest): I enter call seq with digest (the ring of calls)."},
+    {"agree", (PyCFunction)(void (*)(void))Area_agree, METH_FASTCALL,
+     "agree(seq, digest) -> int: a member that entered call seq with another digest, or -1."},
+    {"finish", (PyCFunction)Area_finish, METH_O,
+     "finish(step): I have read what I needed of step and every step before it."},
+    {"cond", (PyCFunction)(void (*)(void))Area_cond, METH_FASTCALL,
+     "cond(kind, step, digest, members) -> Cond (0 arrived, 1 data in, 2 finished)."},
+    {"words", (PyCFunction)Area_words, METH_O,
+     "words(j) -> (pstep, pdig, dstep, done) of member j."},
+    {NULL},
+};
+
+static PyTypeObject Area_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "amnet.coll._shm.Area",
+    .tp_basicsize = sizeof(AreaObject),
+    .tp_dealloc = (destructor)Area_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One member's view of its team's node area (see the module).",
+    .tp_methods = Area_methods,
+    .tp_new = Area_new,
+};
+
+static PyTypeObject Cond_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "amnet.coll._shm.Cond",
+    .tp_basicsize = sizeof(CondObject),
+    .tp_dealloc = (destructor)Cond_dealloc,
+    .tp_call = (ternaryfunc)Cond_call,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A wait's condition on the node area's words (Area.cond).",
+    .tp_getset = Cond_getset,
+};
+
+static int
+shm_exec(PyObject *m)
+{
+    if (PyType_Ready(&Area_Type) < 0 || PyType_Ready(&Cond_Type) < 0) {
+        return -1;
+    }
+    if (PyModule_AddObjectRef(m, "Area", (PyObject *)&Area_Type) < 0
+            || PyModule_AddObjectRef(m, "Cond", (PyObject *)&Cond_Type) < 0
+            || PyModule_AddIntConstant(m, "HDR", HDR_BYTES) < 0
+            || PyModule_AddIntConstant(m, "ROUND_BITS", ROUND_BITS) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
+static PyModuleDef_Slot shm_slots[] = {
+    {Py_mod_exec, shm_exec},
+#ifdef Py_GIL_DISABLED
+    {Py_mod_gil, Py_MOD_GIL_NOT_USED},
+#endif
+    {0, NULL},
+};
+
+static struct PyModuleDef shm_module = {
+    PyModuleDef_HEAD_INIT, "amnet.coll._shm",
+    "The flags of a team's node area (see docs/collectives.md).", 0, NULL, shm_slots,
+};
+
+PyMODINIT_FUNC
+PyInit__shm(void)
+{
+    return PyModuleDef_Init(&shm_module);
+}
