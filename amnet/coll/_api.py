@@ -27,6 +27,7 @@ from ._algos import Args
 from ._fast import Fast
 from ._msg import Mailbox, Run, Sig, digest
 from ._node import NodeArea, usable
+from ._shmfast import ShmFast
 from ._ops import check_op
 from ._pick import DIRECT_P, default, parse_choice, signature
 from ._table import ALGORITHMS
@@ -104,9 +105,12 @@ class Team:
         # the node area's slot of the team (see _node), when its members share memory
         self._shm = NodeArea(coll.port, members, self.index, slot) if slot is not None else None
         # small calls on the default algorithm skip the general machinery (see _fast)
-        self._fast = Fast(coll, self) if (self._shm is None and not self.multi
-                                          and self.size <= DIRECT_P
-                                          and not coll.strict) else None
+        if coll.strict:
+            self._fast: Fast | None = None
+        elif self._shm is not None:
+            self._fast = ShmFast(coll, self)
+        else:
+            self._fast = Fast(coll, self) if not self.multi and self.size <= DIRECT_P else None
         coll.box.add_team(self)
 
     def __repr__(self) -> str:

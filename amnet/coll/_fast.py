@@ -35,7 +35,6 @@ from ._msg import KEEP, digest
 from ._ops import FUNC, NONCOMM_FUNC, UFUNC, check_op
 from ._pick import DIRECT_MAX, signature
 
-_ALG = "direct"
 
 
 class Fast:
@@ -44,6 +43,7 @@ class Fast:
     (amnet.coll._cmail.Core); the checks of the arguments and the results are here."""
 
     __slots__ = ("box", "coll", "core", "descs", "me", "off", "others", "size", "team")
+    alg = "direct"  # the algorithm whose calls it makes (their description says so)
 
     def __init__(self, coll: Any, team: Any) -> None:
         box = coll.box
@@ -171,7 +171,7 @@ class Fast:
         call = self.core.start(key, WHAT[key[0]], data, send, complete)
         if call is False:  # the first call of its kind: describe it
             try:
-                sig = signature(_args_of(key), _ALG)
+                sig = signature(_args_of(key), self.alg)
             except (TypeError, ValueError):
                 return None  # the general path refuses it, and says why
             if len(self.descs) > 256:

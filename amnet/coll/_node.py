@@ -64,18 +64,16 @@ class NodeArea:
     """A team's node area as one member sees it: the C Area over every member's slot, and
     numpy views of their data areas."""
 
-    __slots__ = ("area", "data", "end", "last", "members", "slot")
+    __slots__ = ("area", "data", "members", "slot")
 
     def __init__(self, port: Any, members: list[int], me: int, slot: int) -> None:
         off = slot * COLL_SLOT
         slots = [port.node_area(r)[off:off + COLL_SLOT] for r in members]
         others = [r for i, r in enumerate(members) if i != me]
-        self.area = Area(slots, me, port.node_waker(others) if others else None)
+        self.area = Area(slots, me, port.node_waker(others) if others else None, COLL_HDR)
         self.data = [s[COLL_HDR:] for s in slots]
         self.slot = slot
         self.members = members
-        self.last = 0  # the step whose data my data area holds (the next write waits on it)
-        self.end = 0  # the end of my last call (its DONE): the next call waits for it
 
 
 def _chunk(n: int, blocks: int) -> int:
@@ -92,11 +90,11 @@ def shm(ctx: Any, a: Args) -> Gen:
     dig = ctx.digest
     base = ctx.seq << ROUND_BITS
     others = [i for i in range(P) if i != me]
-    if na.end:  # my calls on the area go one at a time: the one before must have ended
-        c = A.cond(DRAINED, na.end, 0, (me,))
+    if A.end:  # my calls on the area go one at a time: the one before must have ended
+        c = A.cond(DRAINED, A.end, 0, (me,))
         if not c():
             yield c
-    na.end = base + (1 << ROUND_BITS)
+    A.end = base + (1 << ROUND_BITS)
     A.enter(ctx.seq, dig)
     try:
         if w == "barrier":
@@ -127,9 +125,9 @@ def shm(ctx: Any, a: Args) -> Gen:
             v = base + k + 1
             lo = k * cb
             ln = min(cb, n - lo)
-            if i_write:
-                if na.last:
-                    c = A.cond(DRAINED, na.last, 0, others)
+            if i_write and A.last != v:  # (a fast path that handed over may have written it)
+                if A.last:
+                    c = A.cond(DRAINED, A.last, 0, others)
                     if not c():
                         yield c
                 mine = na.data[me]
@@ -138,7 +136,7 @@ def shm(ctx: Any, a: Args) -> Gen:
                         mine[b * ln:(b + 1) * ln] = a.src[b * n + lo:b * n + lo + ln]
                 else:
                     mine[:ln] = a.src[lo:lo + ln]
-                na.last = v
+                A.last = v
             A.publish(v, dig, i_write)
             if src_of:
                 c = A.cond(DATA_IN, v, dig, src_of)

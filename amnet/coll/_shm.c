@@ -29,7 +29,10 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
+#include <sched.h>
 #include <stdint.h>
+#include <string.h>
 
 #define W_PVER 0
 #define W_PSTEP 1
@@ -50,6 +53,9 @@ typedef struct {
     Py_buffer *bufs;
     int64_t **w;           /* each member's header words */
     PyObject *waker;       /* called after every publication (None: nobody sleeps) */
+    int64_t last;          /* the step whose data my data area holds (owner only) */
+    int64_t end;           /* the end of my last call on the area: its DONE (owner only) */
+    Py_ssize_t data_at;    /* where a slot's data area starts */
 } AreaObject;
 
 static PyTypeObject Area_Type, Cond_Type;
@@ -70,15 +76,17 @@ Area_dealloc(AreaObject *a)
     Py_TYPE(a)->tp_free((PyObject *)a);
 }
 
-/* Area(slots, me, waker): slots: a sequence of writable buffers, member i's slot at i (at
- * least HDR bytes, 64-byte aligned); me: my index; waker: a callable run after every
- * publication and DONE (it wakes members that sleep), or None. */
+/* Area(slots, me, waker, data_at): slots: a sequence of writable buffers, member i's slot at
+ * i (64-byte aligned); data_at: where a slot's data area starts (at least HDR); me: my
+ * index; waker: a callable run after every publication and DONE (it wakes members that
+ * sleep), or None. */
 static PyObject *
 Area_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
     PyObject *slots, *waker;
     int me;
-    if (!PyArg_ParseTuple(args, "OiO", &slots, &me, &waker)) {
+    Py_ssize_t data_at;
+    if (!PyArg_ParseTuple(args, "OiOn", &slots, &me, &waker, &data_at)) {
         return NULL;
     }
     PyObject *seq = PySequence_Fast(slots, "Area: slots must be a sequence of buffers");
@@ -98,6 +106,7 @@ Area_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     }
     a->P = (int)P;
     a->me = me;
+    a->data_at = data_at;
     a->bufs = PyMem_Calloc(P, sizeof(Py_buffer));
     a->w = PyMem_Calloc(P, sizeof(int64_t *));
     a->waker = Py_NewRef(waker);
@@ -113,11 +122,13 @@ Area_new(PyTypeObject *type, PyObject *args, PyObject *kw)
             Py_DECREF(a);
             return NULL;
         }
-        if (a->bufs[i].len < HDR_BYTES || (uintptr_t)a->bufs[i].buf % 64) {
+        if (a->bufs[i].len <= data_at || data_at < HDR_BYTES
+                || (uintptr_t)a->bufs[i].buf % 64) {
             Py_DECREF(seq);
             Py_DECREF(a);
             PyErr_Format(PyExc_ValueError, "Area: slot %zd is not a 64-byte aligned buffer "
-                         "of at least %d bytes", i, HDR_BYTES);
+                         "of more than %zd bytes, or the data area starts in the header (%d "
+                         "bytes)", i, data_at, HDR_BYTES);
             return NULL;
         }
         a->w[i] = (int64_t *)a->bufs[i].buf;
@@ -151,6 +162,23 @@ as_i64(PyObject *o, int64_t *out)
     return 0;
 }
 
+static int
+publish(AreaObject *a, int64_t step, int64_t dig, int data)
+{
+    int64_t *w = a->w[a->me];
+    int64_t ver = w[W_PVER];
+    __atomic_store_n(&w[W_PVER], ver + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);  /* odd before the words change */
+    __atomic_store_n(&w[W_PDIG], dig, __ATOMIC_RELAXED);
+    __atomic_store_n(&w[W_PSTEP], step, __ATOMIC_RELAXED);
+    if (data) {
+        __atomic_store_n(&w[W_DSTEP], step, __ATOMIC_RELAXED);
+    }
+    st_rel(&w[W_PVER], ver + 2);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);  /* before the waker looks who sleeps */
+    return wake(a);
+}
+
 /* publish(step, digest, data): enter ``step`` of the call with ``digest``; ``data``: my
  * data area holds the step's data (written before this call). Wakes the sleepers. */
 static PyObject *
@@ -164,24 +192,20 @@ Area_publish(AreaObject *a, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     int data = PyObject_IsTrue(args[2]);
-    if (data < 0) {
-        return NULL;
-    }
-    int64_t *w = a->w[a->me];
-    int64_t ver = w[W_PVER];
-    __atomic_store_n(&w[W_PVER], ver + 1, __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_RELEASE);  /* odd before the words change */
-    __atomic_store_n(&w[W_PDIG], dig, __ATOMIC_RELAXED);
-    __atomic_store_n(&w[W_PSTEP], step, __ATOMIC_RELAXED);
-    if (data) {
-        __atomic_store_n(&w[W_DSTEP], step, __ATOMIC_RELAXED);
-    }
-    st_rel(&w[W_PVER], ver + 2);
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);  /* before the waker looks who sleeps */
-    if (wake(a) < 0) {
+    if (data < 0 || publish(a, step, dig, data) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;
+}
+
+static void
+enter(AreaObject *a, int64_t seq, int64_t dig)
+{
+    int64_t *e = a->w[a->me] + W_CALLS + 2 * (seq % RING);
+    __atomic_store_n(&e[0], 0, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n(&e[1], dig, __ATOMIC_RELAXED);
+    st_rel(&e[0], seq + 1);
 }
 
 /* enter(seq, digest): I enter call ``seq`` of the team with ``digest`` (the ring). */
@@ -195,12 +219,29 @@ Area_enter(AreaObject *a, PyObject *const *args, Py_ssize_t nargs)
         }
         return NULL;
     }
-    int64_t *e = a->w[a->me] + W_CALLS + 2 * (seq % RING);
-    __atomic_store_n(&e[0], 0, __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_RELEASE);
-    __atomic_store_n(&e[1], dig, __ATOMIC_RELAXED);
-    st_rel(&e[0], seq + 1);
+    enter(a, seq, dig);
     Py_RETURN_NONE;
+}
+
+static int
+agree(AreaObject *a, int64_t seq, int64_t dig)
+{
+    for (int j = 0; j < a->P; j++) {
+        if (j == a->me) {
+            continue;
+        }
+        const int64_t *e = a->w[j] + W_CALLS + 2 * (seq % RING);
+        int64_t s1 = ld_acq(&e[0]);
+        if (s1 != seq + 1) {
+            continue;
+        }
+        int64_t d = __atomic_load_n(&e[1], __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&e[0], __ATOMIC_RELAXED) == s1 && d != dig) {
+            return j;
+        }
+    }
+    return -1;
 }
 
 /* agree(seq, digest) -> int: a member whose ring says it entered call ``seq`` with another
@@ -215,22 +256,19 @@ Area_agree(AreaObject *a, PyObject *const *args, Py_ssize_t nargs)
         }
         return NULL;
     }
-    for (int j = 0; j < a->P; j++) {
-        if (j == a->me) {
-            continue;
-        }
-        const int64_t *e = a->w[j] + W_CALLS + 2 * (seq % RING);
-        int64_t s1 = ld_acq(&e[0]);
-        if (s1 != seq + 1) {
-            continue;
-        }
-        int64_t d = __atomic_load_n(&e[1], __ATOMIC_RELAXED);
-        __atomic_thread_fence(__ATOMIC_ACQUIRE);
-        if (__atomic_load_n(&e[0], __ATOMIC_RELAXED) == s1 && d != dig) {
-            return PyLong_FromLong(j);
-        }
+    return PyLong_FromLong(agree(a, seq, dig));
+}
+
+static int
+finish(AreaObject *a, int64_t step)
+{
+    int64_t *p = &a->w[a->me][W_DONE];
+    if (step <= __atomic_load_n(p, __ATOMIC_RELAXED)) {
+        return 0;
     }
-    return PyLong_FromLong(-1);
+    st_rel(p, step);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    return wake(a);
 }
 
 /* finish(step): I have read what I needed of ``step`` (and of every step before it). */
@@ -241,13 +279,7 @@ Area_finish(AreaObject *a, PyObject *arg)
     if (as_i64(arg, &step) < 0) {
         return NULL;
     }
-    int64_t *p = &a->w[a->me][W_DONE];
-    if (step <= __atomic_load_n(p, __ATOMIC_RELAXED)) {
-        Py_RETURN_NONE;
-    }
-    st_rel(p, step);
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    if (wake(a) < 0) {
+    if (finish(a, step) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;
@@ -416,6 +448,302 @@ Area_cond(AreaObject *a, PyObject *const *args, Py_ssize_t nargs)
     return (PyObject *)c;
 }
 
+/* -- the small calls in one go (amnet/coll/_node.py's ShmFast) ------------------------- */
+
+/* the reductions the fast path folds in C, by name (Python maps amnet's ops onto them) */
+static const char *const OP_NAMES[] = {"ADD", "MULT", "AND", "OR", "XOR", "MIN", "MAX"};
+enum { R_ADD, R_MULT, R_AND, R_OR, R_XOR, R_MIN, R_MAX, N_ROPS };
+/* and the dtypes (numpy's dtype.char) */
+#define RTYPES "bhilqBHILQfd"
+
+#define FOLD_INT(T) do { \
+    T *o = (T *)out; const T *x = (const T *)in; \
+    switch (op) { \
+    case R_ADD: for (Py_ssize_t i = 0; i < n; i++) o[i] = (T)(o[i] + x[i]); break; \
+    case R_MULT: for (Py_ssize_t i = 0; i < n; i++) o[i] = (T)(o[i] * x[i]); break; \
+    case R_AND: for (Py_ssize_t i = 0; i < n; i++) o[i] = (T)(o[i] & x[i]); break; \
+    case R_OR: for (Py_ssize_t i = 0; i < n; i++) o[i] = (T)(o[i] | x[i]); break; \
+    case R_XOR: for (Py_ssize_t i = 0; i < n; i++) o[i] = (T)(o[i] ^ x[i]); break; \
+    case R_MIN: for (Py_ssize_t i = 0; i < n; i++) o[i] = x[i] < o[i] ? x[i] : o[i]; break; \
+    default: for (Py_ssize_t i = 0; i < n; i++) o[i] = x[i] > o[i] ? x[i] : o[i]; break; \
+    } } while (0)
+
+/* numpy's minimum/maximum: a NaN wins (the first one) */
+#define FOLD_FLOAT(T) do { \
+    T *o = (T *)out; const T *x = (const T *)in; \
+    switch (op) { \
+    case R_ADD: for (Py_ssize_t i = 0; i < n; i++) o[i] = o[i] + x[i]; break; \
+    case R_MULT: for (Py_ssize_t i = 0; i < n; i++) o[i] = o[i] * x[i]; break; \
+    case R_MIN: \
+        for (Py_ssize_t i = 0; i < n; i++) { \
+            o[i] = isnan(o[i]) ? o[i] : isnan(x[i]) ? x[i] : x[i] < o[i] ? x[i] : o[i]; \
+        } \
+        break; \
+    default: \
+        for (Py_ssize_t i = 0; i < n; i++) { \
+            o[i] = isnan(o[i]) ? o[i] : isnan(x[i]) ? x[i] : x[i] > o[i] ? x[i] : o[i]; \
+        } \
+        break; \
+    } } while (0)
+
+/* out = out op in, element by element (n elements of type t) */
+static void
+fold_into(char *out, const char *in, Py_ssize_t nbytes, int op, char t)
+{
+    Py_ssize_t n;
+    switch (t) {
+    case 'b': n = nbytes; FOLD_INT(int8_t); break;
+    case 'h': n = nbytes / 2; FOLD_INT(int16_t); break;
+    case 'i': n = nbytes / 4; FOLD_INT(int32_t); break;
+    case 'l': case 'q': n = nbytes / 8; FOLD_INT(int64_t); break;
+    case 'B': n = nbytes; FOLD_INT(uint8_t); break;
+    case 'H': n = nbytes / 2; FOLD_INT(uint16_t); break;
+    case 'I': n = nbytes / 4; FOLD_INT(uint32_t); break;
+    case 'L': case 'Q': n = nbytes / 8; FOLD_INT(uint64_t); break;
+    case 'f': n = nbytes / 4; FOLD_FLOAT(float); break;
+    default: n = nbytes / 8; FOLD_FLOAT(double); break;
+    }
+}
+
+static int
+ready_all(AreaObject *a, int kind, int64_t step, int64_t dig, const int *who, int n, int *bad)
+{
+    for (int i = 0; i < n; i++) {
+        int r = look(a, who[i], kind, step, dig);
+        if (r < 0) {
+            *bad = who[i];
+            return 1;
+        }
+        if (r == 0) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+#define SPIN 256  /* looks at the flags, without the interpreter, before the engine's wait */
+
+/* Wait until every member in who is ready for step (or one is in another call): 1 ready,
+ * 0 not within timeout, -2 one is in another call, -1 error. */
+static int
+await_cond(AreaObject *a, int kind, int64_t step, int64_t dig, const int *who, int n,
+           PyObject *wait, PyObject *timeout)
+{
+    int bad = -1, ok = ready_all(a, kind, step, dig, who, n, &bad);
+    if (!ok) {
+        Py_BEGIN_ALLOW_THREADS
+        for (int k = 0; k < SPIN && !ok; k++) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+            ok = ready_all(a, kind, step, dig, who, n, &bad);
+        }
+        Py_END_ALLOW_THREADS
+    }
+    if (!ok) {
+        CondObject *c = PyObject_New(CondObject, &Cond_Type);
+        if (c == NULL) {
+            return -1;
+        }
+        c->area = (AreaObject *)Py_NewRef(a);
+        c->kind = kind;
+        c->step = step;
+        c->dig = dig;
+        c->bad = -1;
+        c->n = n;
+        c->who = PyMem_Malloc((n ? n : 1) * sizeof(int));
+        if (c->who == NULL) {
+            Py_DECREF(c);
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(c->who, who, n * sizeof(int));
+        PyObject *stack[2] = {(PyObject *)c, timeout};
+        PyObject *r = PyObject_Vectorcall(wait, stack, 2, NULL);
+        Py_DECREF(c);
+        if (r == NULL) {
+            return -1;
+        }
+        Py_DECREF(r);
+        ok = ready_all(a, kind, step, dig, who, n, &bad);
+    }
+    return bad >= 0 ? -2 : ok;
+}
+
+enum { F_BARRIER, F_BROADCAST, F_GATHER_ALL, F_REDUCE_ALL };
+
+/* run(what, seq, digest, root, src, dst, red, wait, timeout) -> int: one small call of
+ * the team (what: 0 barrier, 1 broadcast, 2 gather_all, 3 reduce_all; one round: the
+ * blocks fit the data area) on this member, as amnet/coll/_node.py's shm() does it:
+ * 1 complete; 2 complete, but another member entered it with another digest (ask for the
+ * check); 0 not complete within ``timeout`` (a wait(cond, timeout) of the engine); -2 a
+ * member is in another call. 0 and -2 may be called again: what is done is not redone.
+ * src: my block (the root's for a broadcast; None elsewhere), dst: the result (writable;
+ * the same bytes for every member; None for a barrier), red: (op name index, dtype char)
+ * for reduce_all. The call's DONE is set when it completes. */
+static PyObject *
+Area_run(AreaObject *a, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError,
+                        "run(what, seq, digest, root, src, dst, red, wait, timeout)");
+        return NULL;
+    }
+    int64_t seq, dig;
+    long what = PyLong_AsLong(args[0]), root = PyLong_AsLong(args[3]);
+    if (as_i64(args[1], &seq) < 0 || as_i64(args[2], &dig) < 0 || PyErr_Occurred()) {
+        return NULL;
+    }
+    if (what < F_BARRIER || what > F_REDUCE_ALL || root < 0 || root >= a->P) {
+        PyErr_Format(PyExc_ValueError, "run: collective %ld, root %ld of %d", what, root,
+                     a->P);
+        return NULL;
+    }
+    int op = 0;
+    char t = 'B';
+    if (what == F_REDUCE_ALL) {
+        long o;
+        int tc;
+        if (!PyArg_ParseTuple(args[6], "lC", &o, &tc)) {
+            return NULL;
+        }
+        if (o < 0 || o >= N_ROPS || strchr(RTYPES, tc) == NULL || tc == 0
+                || ((tc == 'f' || tc == 'd') && o >= R_AND && o <= R_XOR)) {
+            PyErr_Format(PyExc_ValueError, "run: no C reduction %ld on %c", o, tc);
+            return NULL;
+        }
+        op = (int)o;
+        t = (char)tc;
+    }
+    Py_buffer src = {0}, dst = {0};
+    PyObject *res = NULL;
+    int me = a->me, P = a->P, nw = 0;
+    int who_s[64], *who = P <= 64 ? who_s : PyMem_Malloc(P * sizeof(int));
+    if (who == NULL) {
+        return PyErr_NoMemory();
+    }
+    int writer = what == F_GATHER_ALL || what == F_REDUCE_ALL
+                 || (what == F_BROADCAST && me == root);
+    if (writer && PyObject_GetBuffer(args[4], &src, PyBUF_SIMPLE) < 0) {
+        goto out;
+    }
+    if (what != F_BARRIER && PyObject_GetBuffer(args[5], &dst, PyBUF_WRITABLE) < 0) {
+        goto out;
+    }
+    Py_ssize_t n = writer ? src.len : dst.len;
+    Py_ssize_t room = a->bufs[me].len - a->data_at;
+    if (n > room || (what == F_GATHER_ALL ? dst.len != n * P : what != F_BARRIER
+                     && dst.len != n)) {
+        PyErr_Format(PyExc_ValueError, "run: %zd bytes a block for %zd bytes of result "
+                     "(%zd bytes of data area)", n, dst.len, room);
+        goto out;
+    }
+    int64_t v = (seq << ROUND_BITS) + 1, end = (seq + 1) << ROUND_BITS;
+    for (int j = 0; j < P; j++) {
+        if (j != me) {
+            who[nw++] = j;
+        }
+    }
+    a->end = end;
+    enter(a, seq, dig);
+    int r;
+    if (writer && a->last != v) {
+        if (a->last) {
+            r = await_cond(a, K_DRAINED, a->last, 0, who, nw, args[7], args[8]);
+            if (r != 1) {
+                res = r == -1 ? NULL : PyLong_FromLong(r);
+                goto out;
+            }
+        }
+        memcpy((char *)a->bufs[me].buf + a->data_at, src.buf, n);
+        a->last = v;
+    }
+    if (publish(a, v, dig, writer) < 0) {
+        goto out;
+    }
+    if (what == F_BROADCAST) {
+        if (me == root) {
+            if (dst.buf != src.buf) {
+                memcpy(dst.buf, src.buf, n);
+            }
+            r = 1;
+        } else {
+            int rt = (int)root;
+            r = await_cond(a, K_DATA, v, dig, &rt, 1, args[7], args[8]);
+            if (r == 1) {
+                memcpy(dst.buf, (char *)a->bufs[root].buf + a->data_at, n);
+            }
+        }
+    } else {
+        r = await_cond(a, what == F_BARRIER ? K_ARRIVED : K_DATA, v, dig, who, nw, args[7],
+                       args[8]);
+        if (r == 1 && what == F_GATHER_ALL) {
+            for (int j = 0; j < P; j++) {
+                memcpy((char *)dst.buf + j * n,
+                       j == me ? (const char *)src.buf
+                               : (const char *)a->bufs[j].buf + a->data_at, n);
+            }
+        } else if (r == 1 && what == F_REDUCE_ALL) {
+            /* in member order, as every member does: the same bits everywhere */
+            memcpy(dst.buf, me == 0 ? (const char *)src.buf
+                                    : (const char *)a->bufs[0].buf + a->data_at, n);
+            for (int j = 1; j < P; j++) {
+                fold_into(dst.buf, j == me ? (const char *)src.buf
+                                           : (const char *)a->bufs[j].buf + a->data_at,
+                          n, op, t);
+            }
+        }
+    }
+    if (r != 1) {
+        res = r == -1 ? NULL : PyLong_FromLong(r);
+        goto out;
+    }
+    if (finish(a, end) < 0) {
+        goto out;
+    }
+    res = PyLong_FromLong(agree(a, seq, dig) >= 0 ? 2 : 1);
+out:
+    if (who != who_s) {
+        PyMem_Free(who);
+    }
+    if (src.obj != NULL) {
+        PyBuffer_Release(&src);
+    }
+    if (dst.obj != NULL) {
+        PyBuffer_Release(&dst);
+    }
+    return res;
+}
+
+static PyObject *
+Area_get_i64(AreaObject *a, void *which)
+{
+    return PyLong_FromLongLong(which ? a->end : a->last);
+}
+
+static int
+Area_set_i64(AreaObject *a, PyObject *v, void *which)
+{
+    int64_t x;
+    if (v == NULL || as_i64(v, &x) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "cannot delete it");
+        }
+        return -1;
+    }
+    *(which ? &a->end : &a->last) = x;
+    return 0;
+}
+
+static PyGetSetDef Area_getset[] = {
+    {"last", (getter)Area_get_i64, (setter)Area_set_i64,
+     "the step whose data my data area holds (my next write waits until it is read)", NULL},
+    {"end", (getter)Area_get_i64, (setter)Area_set_i64,
+     "the end of my last call on the area (the next waits for my DONE to reach it)",
+     (void *)1},
+    {NULL},
+};
+
 /* words(j) -> (pstep, pdig, dstep, done): member j's words, for a diagnosis and tests. */
 static PyObject *
 Area_words(AreaObject *a, PyObject *arg)
@@ -444,6 +772,8 @@ static PyMethodDef Area_methods[] = {
      "finish(step): I have read what I needed of step and every step before it."},
     {"cond", (PyCFunction)(void (*)(void))Area_cond, METH_FASTCALL,
      "cond(kind, step, digest, members) -> Cond (0 arrived, 1 data in, 2 finished)."},
+    {"run", (PyCFunction)(void (*)(void))Area_run, METH_FASTCALL,
+     "run(what, seq, digest, root, src, dst, red, wait, timeout) -> int: a small call."},
     {"words", (PyCFunction)Area_words, METH_O,
      "words(j) -> (pstep, pdig, dstep, done) of member j."},
     {NULL},
@@ -457,6 +787,7 @@ static PyTypeObject Area_Type = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "One member's view of its team's node area (see the module).",
     .tp_methods = Area_methods,
+    .tp_getset = Area_getset,
     .tp_new = Area_new,
 };
 
@@ -480,7 +811,25 @@ shm_exec(PyObject *m)
     if (PyModule_AddObjectRef(m, "Area", (PyObject *)&Area_Type) < 0
             || PyModule_AddObjectRef(m, "Cond", (PyObject *)&Cond_Type) < 0
             || PyModule_AddIntConstant(m, "HDR", HDR_BYTES) < 0
-            || PyModule_AddIntConstant(m, "ROUND_BITS", ROUND_BITS) < 0) {
+            || PyModule_AddIntConstant(m, "ROUND_BITS", ROUND_BITS) < 0
+            || PyModule_AddStringConstant(m, "RTYPES", RTYPES) < 0) {
+        return -1;
+    }
+    PyObject *ops = PyTuple_New(N_ROPS);
+    if (ops == NULL) {
+        return -1;
+    }
+    for (int i = 0; i < N_ROPS; i++) {
+        PyObject *o = PyUnicode_FromString(OP_NAMES[i]);
+        if (o == NULL) {
+            Py_DECREF(ops);
+            return -1;
+        }
+        PyTuple_SET_ITEM(ops, i, o);
+    }
+    int rc = PyModule_AddObjectRef(m, "ROPS", ops);
+    Py_DECREF(ops);
+    if (rc < 0) {
         return -1;
     }
     return 0;
