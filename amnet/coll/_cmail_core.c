@@ -195,17 +195,17 @@ note_history(Core *c, PyObject *tid, long seq, PyObject *key, PyObject *sig)
     if (PyDict_SetItem(c->history, key, sig) < 0) {
         return -1;
     }
-    PyObject *old = Py_BuildValue("(Ol)", tid, seq - c->keep);
-    if (old == NULL) {
-        return -1;
-    }
-    int rc = PyDict_DelItem(c->history, old);
-    Py_DECREF(old);
-    if (rc < 0) {
-        if (!PyErr_ExceptionMatches(PyExc_KeyError)) {
+    if (seq >= c->keep) {  /* (a look first: a KeyError costs more than the rest) */
+        PyObject *old = Py_BuildValue("(Ol)", tid, seq - c->keep);
+        if (old == NULL) {
             return -1;
         }
-        PyErr_Clear();
+        int in = PyDict_Contains(c->history, old);
+        int rc = in > 0 ? PyDict_DelItem(c->history, old) : in;
+        Py_DECREF(old);
+        if (rc < 0) {
+            return -1;
+        }
     }
     PyObject *at = attr(c->box, "prune_at");
     if (at == NULL) {

@@ -33,6 +33,7 @@
 #include <sched.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #define W_PVER 0
 #define W_PSTEP 1
@@ -521,7 +522,21 @@ ready_all(AreaObject *a, int kind, int64_t step, int64_t dig, const int *who, in
     return 1;
 }
 
-#define SPIN 256  /* looks at the flags, without the interpreter, before the engine's wait */
+/* Before the engine's wait (which serves AMs, and blocks on the doorbell where the job's
+ * wait policy says so), a waiter looks at the flags without the interpreter lock: SPIN
+ * times back to back, then giving the core away (sched_yield) between looks for up to
+ * YIELD_S seconds -- where ranks outnumber cores, the member it waits for may need that
+ * core to get there, and a yield costs far less than a sleep and a doorbell. */
+#define SPIN 256
+#define YIELD_S 50e-6
+
+static double
+now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 /* Wait until every member in who is ready for step (or one is in another call): 1 ready,
  * 0 not within timeout, -2 one is in another call, -1 error. */
@@ -537,6 +552,13 @@ await_cond(AreaObject *a, int kind, int64_t step, int64_t dig, const int *who, i
             __builtin_ia32_pause();
 #endif
             ok = ready_all(a, kind, step, dig, who, n, &bad);
+        }
+        if (!ok) {
+            double until = now_s() + YIELD_S;
+            do {
+                sched_yield();
+                ok = ready_all(a, kind, step, dig, who, n, &bad);
+            } while (!ok && now_s() < until);
         }
         Py_END_ALLOW_THREADS
     }

@@ -39,6 +39,7 @@ from typing import Any
 from .._errors import AMNetError, InitError, PayloadTooLarge
 from . import _wire as W
 from ._handlers import handler_name
+from ._hot import current_token
 from ._ops import Bucket, Handle, Op
 
 GROUP = "amnet.extensions"
@@ -518,8 +519,9 @@ class Port:
 
     def forbid_send_in_handler(self, what: str) -> None:
         """As :meth:`forbid_in_handler`, for a call that only starts an operation."""
-        self._check_live(what)
-        self._eng.forbid_send_in_handler(what)
+        if self._rs.finalized or current_token() is not None:  # (the common case: one look)
+            self._check_live(what)
+            self._eng.forbid_send_in_handler(what)
 
     def _check_live(self, what: str) -> None:
         if self._rs.finalized:
