@@ -86,7 +86,7 @@ class Team:
     """An ordered set of ranks (see the module). ``size``, ``index`` (my place),
     ``members`` (world ranks in order), ``nodes`` (each member's node)."""
 
-    __slots__ = ("_coll", "_fast", "_shm", "_splits", "id", "index", "members", "multi", "name",
+    __slots__ = ("_coll", "_fast", "_local", "_shm", "_splits", "id", "index", "members", "multi", "name",
                  "nodes", "size")
 
     def __init__(self, coll: Coll, tid: int, members: list[int], name: str,
@@ -102,8 +102,14 @@ class Team:
         n_nodes = len(set(self.nodes))
         self.multi = 1 < n_nodes < self.size  # several nodes, some with several members
         self._splits = 0
-        # the node area's slot of the team (see _node), when its members share memory
-        self._shm = NodeArea(coll.port, members, self.index, slot) if slot is not None else None
+        # the node area's slot of the team (see _node) for the members on my node, when they
+        # share memory: the whole team's on one node (algorithm shm), the node step of hier
+        # where it spreads over nodes
+        mates = [m for m, nd in zip(members, self.nodes, strict=True)
+                 if nd == self.nodes[self.index]]
+        self._local = (NodeArea(coll.port, mates, mates.index(coll.rank), slot)
+                       if slot is not None and usable(coll.port, mates) else None)
+        self._shm = self._local if n_nodes == 1 else None
         # small calls on the default algorithm skip the general machinery (see _fast)
         if coll.strict:
             self._fast: Fast | None = None
@@ -123,7 +129,8 @@ class Team:
     def shares_memory(self) -> bool:
         """Whether the team's members share memory (one node with PSHM on, or the
         rank-threads of one process) and it has a node-area slot: its collectives then go
-        through shared memory (algorithm ``shm``) unless another algorithm is named."""
+        through shared memory (algorithm ``shm``) unless another algorithm is named. (A team
+        over several nodes uses the node area for the node steps of ``hier``.)"""
         return self._shm is not None
 
     def rank_of(self, index: int) -> int:
@@ -156,7 +163,7 @@ class Team:
         for _, i in chosen:
             free &= int(rows[i, 2])
         slot = None
-        if free > 0 and usable(coll.port, members):
+        if free > 0:  # (every member of a node takes the same; Team looks if they share memory)
             slot = (free & -free).bit_length() - 1
             coll.free_slots &= ~(1 << slot)
         return Team(coll, tid, members, f"{self.name}/{self._splits}:{c}", slot)
@@ -413,12 +420,11 @@ class Coll:
         # teams from split (a bit set: free here)
         self.free_slots = (1 << COLL_TEAMS) - 4
         world = list(range(port.size))
-        self.world = Team(self, 0, world, "world", 0 if usable(port, world) else None)
+        self.world = Team(self, 0, world, "world", 0)
         per = self.threads_per_proc * self.procs_per_node
         node = self.rank // per
         mates = [r for r in range(port.size) if r // per == node]
-        self.node = Team(self, (1 << 62) + node, mates, f"node{node}",
-                         1 if usable(port, mates) else None)
+        self.node = Team(self, (1 << 62) + node, mates, f"node{node}", 1)
 
     def __repr__(self) -> str:
         return f"<amnet.coll of rank {self.rank}>"

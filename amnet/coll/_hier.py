@@ -1,7 +1,10 @@
 """amnet.coll's node-aware algorithms (``hier``), after the hybrid paper (Blagojević,
 Hargrove, Iancu, Yelick, *Hybrid PGAS Runtime Support for Multicore Nodes*, §4.1.3): the
-members of a node work through their node's first member, the leader, over shared memory
-(PSHM), and only the leaders send across nodes."""
+members of a node work through their node's first member, the leader, and only the leaders
+send across nodes. Where the node's members of the team share memory (``team._local``),
+the node steps -- the members' blocks up to the leader, the result down from it -- are
+steps on the node area (:mod:`amnet.coll._node`: flags and copies, no message); else they
+are AMs over PSHM. The leaders' step is AMs either way."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from ._algos import (
     reduce_all_tree,
     reduce_all_xor,
 )
+from ._node import node_close, node_down, node_open, node_up
 from ._ops import NONCOMM_FUNC, combine
 
 
@@ -66,8 +70,22 @@ def bcast_hier(ctx: Any, a: Args) -> Gen:
     nodes = ctx.team.nodes
     rnode = nodes[a.root]
     leaders = [a.root if nodes[i] == rnode else i for i in leaders]
-    mine = [a.root] + [i for i in mine if i != a.root] if nodes[ctx.index] == rnode else mine
     lead = leaders[[nodes[i] for i in leaders].index(nodes[ctx.index])]
+    if ctx.team._local is not None:  # the node step on the node area
+        st = yield from node_open(ctx)
+        ok = False
+        try:
+            if ctx.index == lead:
+                sub = _Sub(ctx, leaders, 1000)
+                yield from bcast_tree(sub, Args("broadcast", a.nbytes, sub.members.index(
+                    a.root), a.src if ctx.index == a.root else a.dst, a.dst))
+            w = mine.index(lead)
+            yield from node_down(st, w, a.dst if st.me == w else None, a.nbytes, None, a.dst)
+            ok = True
+        finally:
+            node_close(st, ok)
+        return None
+    mine = [a.root] + [i for i in mine if i != a.root] if nodes[ctx.index] == rnode else mine
     if ctx.index == lead:
         sub = _Sub(ctx, leaders, 1000)
         yield from bcast_tree(sub, Args("broadcast", a.nbytes, sub.members.index(a.root),
@@ -90,6 +108,21 @@ def reduce_all_hier(ctx: Any, a: Args) -> Gen:
         return None
     mine, leaders, _ = _leader_team(ctx)
     lead = mine[0]
+    if ctx.team._local is not None:  # the node steps on the node area
+        st = yield from node_open(ctx)
+        ok = False
+        try:
+            parts = yield from node_up(st, a.src, a.nbytes)
+            if parts is not None:
+                acc = _typed(a.src, a).copy()
+                for data in parts[1:]:
+                    acc = combine(a.op, acc, data.view(a.dtype), a.func)
+                yield from _leaders_reduce_all(ctx, a, leaders, acc)
+            yield from node_down(st, 0, a.dst, a.nbytes, None, a.dst)
+            ok = True
+        finally:
+            node_close(st, ok)
+        return None
     if ctx.index != lead:
         ctx.send(lead, 3000, a.src)
         data = yield ctx.recv(lead, 3001)
@@ -101,15 +134,22 @@ def reduce_all_hier(ctx: Any, a: Args) -> Gen:
         got = yield tuple(ctx.recv(i, 3000) for i in others)
         for data in got:
             acc = combine(a.op, acc, np.frombuffer(data, a.dtype), a.func)
+    out = yield from _leaders_reduce_all(ctx, a, leaders, acc)
+    for i in others:
+        ctx.send(i, 3001, out)
+    return None
+
+
+def _leaders_reduce_all(ctx: Any, a: Args, leaders: list[int], acc: np.ndarray) -> Gen:
+    """The leaders' step of reduce_all: their nodes' ``acc`` combined (recursive doubling)
+    into ``a.dst``, which it returns."""
     sub = _Sub(ctx, leaders, 4000)
     tmp = acc.view(np.uint8).reshape(-1).copy()
     out = np.empty_like(tmp)
     yield from reduce_all_xor(sub, Args("reduce_all", a.nbytes, 0, tmp, out, op=a.op,
                                         func=a.func, dtype=a.dtype))
     a.dst[:] = out
-    for i in others:
-        ctx.send(i, 3001, out)
-    return None
+    return a.dst
 
 
 def _nodes_of(ctx: Any, leaders: list[int]) -> dict[int, list[int]]:
@@ -123,6 +163,20 @@ def gather_all_hier(ctx: Any, a: Args) -> Gen:
     packed, to every other leader; each leader sends the whole result to its node."""
     mine, leaders, _ = _leader_team(ctx)
     lead, n = mine[0], a.nbytes
+    if ctx.team._local is not None:  # the node steps on the node area
+        st = yield from node_open(ctx)
+        ok = False
+        try:
+            parts = yield from node_up(st, a.src, n)
+            if parts is not None:
+                for i, data in zip(mine, parts, strict=True):
+                    a.dst[i * n:(i + 1) * n] = data
+                yield from _leaders_gather_all(ctx, a, mine, leaders)
+            yield from node_down(st, 0, a.dst, n * ctx.size, None, a.dst)
+            ok = True
+        finally:
+            node_close(st, ok)
+        return None
     if ctx.index != lead:
         ctx.send(lead, 7000, a.src)
         data = yield ctx.recv(lead, 7001)
@@ -133,6 +187,16 @@ def gather_all_hier(ctx: Any, a: Args) -> Gen:
         got = yield tuple(ctx.recv(i, 7000) for i in mine[1:])
         for i, data in zip(mine[1:], got, strict=True):
             a.dst.data[i * n:(i + 1) * n] = data
+    yield from _leaders_gather_all(ctx, a, mine, leaders)
+    for i in mine[1:]:
+        ctx.send(i, 7001, a.dst)
+    return None
+
+
+def _leaders_gather_all(ctx: Any, a: Args, mine: list[int], leaders: list[int]) -> Gen:
+    """The leaders' step of gather_all: my node's blocks (in ``a.dst``), packed, to every
+    other leader, and theirs into ``a.dst``."""
+    lead, n = mine[0], a.nbytes
     others = [L for L in leaders if L != lead]
     if others:
         pack = np.concatenate([a.dst[i * n:(i + 1) * n] for i in mine])
@@ -144,8 +208,6 @@ def gather_all_hier(ctx: Any, a: Args) -> Gen:
             d = np.frombuffer(data, np.uint8)
             for k, i in enumerate(node[L]):
                 a.dst[i * n:(i + 1) * n] = d[k * n:(k + 1) * n]
-    for i in mine[1:]:
-        ctx.send(i, 7001, a.dst)
     return None
 
 
@@ -155,6 +217,21 @@ def exchange_hier(ctx: Any, a: Args) -> Gen:
     node's members, and hands each member of its own node its assembled destination."""
     mine, leaders, _ = _leader_team(ctx)
     lead, n, P = mine[0], a.nbytes, ctx.size
+    if ctx.team._local is not None:  # the node steps on the node area
+        st = yield from node_open(ctx)
+        ok = False
+        try:
+            parts = yield from node_up(st, a.src, P * n)
+            out = None
+            if parts is not None:
+                out = yield from _leaders_exchange(ctx, a, mine, leaders,
+                                                   dict(zip(mine, parts, strict=True)))
+                out = np.concatenate([out[t] for t in mine])
+            yield from node_down(st, 0, out, len(mine) * P * n, (st.me * P * n, P * n), a.dst)
+            ok = True
+        finally:
+            node_close(st, ok)
+        return None
     if ctx.index != lead:
         ctx.send(lead, 7000, a.src)
         data = yield ctx.recv(lead, 7001)
@@ -165,6 +242,18 @@ def exchange_hier(ctx: Any, a: Args) -> Gen:
         got = yield tuple(ctx.recv(i, 7000) for i in mine[1:])
         for i, data in zip(mine[1:], got, strict=True):
             srcs[i] = np.frombuffer(data, np.uint8)
+    out = yield from _leaders_exchange(ctx, a, mine, leaders, srcs)
+    for t in mine[1:]:
+        ctx.send(t, 7001, out[t])
+    return None
+
+
+def _leaders_exchange(ctx: Any, a: Args, mine: list[int], leaders: list[int],
+                      srcs: dict[int, Any]) -> Gen:
+    """The leaders' step of exchange: from my node's sources (``srcs``, by member), every
+    other leader's blocks for its node packed in one message, and theirs for mine; returns
+    my node's members' destinations (mine is ``a.dst``)."""
+    lead, n, P = mine[0], a.nbytes, ctx.size
     others = [L for L in leaders if L != lead]
     node = _nodes_of(ctx, others)
     for L in others:  # source-major: for s in my node, for t in L's node
@@ -183,15 +272,25 @@ def exchange_hier(ctx: Any, a: Args) -> Gen:
                 for t in mine:
                     out[t][s * n:(s + 1) * n] = d[k * n:(k + 1) * n]
                     k += 1
-    for t in mine[1:]:
-        ctx.send(t, 7001, out[t])
-    return None
+    return out
 
 
 def barrier_hier(ctx: Any, a: Args) -> Gen:
     """Members tell their leader, leaders run a dissemination barrier, leaders release."""
     mine, leaders, _ = _leader_team(ctx)
     lead = mine[0]
+    if ctx.team._local is not None:  # the node steps on the node area
+        st = yield from node_open(ctx)
+        ok = False
+        try:
+            yield from node_up(st, None, 0)
+            if ctx.index == lead:
+                yield from barrier_dissemination(_Sub(ctx, leaders, 6000), a)
+            yield from node_down(st, 0, None, 0, None, None)
+            ok = True
+        finally:
+            node_close(st, ok)
+        return None
     if ctx.index != lead:
         ctx.send(lead, 5000, b"")
         yield ctx.recv(lead, 5001)

@@ -199,6 +199,105 @@ def _agree(ctx: Any, A: Area) -> None:
         ctx.check()
 
 
+# -- the node steps of hier (amnet.coll._hier): a call's steps on the node's members' area --
+class Steps:
+    """One call's node steps on the team's node-local area (``team._local``): local index
+    ``me`` of ``P`` (the node's members of the team, in team order)."""
+
+    __slots__ = ("A", "P", "base", "ctx", "data", "k", "me", "others")
+
+    def __init__(self, ctx: Any, na: NodeArea) -> None:
+        self.ctx = ctx
+        self.A = na.area
+        self.data = na.data
+        self.P = len(na.members)
+        self.me = na.members.index(ctx.rank)
+        self.others = [i for i in range(self.P) if i != self.me]
+        self.base = ctx.seq << ROUND_BITS
+        self.k = 0  # steps taken
+
+    def step(self, write: Any, wait_for: list[int], data: bool) -> Gen:
+        """One step: my block ``write`` into my data area (None: nothing), published; then
+        wait until the members ``wait_for`` have published theirs (``data``: their data,
+        else their arrival). Returns the step."""
+        A, ctx = self.A, self.ctx
+        self.k += 1
+        v = self.base + self.k
+        if write is not None:
+            if A.last:
+                c = A.cond(DRAINED, A.last, 0, self.others)
+                if not c():
+                    yield c
+            self.data[self.me][:len(write)] = write
+            A.last = v
+        A.publish(v, ctx.digest, write is not None)
+        if wait_for:
+            c = A.cond(DATA_IN if data else ARRIVED, v, ctx.digest, wait_for)
+            if not c():
+                yield c
+            if c.bad >= 0:
+                yield from _mismatch(ctx)
+        return v
+
+
+def node_open(ctx: Any) -> Gen:
+    """Begin a call's node steps: returns its Steps (my earlier call on the area ended;
+    this one in the ring). ``node_close`` ends it, however the call ends."""
+    na: NodeArea = ctx.team._local
+    A = na.area
+    if A.end:
+        c = A.cond(DRAINED, A.end, 0, (na.members.index(ctx.rank),))
+        if not c():
+            yield c
+    st = Steps(ctx, na)
+    A.end = st.base + (1 << ROUND_BITS)
+    A.enter(ctx.seq, ctx.digest)
+    return st
+
+
+def node_close(st: Steps, completed: bool) -> None:
+    """End the call's node steps (``completed``: compare the ring, as shm's calls do)."""
+    st.A.finish(st.base + (1 << ROUND_BITS))
+    if completed:
+        _agree(st.ctx, st.A)
+
+
+def node_up(st: Steps, src: Any, n: int) -> Gen:
+    """Every member's ``n`` bytes (``src``, uint8) to local member 0: returns there the
+    members' blocks in local order (mine the ``src`` itself), elsewhere None. ``n`` 0: an
+    arrival only."""
+    lead = st.me == 0
+    out = [src] + [np.empty(n, np.uint8) for _ in st.others] if lead else None
+    for lo in range(0, max(n, 1), COLL_DATA):
+        ln = min(COLL_DATA, n - lo)
+        if lead:
+            v = yield from st.step(None, st.others, n > 0)
+            for j in st.others:
+                out[j][lo:lo + ln] = st.data[j][:ln]
+        else:
+            v = yield from st.step(src[lo:lo + ln] if n else None, [], False)
+        st.A.finish(v)
+    return out
+
+
+def node_down(st: Steps, w: int, data: Any, m: int, part: tuple[int, int] | None,
+              dst: Any) -> Gen:
+    """Local member ``w``'s ``m`` bytes (``data``, uint8, there) to every other member of
+    the node: bytes ``part`` = (offset, length) of them (None: all) into ``dst``. ``m`` 0: a
+    release only."""
+    off, size = (0, m) if part is None else part
+    for lo in range(0, max(m, 1), COLL_DATA):
+        ln = min(COLL_DATA, m - lo)
+        if st.me == w:
+            v = yield from st.step(data[lo:lo + ln] if m else None, [], False)
+        else:
+            v = yield from st.step(None, [w], m > 0)
+            a, b = max(lo, off), min(lo + ln, off + size)
+            if a < b:
+                dst[a - off:b - off] = st.data[w][a - lo:b - lo]
+        st.A.finish(v)
+
+
 def _mismatch(ctx: Any) -> Gen:
     """Another member is in another call: ask for the check, and wait for its verdict
     (which the run raises)."""
@@ -206,4 +305,5 @@ def _mismatch(ctx: Any) -> Gen:
     yield ctx.recv(ctx.index, _NEVER)
 
 
-__all__ = ["COLLECTIVES", "NodeArea", "shm", "usable"]
+__all__ = ["COLLECTIVES", "NodeArea", "Steps", "node_close", "node_down", "node_open",
+           "node_up", "shm", "usable"]
