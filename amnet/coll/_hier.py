@@ -4,7 +4,8 @@ members of a node work through their node's first member, the leader, and only t
 send across nodes. Where the node's members of the team share memory (``team._local``),
 the node steps -- the members' blocks up to the leader, the result down from it -- are
 steps on the node area (:mod:`amnet.coll._node`: flags and copies, no message); else they
-are AMs over PSHM. The leaders' step is AMs either way."""
+are AMs over PSHM. The leaders' step is AMs either way. ``hier_am`` is ``hier`` with its node
+steps as AMs always (``shm=False``), for comparison."""
 
 from __future__ import annotations
 
@@ -63,7 +64,7 @@ class _Sub:
         return self.parent.recv_into(self.members[index], self.off + tag, view)
 
 
-def bcast_hier(ctx: Any, a: Args) -> Gen:
+def bcast_hier(ctx: Any, a: Args, shm: bool = True) -> Gen:
     """Binomial tree among the node leaders (the root's node led by the root), then each
     leader sends to the members of its node."""
     mine, leaders, _ = _leader_team(ctx)
@@ -71,7 +72,7 @@ def bcast_hier(ctx: Any, a: Args) -> Gen:
     rnode = nodes[a.root]
     leaders = [a.root if nodes[i] == rnode else i for i in leaders]
     lead = leaders[[nodes[i] for i in leaders].index(nodes[ctx.index])]
-    if ctx.team._local is not None:  # the node step on the node area
+    if shm and ctx.team._local is not None:  # the node step on the node area
         st = yield from node_open(ctx)
         ok = False
         try:
@@ -99,7 +100,7 @@ def bcast_hier(ctx: Any, a: Args) -> Gen:
     return None
 
 
-def reduce_all_hier(ctx: Any, a: Args) -> Gen:
+def reduce_all_hier(ctx: Any, a: Args, shm: bool = True) -> Gen:
     """Members of a node send to their leader, which combines in member order; the leaders
     reduce-to-all among themselves (recursive doubling); each leader sends the result to its
     node. NONCOMM_FUNC takes the tree (node order need not be member order)."""
@@ -108,7 +109,7 @@ def reduce_all_hier(ctx: Any, a: Args) -> Gen:
         return None
     mine, leaders, _ = _leader_team(ctx)
     lead = mine[0]
-    if ctx.team._local is not None:  # the node steps on the node area
+    if shm and ctx.team._local is not None:  # the node steps on the node area
         st = yield from node_open(ctx)
         ok = False
         try:
@@ -158,12 +159,12 @@ def _nodes_of(ctx: Any, leaders: list[int]) -> dict[int, list[int]]:
     return {L: [i for i in range(ctx.size) if nodes[i] == nodes[L]] for L in leaders}
 
 
-def gather_all_hier(ctx: Any, a: Args) -> Gen:
+def gather_all_hier(ctx: Any, a: Args, shm: bool = True) -> Gen:
     """Members send their block to their node's leader; each leader sends its node's blocks,
     packed, to every other leader; each leader sends the whole result to its node."""
     mine, leaders, _ = _leader_team(ctx)
     lead, n = mine[0], a.nbytes
-    if ctx.team._local is not None:  # the node steps on the node area
+    if shm and ctx.team._local is not None:  # the node steps on the node area
         st = yield from node_open(ctx)
         ok = False
         try:
@@ -211,13 +212,13 @@ def _leaders_gather_all(ctx: Any, a: Args, mine: list[int], leaders: list[int]) 
     return None
 
 
-def exchange_hier(ctx: Any, a: Args) -> Gen:
+def exchange_hier(ctx: Any, a: Args, shm: bool = True) -> Gen:
     """Members send their whole source to their node's leader; each leader sends every
     other leader, packed in one message, the blocks its node's members have for that
     node's members, and hands each member of its own node its assembled destination."""
     mine, leaders, _ = _leader_team(ctx)
     lead, n, P = mine[0], a.nbytes, ctx.size
-    if ctx.team._local is not None:  # the node steps on the node area
+    if shm and ctx.team._local is not None:  # the node steps on the node area
         st = yield from node_open(ctx)
         ok = False
         try:
@@ -275,11 +276,11 @@ def _leaders_exchange(ctx: Any, a: Args, mine: list[int], leaders: list[int],
     return out
 
 
-def barrier_hier(ctx: Any, a: Args) -> Gen:
+def barrier_hier(ctx: Any, a: Args, shm: bool = True) -> Gen:
     """Members tell their leader, leaders run a dissemination barrier, leaders release."""
     mine, leaders, _ = _leader_team(ctx)
     lead = mine[0]
-    if ctx.team._local is not None:  # the node steps on the node area
+    if shm and ctx.team._local is not None:  # the node steps on the node area
         st = yield from node_open(ctx)
         ok = False
         try:

@@ -12,6 +12,7 @@
  *   PSTEP  the last step the owner has entered (published), > 0
  *   PDIG   the digest of the call that step belongs to
  *   DSTEP  the step whose data is in the owner's data area
+ *   DDIG   the digest of the call that data belongs to
  *   DONE   the last step the owner has finished reading (on a cache line of its own: the
  *          writers of data wait on it)
  *   CALLS  a ring of the owner's last RING calls: (sequence number + 1, digest) each, written
@@ -23,7 +24,7 @@
  * A step is ((call's sequence number on the team) << ROUND_BITS | round) + 1: every member
  * numbers them alike when the members agree. An owner writes its data area only once every
  * other member's DONE has reached its DSTEP (nobody still reads the old data), then
- * publishes: PVER odd, PDIG, PSTEP, DSTEP, PVER even (release: the data and the words are
+ * publishes: PVER odd, PDIG, PSTEP, DSTEP and DDIG, PVER even (release: the data and the words are
  * seen before the even version). A reader loads PVER (acquire), the words, PVER again, and
  * takes them only when both versions are the same and even.
  */
@@ -39,10 +40,14 @@
 #define W_PSTEP 1
 #define W_PDIG 2
 #define W_DSTEP 3
+#define W_DDIG 4
 #define W_DONE 8
 #define W_CALLS 16
 #define RING 16
 #define HDR_BYTES ((W_CALLS + 2 * RING) * 8)  /* the header's words end here */
+#if W_DDIG >= W_DONE
+#error "the published words must stay on the first cache line"
+#endif
 #define ROUND_BITS 20
 
 #define ld_acq(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
@@ -174,6 +179,7 @@ publish(AreaObject *a, int64_t step, int64_t dig, int data)
     __atomic_store_n(&w[W_PSTEP], step, __ATOMIC_RELAXED);
     if (data) {
         __atomic_store_n(&w[W_DSTEP], step, __ATOMIC_RELAXED);
+        __atomic_store_n(&w[W_DDIG], dig, __ATOMIC_RELAXED);
     }
     st_rel(&w[W_PVER], ver + 2);
     __atomic_thread_fence(__ATOMIC_SEQ_CST);  /* before the waker looks who sleeps */
@@ -288,7 +294,7 @@ Area_finish(AreaObject *a, PyObject *arg)
 
 /* Member j's published words, consistent: 1, or 0 while it writes them. */
 static int
-snapshot(const int64_t *w, int64_t *pstep, int64_t *pdig, int64_t *dstep)
+snapshot(const int64_t *w, int64_t *pstep, int64_t *pdig, int64_t *dstep, int64_t *ddig)
 {
     for (int k = 0; k < 4; k++) {
         int64_t v1 = ld_acq(&w[W_PVER]);
@@ -298,6 +304,7 @@ snapshot(const int64_t *w, int64_t *pstep, int64_t *pdig, int64_t *dstep)
         *pstep = __atomic_load_n(&w[W_PSTEP], __ATOMIC_RELAXED);
         *pdig = __atomic_load_n(&w[W_PDIG], __ATOMIC_RELAXED);
         *dstep = __atomic_load_n(&w[W_DSTEP], __ATOMIC_RELAXED);
+        *ddig = __atomic_load_n(&w[W_DDIG], __ATOMIC_RELAXED);
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         if (__atomic_load_n(&w[W_PVER], __ATOMIC_RELAXED) == v1) {
             return 1;
@@ -317,8 +324,8 @@ look(AreaObject *a, int j, int kind, int64_t step, int64_t dig)
     if (kind == K_DRAINED) {
         return ld_acq(&w[W_DONE]) >= step;
     }
-    int64_t ps, pd, ds;
-    if (!snapshot(w, &ps, &pd, &ds)) {
+    int64_t ps, pd, ds, dd;
+    if (!snapshot(w, &ps, &pd, &ds, &dd)) {
         return 0;
     }
     if (kind == K_ARRIVED) {
@@ -328,7 +335,7 @@ look(AreaObject *a, int j, int kind, int64_t step, int64_t dig)
         return ps > step || pd == dig ? 1 : -1;  /* past it: it saw mine and went on */
     }
     if (ds == step) {
-        return ps != step || pd == dig ? 1 : -1;
+        return dd == dig ? 1 : -1;
     }
     if (ds > step) {
         return -1;  /* new data while I have not finished reading: not my call */
@@ -777,8 +784,8 @@ Area_words(AreaObject *a, PyObject *arg)
         }
         return NULL;
     }
-    int64_t ps = 0, pd = 0, ds = 0;
-    snapshot(a->w[j], &ps, &pd, &ds);
+    int64_t ps = 0, pd = 0, ds = 0, dd = 0;
+    snapshot(a->w[j], &ps, &pd, &ds, &dd);
     return Py_BuildValue("(LLLL)", (long long)ps, (long long)pd, (long long)ds,
                          (long long)ld_acq(&a->w[j][W_DONE]));
 }
