@@ -47,17 +47,27 @@ def test_coll_figures(marked):
         assert set(r["seconds"]) == {"ALL", "MY", "NO"} and all(
             v > 0 for v in r["seconds"].values())
     assert len(res["tables"][1]["rows"]) == len(sync)
-    # the fixed cost of small calls: amnet beside its two floors and mpi4py, every repetition
+    # the node table: the node area beside the AM path and its peer, every repetition
     small = [r for r in res["results"] if r["section"] == "small"]
-    assert {(r["collective"], r["ranks"], r["size"]) for r in small} == {
-        (w, 2, n) for w in ("broadcast", "reduce_all", "gather_all") for n in (8, 64)} | {
-        ("barrier", 2, 8)}
+    cases = {(w, n) for w in ("broadcast", "reduce_all", "gather_all") for n in (8, 64)} | {
+        ("barrier", 8), ("broadcast", 65536), ("reduce_all", 65536)}
+    assert {(r["topology"], r["ranks"], r["collective"], r["size"]) for r in small} == {
+        (t, P, w, n) for t, P in (("node", 2), ("threads", 2), ("2nodes", 4))
+        for w, n in cases}
+    node = {(r["collective"], r["size"]): r for r in small if r["topology"] == "node"}
     for r in small:
-        assert r["amnet"] > 0 and r["floor"] > 0 and r["solo"] > 0
-        if coll_mod.mpi_missing() is None:
-            assert r["mpi4py"] > 0 and r["ratio"] == r["amnet"] / r["mpi4py"]
+        assert r["amnet"] > 0 and r["am"] > 0 and r["solo"] > 0
+        if r["topology"] == "threads":  # beside the 2 processes of the same repetition
+            assert r["peer"] == node[(r["collective"], r["size"])]["amnet"]
+            assert r["floor_name"] == "handoff" and r["floor_ratio"] > 0
+        elif r["topology"] == "2nodes":  # beside hier_am, in the same job
+            assert r["peer"] == r["am"] and r["peer_name"] == "hier_am"
+        elif coll_mod.mpi_missing() is None:
+            assert r["mpi4py"] == r["peer"] > 0
+        if r["peer"]:
+            assert r["ratio"] == r["amnet"] / r["peer"]
             assert r["ratios"] == [r["ratio"]]  # one repetition, listed
-    assert res["tables"][2]["title"].startswith("Small collectives")
+    assert res["tables"][2]["title"].startswith("Node collectives")
     assert len(res["tables"][2]["rows"]) == len(small)
     assert sum("x ALLSYNC" in n for n in res["tables"][1]["notes"]) == 4
     assert [f["file"] for f in res["figures"]] == ["coll_broadcast.png", "coll_exchange.png"]
@@ -79,6 +89,7 @@ def test_coll_figures(marked):
     assert len(pushes) == 4  # broadcast and exchange, both topologies, at 600 B and 2 ranks
     assert any(n.startswith("AM floor:") for n in res["notes"])
     assert any(n.startswith("team of one:") for n in res["notes"])
+    assert any(n.startswith("node area:") for n in res["tables"][2]["notes"])
     assert markdown(res).startswith("## amnet-bench coll")
     only = SUITES["coll"]([*TINY, "--sync", "none", "--topology", "node", "--small-ranks",
                            "none"], progress=False)
@@ -90,7 +101,7 @@ def test_coll_figures(marked):
                                   ["--collectives", "gossip"], ["--calls", "0"],
                                   ["--skew", "0.5"], ["--compute", "-1"],
                                   ["--sync", "SOME"], ["--small-ranks", "1"],
-                                  ["--small-calls", "0"]])
+                                  ["--small-calls", "0"], ["--small-topologies", "moon"]])
 def test_bad_options_are_refused(args):
     with pytest.raises(SystemExit) as e:
         SUITES["coll"](args, progress=False)

@@ -151,6 +151,39 @@ def test_kill_9_mid_flood_ends_the_job_and_leaves_nothing(cli, backing, threads)
     assert "killed by signal 9 (SIGKILL)" in diagnosis[0]
 
 
+COLL_KILL_SCRIPT = """
+import os, time, numpy as np, amnet
+from amnet.coll import ADD
+ep = amnet.init()
+w = ep.coll.world
+assert w.shares_memory
+x, y = np.ones(64), np.zeros(64)
+for i in range(100000):
+    w.broadcast(y, x, root=i % ep.size)
+    w.reduce_all(y, x, ADD)
+    if i == 300 and ep.rank == 2:
+        print("KILL", time.time(), flush=True)
+        os.kill(os.getpid(), 9)  # the others wait on its flags in the node area
+"""
+
+
+@pytest.mark.parametrize("threads", [1, 2], ids=["T1", "T2"])
+def test_kill_9_during_a_node_collective_leaves_nothing(cli, threads):
+    """4 ranks of one node in broadcasts and reductions on the node area (no messages:
+    they wait on each other's flags); rank 2's process dies by SIGKILL in the middle: the
+    job ends within 5 s, naming it, and nothing is left (the node areas live in the PSHM
+    objects; the fixture checks processes, /dev/shm, the file directory and SysV shm)."""
+    script = cli.script("coll_kill.py", COLL_KILL_SCRIPT)
+    out = cli("-n", "4", "--nodes", "1", "--threads-per-proc", str(threads), script,
+              timeout=60, env={"AMNET_SEGMENT_SIZE": "1M"})
+    ended = time.time()
+    kills = [ln for ln in out.stdout.splitlines() if ln.startswith("KILL ")]
+    assert len(kills) == 1, (out.stdout[-2000:], out.stderr[-2000:])
+    assert ended - float(kills[0].split()[1]) < 5
+    assert out.returncode == 137, out.stderr[-3000:]
+    assert "killed by signal 9 (SIGKILL)" in out.stderr
+
+
 EARLY_KILL_SCRIPT = """
 import os, amnet
 try:

@@ -1,15 +1,23 @@
-"""``amnet-bench coll``'s fixed-cost table: small collectives (broadcast, reduce_all,
-gather_all, barrier at 8 B and 64 B) within one node, beside mpi4py in the same run, with the
-two floors of a collective written in Python on amnet's AMs beside every figure.
+"""``amnet-bench coll``'s node table: the collectives of one node -- broadcast, reduce_all,
+gather_all and barrier at 8 B and 64 B, broadcast and reduce_all at 64 KiB -- on the node
+area (the default: flags and copies in shared memory) beside the AM path (the algorithm the
+team takes without the node area) and mpi4py, in the same run.
 
 Each case, on every rank, OSU-style (the OSU micro-benchmarks' collective latency tests):
 ``warmup`` untimed calls, then ``calls`` rounds of a barrier (untimed) and one timed call;
-a rank's figure is its mean call time and the table shows the slowest rank's. In the amnet
-job (:func:`small_job`) the same rounds time the two floors: the *AM floor* (the call's
-messages as plain Medium AMs, a handler that counts them, no collective logic) and the *team
-of one* (the same call on a team of one member: the collective layer's own Python, no
-message). mpi4py runs the same rounds with Bcast, Allreduce, Allgather and Barrier
-(:func:`mpi_small_job`, this file run by ``mpiexec``: no amnet import there).
+a rank's figure is its mean call time and the table shows the slowest rank's. The amnet job
+(:func:`small_job`) times, in the same rounds, the default (``amnet``), the AM path (``am``:
+``team.default_algorithm(what, n, node_area=False)``) and the *team of one* (the same call
+on a team of one member: the collective layer's own Python, nothing shared or sent: the
+floor of any call from Python). mpi4py runs the same rounds with Bcast, Allreduce, Allgather
+and Barrier (:func:`mpi_small_job`, this file run by ``mpiexec``: no amnet import there).
+
+Three topologies: ``node`` (``--small-ranks`` processes of one node, beside mpi4py),
+``threads`` (2 rank-threads of one process, beside the 2 processes of ``node`` in the same
+repetition; its floor is the *handoff*: two rank-threads taking turns, the least a call that
+both must run Python for costs, with the interpreter lock on one handoff each way) and
+``2nodes`` (2 nodes of 2 processes: ``hier`` with its node steps on the node area beside
+``hier_am``, the same with AMs).
 """
 
 from __future__ import annotations
@@ -23,10 +31,18 @@ from typing import Any
 import numpy as np
 
 PREFIX = "AMNET_COLLSMALL_RESULT "
-TARGET_SMALL = 2.0  # small calls: at most 2x mpi4py, 2 and 4 ranks in a node (issue 31)
 SMALL = ("broadcast", "reduce_all", "gather_all", "barrier")
+BIG = ("broadcast", "reduce_all")  # also at BIG_SIZE (issue 44's 64 KiB targets)
+BIG_SIZE = 1 << 16
+TOPOLOGIES = ("node", "threads", "2nodes")
+#: targets (ratio to the peer in the same repetition)
+TARGET_PAIR = 1.0  # 2 processes of a node: <= mpi4py
+TARGET_MANY = 1.5  # more processes of a node: <= 1.5x mpi4py
+TARGET_THREADS = 1.2  # 2 rank-threads: <= 1.2x the 2 processes
+TARGET_NODES = 1.0  # 2 nodes of 2: no slower than the AM algorithms
 MPI_SMALL = {"broadcast": "Bcast", "reduce_all": "Allreduce", "gather_all": "Allgather",
              "barrier": "Barrier"}
+_TURN: dict[int, list[int]] = {}  # the handoff floor's turn, by pair of rank-threads
 
 
 def _rounds(call: Callable[[], Any], sync: Callable[[], Any], plan: dict[str, Any]) -> float:
@@ -45,31 +61,52 @@ def _rounds(call: Callable[[], Any], sync: Callable[[], Any], plan: dict[str, An
 
 
 def _cases(plan: dict[str, Any]) -> list[tuple[str, int]]:
-    """(collective, block bytes): a barrier once, the others at every size."""
-    return [(w, n) for w in plan["small"] for n in (plan["small_sizes"] if w != "barrier"
-                                                     else plan["small_sizes"][:1])]
+    """(collective, block bytes): a barrier once, the others at every small size, BIG at
+    BIG_SIZE too."""
+    out = [(w, n) for w in plan["small"] for n in (plan["small_sizes"] if w != "barrier"
+                                                   else plan["small_sizes"][:1])]
+    return out + [(w, BIG_SIZE) for w in BIG if plan.get("big") and w in plan["small"]]
+
+
+def _handoff(ep: Any, plan: dict[str, Any]) -> float:
+    """Rank-threads 2k and 2k+1 of a process take turns through a shared word, waiting in
+    ``time.sleep(0)`` (which lets the interpreter lock go): seconds per round of both
+    turns."""
+    me = ep.rank
+    pair = me - me % 2
+    other = pair + 1 - me % 2
+    turn = _TURN.setdefault(pair, [pair])
+    ep.barrier()
+    pc = time.perf_counter
+    t0 = pc()
+    for _ in range(plan["calls"]):
+        while turn[0] != me:
+            time.sleep(0)
+        turn[0] = other
+    dt = (pc() - t0) / plan["calls"]
+    ep.barrier()
+    _TURN.pop(pair, None)
+    return dt
 
 
 def small_job(ep: Any, plan: dict[str, Any]) -> dict[str, float]:
     """Every rank of an amnet job: ``{"what/kind/size": mean seconds}`` for kind ``amnet``
-    (the world team, default algorithm), ``floor`` and ``solo`` (a team of one)."""
-    from ._colljob import _GOT, _coll_call, _floor_call, _land
+    (the world team's default), ``am`` (its AM path) and ``solo`` (a team of one); with
+    rank-threads, ``handoff/floor/0`` too."""
+    from ._colljob import _coll_call
 
     team = ep.coll.world
-    P = team.size
-    _GOT[ep.rank] = [0, None]
-    ep.register_handlers([_land])
     alone = team.split(ep.rank)
     out: dict[str, float] = {}
     for what, n in _cases(plan):
-        nb = 8 * max(1, n // 8) if what == "reduce_all" else n  # as _coll_call's arrays
-        src = np.full(nb, 3, np.uint8)
-        dst = np.zeros(nb * P, np.uint8)
-        out[f"{what}/floor/{n}"] = _rounds(_floor_call(ep, what, nb, src, dst), team.barrier,
-                                           plan)
-        out[f"{what}/solo/{n}"] = _rounds(_coll_call(alone, what, None, n), team.barrier, plan)
+        am = team.default_algorithm(what, n, node_area=False)
+        out[f"{what}/solo/{n}"] = _rounds(_coll_call(alone, what, None, n), team.barrier,
+                                          plan)
         out[f"{what}/amnet/{n}"] = _rounds(_coll_call(team, what, None, n), team.barrier,
                                            plan)
+        out[f"{what}/am/{n}"] = _rounds(_coll_call(team, what, am, n), team.barrier, plan)
+    if ep.threads_per_proc > 1:
+        out["handoff/floor/0"] = _handoff(ep, plan)
     return out
 
 
@@ -95,79 +132,99 @@ def mpi_small_job(plan: dict[str, Any]) -> dict[str, float] | None:
     return {k: max(d[k] for d in every) for k in mine}
 
 
-
 def _us(v: float | None) -> str:
     return "-" if v is None else f"{v * 1e6:.2f}"
 
 
-def small_table(per: dict, ranks: list[int], plan: dict[str, Any], reps: int,
-                why: str | None) -> tuple[list, dict]:
-    """The fixed-cost rows (results, table) from ``per[("small", P, key)]`` (one value per
-    repetition) and ``per[("small-mpi", P, key)]``."""
+def small_table(per: dict, ranks: list[int], topologies: list[str], plan: dict[str, Any],
+                reps: int, why: str | None, interp: str) -> tuple[list, dict]:
+    """The node table's rows (results, table) from ``per[(src, P, key)]`` (one value per
+    repetition): src ``small`` (node, P processes), ``small-mpi``, ``small-threads`` and
+    ``small-2nodes``."""
     from ._report import median
     from ._twonode import cpu_count as _cores
     from ._twonode import size_label
 
-    results, rows, notes = [], [], []
-    missed = []
-    for what, n in _cases(plan):
-        for P in ranks:
-            def get(kind: str, P: int = P, n: int = n, what: str = what) -> list[float]:
-                src = "small-mpi" if kind == "mpi4py" else "small"
+    results, rows, notes, missed = [], [], [], []
+    groups = [("node", P, "small") for P in ranks if "node" in topologies]
+    if "threads" in topologies:
+        groups.append(("threads", 2, "small-threads"))
+    if "2nodes" in topologies:
+        groups.append(("2nodes", 4, "small-2nodes"))
+    for topo, P, src in groups:
+        for what, n in _cases(plan):
+            def get(kind: str, src: str = src, P: int = P, n: int = n, what: str = what
+                    ) -> list[float]:
                 return per.get((src, P, f"{what}/{kind}/{n}"), [])
 
-            am, fl, so, mp = get("amnet"), get("floor"), get("solo"), get("mpi4py")
+            am, path, so = get("amnet"), get("am"), get("solo")
             if not am:
                 continue
-            # the ratio of each repetition (amnet and mpi4py in the same repetition), then
-            # the median: the machine's speed drifts between repetitions
-            ratios = [a / m for a, m in zip(am, mp, strict=False) if m]
+            if topo == "node":
+                peer, pname = get("mpi4py", "small-mpi"), "mpi4py"
+                target = TARGET_PAIR if P == 2 else TARGET_MANY
+                floor = [s / m for s, m in zip(so, peer, strict=False) if m]
+                fname = "team of one"
+            elif topo == "threads":
+                peer, pname, target = get("amnet", "small", 2), "2 processes", TARGET_THREADS
+                h = per.get((src, P, "handoff/floor/0"), [])
+                floor = [f / m for f, m in zip(h, peer, strict=False) if m]
+                fname = "handoff"
+            else:
+                peer, pname, target = path, "hier_am", TARGET_NODES
+                floor, fname = [], ""
+            # the ratio of each repetition (amnet and its peer in the same repetition),
+            # then the median: the machine's speed drifts between repetitions
+            ratios = [a / m for a, m in zip(am, peer, strict=False) if m]
             x = median(ratios) if ratios else None
-            r = {"section": "small", "collective": what, "ranks": P, "size": n,
-                 "amnet": median(am), "floor": median(fl) if fl else None,
-                 "solo": median(so) if so else None, "mpi4py": median(mp) if mp else None,
-                 "ratio": x, "ratios": ratios, "samples": {"amnet": am, "mpi4py": mp}}
-            # where the same messages as plain AMs alone take more than the target allows,
-            # the target sits below amnet's floor in this run
-            fx = r["floor"] / r["mpi4py"] if r["floor"] and r["mpi4py"] else None
-            r["floor_ratio"] = fx
-            r["status"] = ("-" if x is None else "met" if x <= TARGET_SMALL else
-                           "below the AM floor" if fx is not None and fx > TARGET_SMALL
-                           else "missed")
+            fx = median(floor) if floor else None
+            status = ("-" if x is None else "met" if x <= target else
+                      f"below the {fname} floor" if fx is not None and fx > target
+                      else "missed")
+            r = {"section": "small", "topology": topo, "collective": what, "ranks": P,
+                 "size": n, "amnet": median(am), "am": median(path) if path else None,
+                 "solo": median(so) if so else None, "peer": median(peer) if peer else None,
+                 "peer_name": pname, "mpi4py": median(peer) if topo == "node" and peer
+                 else None, "ratio": x, "ratios": ratios, "target": target,
+                 "floor_name": fname or None, "floor_ratio": fx, "status": status,
+                 "samples": {"amnet": am, "peer": peer}}
             results.append(r)
-            if r["status"] not in ("met", "-"):
-                floor = "-" if fx is None else f"{fx:.2f}x"
-                missed.append(f"{what} {P} ranks {size_label(n)} ({x:.2f}x; AM floor "
-                              f"{floor}: {r['status']})")
-            rows.append([what, str(P), "-" if what == "barrier" else size_label(n),
-                         _us(r["amnet"]), _us(r["floor"]), _us(r["solo"]), _us(r["mpi4py"]),
-                         "-" if x is None else f"{x:.2f}",
-                         "-" if fx is None else f"{fx:.2f}", r["status"],
+            if status not in ("met", "-"):
+                missed.append(f"{topo} {what} {P} ranks {size_label(n)} ({x:.2f}x: "
+                              f"{status})")
+            rows.append([topo, str(P), what, "-" if what == "barrier" else size_label(n),
+                         _us(r["amnet"]), _us(r["am"]), _us(r["solo"]),
+                         f"{pname} {_us(r['peer'])}",
+                         "-" if x is None else f"{x:.2f}", f"<= {target:g}",
+                         "-" if fx is None else f"{fname} {fx:.2f}", status,
                          " ".join(f"{v:.2f}" for v in ratios) or "-"])
     if why is not None:
         notes.append(f"mpi4py peer missing: {why}.")
-    elif results:
-        notes.append(f"target: amnet <= {TARGET_SMALL:g}x mpi4py in every row: "
-                     + ("met" if not missed else "missed for " + ", ".join(missed)) + ".")
-    notes.append(f"OSU-style: {plan['warmup']} untimed calls, then {plan['calls']} rounds of "
-                 "an untimed barrier and one timed call; the slowest rank's mean; ratio: "
-                 f"the median of the {reps} repetitions' ratios (each repetition's amnet and "
-                 "mpi4py jobs run back to back), every repetition's listed.")
-    notes.append("AM floor: the call's messages as plain Medium AMs and a handler that "
-                 "copies them (direct's: the root's to every rank; every rank's to every "
-                 "other; an empty one for a barrier), with no collective logic; team of one: "
-                 "the same call on a team of one member (no message). Both timed the same "
-                 "way in the amnet job. 'below the AM floor': the plain AMs alone take more "
-                 f"than {TARGET_SMALL:g}x mpi4py, so no collective on amnet's AMs meets it.")
+    if results:
+        notes.append("targets: 2 processes of a node <= 1.0x mpi4py, more <= 1.5x; 2 "
+                     "rank-threads <= 1.2x the 2 processes; 2 nodes of 2 no slower than "
+                     "hier_am: " + ("met" if not missed else "missed for " + ", ".join(missed))
+                     + ".")
+    notes.append(f"{interp}. OSU-style: {plan['warmup']} untimed calls, then {plan['calls']} "
+                 "rounds of an untimed barrier and one timed call; the slowest rank's mean; "
+                 f"ratio: the median of the {reps} repetitions' ratios (each repetition's "
+                 "jobs run back to back), every repetition's listed.")
+    notes.append("node area: the default, flags and copies in the team's node area; AM "
+                 "path: the algorithm the team takes without it (direct up to 4 ranks, "
+                 "hier_am over 2 nodes), in the same job; team of one: the same call on a "
+                 "team of one member (the layer's own Python, nothing shared: the floor of "
+                 "a call from Python, shown as a ratio to mpi4py); handoff: two rank-threads "
+                 "taking turns through a shared word (time.sleep(0) between looks), a round "
+                 "of both turns, shown as a ratio to the 2 processes' call: with the "
+                 "interpreter lock on, every call of two rank-threads pays it.")
     if ranks and max(ranks) > _cores():
-        notes.append(f"{_cores()} usable cores: jobs of more ranks are oversubscribed; "
-                     "amnet's ranks then wait blocking (a wake-up per message, the floor's "
-                     "too), MPICH's spin and yield.")
-    table = {"title": "Small collectives: the fixed cost of one call, beside mpi4py (one "
-                      "node, µs)",
-             "columns": ["collective", "ranks", "block", "amnet", "AM floor", "team of one",
-                         "mpi4py", "amnet / mpi4py", "AM floor / mpi4py", "target",
-                         "amnet / mpi4py by repetition"],
+        notes.append(f"{_cores()} usable cores: jobs of more ranks are oversubscribed; a "
+                     "waiting rank yields the core between looks at the flags (50 µs), then "
+                     "blocks on its doorbell; MPICH's ranks spin and yield.")
+    table = {"title": "Node collectives: the node area beside the AM path and mpi4py (µs)",
+             "columns": ["topology", "ranks", "collective", "block", "node area", "AM path",
+                         "team of one", "peer", "ratio", "target", "floor / peer", "status",
+                         "ratio by repetition"],
              "rows": rows, "notes": notes}
     return results, table
 

@@ -15,9 +15,11 @@ than the reference memcpy push (``memcpy_push``: blocking puts one after another
 report's baseline) for broadcast and exchange; within one node, the best algorithm no
 slower than 1.5x mpi4py.
 
-A second table, the fixed cost of small calls (``--small-ranks``, ``none`` to skip): broadcast,
-reduce_all, gather_all and barrier at 8 B and 64 B in one node, OSU-style, beside mpi4py and
-the two floors (:mod:`amnet.bench._collsmall`); target: at most 2x mpi4py in every row.
+A second table, the node collectives (``--small-ranks``, ``none`` to skip, and
+``--small-topologies``): broadcast, reduce_all, gather_all and barrier at 8 B and 64 B,
+broadcast and reduce_all at 64 KiB, OSU-style, on the node area beside the AM path and
+mpi4py; 2 rank-threads beside 2 processes; 2 nodes of 2 beside ``hier_am``
+(:mod:`amnet.bench._collsmall`, which has the targets and floors).
 """
 
 from __future__ import annotations
@@ -30,9 +32,18 @@ from typing import Any
 from . import suite
 from ._colljob import PREFIX, SYNC_MODES, coll_job, upc_sync_job
 from ._collsmall import PREFIX as SMALL_PREFIX
-from ._collsmall import SMALL, small_job, small_table
+from ._collsmall import SMALL, TOPOLOGIES, small_job, small_table
 from ._node import mpi_missing
-from ._report import Progress, choice_list, int_list, median, nodes_topologies, quick_parse
+from ._report import (
+    Progress,
+    choice_list,
+    int_list,
+    interpreter_line,
+    machine_info,
+    median,
+    nodes_topologies,
+    quick_parse,
+)
 from ._twonode import JOB_TIMEOUT_S, cpu_count, parse_sizes, run_job, size_label
 
 COLLECTIVES = ("broadcast", "gather_all", "exchange", "reduce_all")
@@ -51,7 +62,7 @@ def coll(args: Sequence[str] | None = None, *, reps: int = 1, ranks: Any = "2,4,
          sizes: Any = "8,64,512,4K,64K", calls: int = 10, warmup: int = 3,
          compute: float = 2.0, skew: float = 1.0, naive_max: Any = "64",
          sync: Any = SYNC_MODES, small_ranks: Any = "2,4", small_calls: int = 2000,
-         progress: bool = True) -> dict[str, Any]:
+         small_topologies: Any = TOPOLOGIES, progress: bool = True) -> dict[str, Any]:
     """Collectives by algorithm (the UPC collectives testbed) beside mpi4py."""
     from amnet.coll import ALGORITHMS
 
@@ -97,9 +108,16 @@ def coll(args: Sequence[str] | None = None, *, reps: int = 1, ranks: Any = "2,4,
                         "(ALL, MY, NO: the report's test cases 1, 7, 8), or none "
                         "(default: ALL,MY,NO)")
     p.add_argument("--small-ranks", type=_rank_list, default=_rank_list(small_ranks),
-                   metavar="P,P", help="the fixed-cost table of small calls (broadcast, "
-                   "reduce_all, gather_all, barrier at 8 B and 64 B, one node) at these rank "
-                   "counts, or none (default: 2,4)")
+                   metavar="P,P", help="the node table (broadcast, reduce_all, gather_all, "
+                   "barrier at 8 B and 64 B, broadcast and reduce_all at 64 KiB) at these "
+                   "rank counts of one node, or none (default: 2,4)")
+    p.add_argument("--small-topologies",
+                   type=functools.partial(choice_list, allowed=TOPOLOGIES,
+                                          what="node-table topologies"),
+                   default=choice_list(small_topologies, TOPOLOGIES, "node-table topologies"),
+                   metavar="X,X", help="the node table's topologies: node (--small-ranks "
+                   "processes), threads (2 rank-threads of a process), 2nodes (2 of 2) "
+                   "(default: all)")
     p.add_argument("--small-calls", type=int, default=small_calls, metavar="N",
                    help="timed rounds a case in that table (default: %(default)s)")
     opts = quick_parse(p, args, {
@@ -127,10 +145,13 @@ def coll(args: Sequence[str] | None = None, *, reps: int = 1, ranks: Any = "2,4,
     plan["sync"] = opts.sync
     upc_too = bool(opts.sync) and any(w in opts.collectives for w in ("broadcast", "exchange"))
     why = mpi_missing()
+    st = opts.small_topologies if opts.small_ranks else []
+    node_rows = opts.small_ranks if "node" in st else []
     jobs = opts.reps * (len(opts.ranks) * (len(opts.topologies) * (1 + upc_too) + (why is None))
-                        + len(opts.small_ranks) * (1 + (why is None)))
-    small = {"small": list(SMALL), "small_sizes": [8, 64], "calls": opts.small_calls,
-             "warmup": max(1, opts.small_calls // 10)}
+                        + len(node_rows) * (1 + (why is None)) + ("threads" in st)
+                        + ("2nodes" in st))
+    small = {"small": list(SMALL), "small_sizes": [8, 64], "big": True,
+             "calls": opts.small_calls, "warmup": max(1, opts.small_calls // 10)}
     bar = Progress("coll", jobs, progress)
     per: dict[tuple[str, int, str], list[float]] = {}
     for rep in range(opts.reps):
@@ -150,21 +171,30 @@ def coll(args: Sequence[str] | None = None, *, reps: int = 1, ranks: Any = "2,4,
 
                 _into(per, "mpi", P, _mpi(script, P, pl, PREFIX))
                 bar.step(f"rep {rep + 1}, {P} ranks, mpi4py")
-        for P in opts.small_ranks:  # amnet and mpi4py back to back: their ratio
+        for P in node_rows:  # amnet and mpi4py back to back: their ratio
             _into(per, "small", P, _slowest(run_job(small_job, small, n=P)))
-            bar.step(f"rep {rep + 1}, {P} ranks, small calls")
+            bar.step(f"rep {rep + 1}, {P} ranks, node table")
             if why is None:
                 from ._collsmall import __file__ as small_script
 
                 _into(per, "small-mpi", P, _mpi(small_script, P, small, SMALL_PREFIX))
-                bar.step(f"rep {rep + 1}, {P} ranks, small calls, mpi4py")
+                bar.step(f"rep {rep + 1}, {P} ranks, node table, mpi4py")
+        if "threads" in st:
+            _into(per, "small-threads", 2,
+                  _slowest(run_job(small_job, small, n=2, threads_per_proc=2)))
+            bar.step(f"rep {rep + 1}, 2 rank-threads, node table")
+        if "2nodes" in st:
+            _into(per, "small-2nodes", 4, _slowest(run_job(small_job, small, n=4, nodes=2)))
+            bar.step(f"rep {rep + 1}, 2 nodes of 2, node table")
     bar.close()
     out = _report(opts, per, why)
-    if opts.small_ranks:
-        sres, stable = small_table(per, opts.small_ranks, small, opts.reps, why)
+    if st:
+        sres, stable = small_table(per, node_rows, st, small, opts.reps, why,
+                                   interpreter_line(machine_info()))
         out["results"] += sres
         out["tables"].append(stable)
-    out["config"].update(small_ranks=opts.small_ranks, small_calls=opts.small_calls)
+    out["config"].update(small_ranks=opts.small_ranks, small_calls=opts.small_calls,
+                         small_topologies=st)
     return out
 
 

@@ -133,6 +133,17 @@ class Team:
         over several nodes uses the node area for the node steps of ``hier``.)"""
         return self._shm is not None
 
+    def default_algorithm(self, what: str, nbytes: int = 8, node_area: bool = True) -> str:
+        """The algorithm a call of collective ``what`` with blocks of ``nbytes`` takes on
+        this team when none is named (before AMNET_COLL_ALGORITHM); with ``node_area``
+        False, the one it would take without the node area (AMs only). Raises ValueError
+        for an unknown collective."""
+        if what not in ALGORITHMS:
+            raise ValueError(f"unknown collective {what!r}; the collectives are "
+                             f"{', '.join(ALGORITHMS)}")
+        return default(self, Args(what, _int(nbytes, "default_algorithm: nbytes")),
+                       node_area)
+
     def rank_of(self, index: int) -> int:
         """The world rank of member ``index``."""
         return self.members[index]

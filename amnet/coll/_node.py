@@ -90,13 +90,15 @@ def shm(ctx: Any, a: Args) -> Gen:
     dig = ctx.digest
     base = ctx.seq << ROUND_BITS
     others = [i for i in range(P) if i != me]
-    if A.end:  # my calls on the area go one at a time: the one before must have ended
-        c = A.cond(DRAINED, A.end, 0, (me,))
-        if not c():
-            yield c
-    A.end = base + (1 << ROUND_BITS)
-    A.enter(ctx.seq, dig)
+    # my calls on the area go one at a time, in the order they were made: each waits for
+    # the end of the one made before it (taken as the call starts, before any wait)
+    prev, A.end = A.end, base + (1 << ROUND_BITS)
     try:
+        if prev:
+            c = A.cond(DRAINED, prev, 0, (me,))
+            if not c():
+                yield c
+        A.enter(ctx.seq, dig)
         if w == "barrier":
             A.publish(base + 1, dig, False)
             c = A.cond(ARRIVED, base + 1, dig, others)
@@ -245,12 +247,16 @@ def node_open(ctx: Any) -> Gen:
     this one in the ring). ``node_close`` ends it, however the call ends."""
     na: NodeArea = ctx.team._local
     A = na.area
-    if A.end:
-        c = A.cond(DRAINED, A.end, 0, (na.members.index(ctx.rank),))
-        if not c():
-            yield c
     st = Steps(ctx, na)
-    A.end = st.base + (1 << ROUND_BITS)
+    prev, A.end = A.end, st.base + (1 << ROUND_BITS)  # (as shm: the order of the calls)
+    if prev:
+        c = A.cond(DRAINED, prev, 0, (st.me,))
+        if not c():
+            try:
+                yield c
+            except GeneratorExit:
+                A.finish(A.end)  # closed while it waited: nobody waits on it
+                raise
     A.enter(ctx.seq, ctx.digest)
     return st
 

@@ -27,6 +27,7 @@ HIER_EXCHANGE = 4096  # exchange across nodes: blocks up to this go through node
 DIRECT_P = 4
 DIRECT_MAX = 512
 DIRECT = ("broadcast", "gather_all", "reduce_all", "barrier")
+_HIER_AM = ("broadcast", "gather_all", "exchange", "reduce_all", "barrier")
 
 
 def parse_choice(text: str) -> dict[str, str]:
@@ -77,14 +78,19 @@ def signature(a: Args, alg: str) -> Sig:
             a.elemsize if alg.startswith("naive") else None)
 
 
-def default(team: Any, a: Args) -> str:
+def default(team: Any, a: Args, node_area: bool = True) -> str:
     """The algorithm used when none is named (see docs/collectives.md for the measurements
-    behind it)."""
+    behind it); with ``node_area`` False, the one taken without the node area (AMs only:
+    what ``amnet-bench coll`` compares it with)."""
     P = team.size
     multi = team.multi
     w = a.what
-    if team._shm is not None and w in SHM:  # the members share memory: the node area
+    if node_area and team._shm is not None and w in SHM:  # members share memory: node area
         return "shm"
+    if not node_area and multi and w in _HIER_AM and (
+            w != "exchange" or a.nbytes <= HIER_EXCHANGE) and (
+            w != "reduce_all" or a.op != NONCOMM_FUNC):
+        return "hier_am"
     if not multi and P <= DIRECT_P and w in DIRECT and (w == "barrier"
                                                          or a.nbytes <= DIRECT_MAX):
         return "direct"

@@ -473,3 +473,80 @@ def small_defaults(ep, rounds: int = 12) -> int:
             h.wait()
     ep.barrier()
     return calls
+
+
+def node_area(ep) -> dict:
+    """The collectives the node area carries, on the world, the node team and a split team
+    (odd and even ranks, reverse order), with blocks of one round and blocks past the data
+    area (several rounds), blocking and four in flight at once, each checked against numpy.
+    Returns, per team, whether it shares memory and its default algorithms."""
+    from amnet.pshm import COLL_DATA
+
+    c = ep.coll
+    out = {}
+    teams = [("world", c.world), ("node", c.node),
+             ("split", c.world.split(ep.rank % 2, key=-ep.rank))]
+    for name, T in teams:
+        P, me = T.size, T.index
+        out[name] = [T.shares_memory, T.default_algorithm("broadcast"),
+                     T.default_algorithm("barrier"), T.default_algorithm("exchange", 8)]
+
+        def ok(cond, *what, name=name):
+            assert cond, (name, me, *what)
+
+        for n in (8, COLL_DATA + 24):
+            for root in range(P):
+                src = _data(root, n, 1)
+                dst = np.zeros(n, np.uint8)
+                T.broadcast(dst, src if me == root else None, root=root)
+                ok(np.array_equal(dst, src), "broadcast", n, root)
+            r = P - 1
+            whole = np.concatenate([_data(i, n, 2) for i in range(P)])
+            dst = np.zeros(n, np.uint8)
+            T.scatter(dst, whole if me == r else None, root=r)
+            ok(np.array_equal(dst, _data(me, n, 2)), "scatter", n)
+            dst = np.zeros(n * P, np.uint8)
+            T.gather(dst if me == 0 else None, _data(me, n, 2), root=0)
+            if me == 0:
+                ok(np.array_equal(dst, whole), "gather", n)
+            dst = np.zeros(n * P, np.uint8)
+            T.gather_all(dst, _data(me, n, 2))
+            ok(np.array_equal(dst, whole), "gather_all", n)
+            b = n // P + 64 if n > 8 else n  # P blocks of it: past the data area too
+            src = np.concatenate([_data(me * P + j, b, 3) for j in range(P)])
+            dst = np.zeros(b * P, np.uint8)
+            T.exchange(dst, src)
+            ok(np.array_equal(dst, np.concatenate([_data(i * P + me, b, 3)
+                                                   for i in range(P)])), "exchange", n)
+            k = n // 8
+            x = np.arange(k, dtype=np.int64) * (me + 1)
+            d = np.zeros(k, np.int64)
+            T.reduce(d, x, ADD, root=P // 2)
+            if me == P // 2:
+                ok(np.array_equal(d, np.arange(k) * sum(range(1, P + 1))), "reduce", n)
+            f = np.linspace(0, 1, k) + me
+            d = np.zeros(k)
+            T.reduce_all(d, f, MAX)
+            ok(np.array_equal(d, np.linspace(0, 1, k) + (P - 1)), "reduce_all max", n)
+            T.reduce_all(d, f, ADD)
+            want = np.linspace(0, 1, k)
+            for i in range(1, P):  # member order, as every member of shm folds
+                want = want + (np.linspace(0, 1, k) + i)
+            # (hier adds its nodes' sums: the same up to rounding)
+            ok(np.array_equal(d, want) if T.shares_memory else np.allclose(d, want),
+               "reduce_all add", n)
+            T.barrier()
+        # four calls in flight on the area, completed in reverse order
+        a = np.zeros(4, np.int64)
+        g = np.zeros(P, np.int64)
+        bd = np.zeros(COLL_DATA + 8, np.uint8)
+        bsrc = _data(0, COLL_DATA + 8, 4)
+        hs = [T.reduce_all_nb(a, np.arange(4, dtype=np.int64) + me, ADD), T.barrier_nb(),
+              T.gather_all_nb(g, np.array([me], np.int64)),
+              T.broadcast_nb(bd, bsrc if me == 0 else None, root=0)]
+        for h in reversed(hs):
+            h.wait()
+        ok(np.array_equal(a, sum(np.arange(4) + i for i in range(P))), "nb reduce_all")
+        ok(np.array_equal(g, np.arange(P)), "nb gather_all")
+        ok(np.array_equal(bd, bsrc), "nb broadcast")
+    return out
