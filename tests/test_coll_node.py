@@ -98,3 +98,12 @@ def test_run_does_a_whole_small_call_and_waits_through_the_engine():
     assert a1.run(3, 2, 4, 0, s1, d1, (0, "d"), give_up, 0.5) == 1
     assert a0.run(3, 2, 4, 0, s0, d0, (0, "d"), give_up, 0.5) == 1
     assert d0.tobytes() == d1.tobytes() == np.add(s0, s1).tobytes()
+
+
+@pytest.mark.parametrize("topo", [dict(n=4), dict(n=4, threads_per_proc=2)],
+                         ids=["4procs", "2procs-T2"])
+def test_a_destroyed_team_gives_its_slot_back(topo):
+    """20 teams split, used and destroyed in turn, more than a rank has node-area slots:
+    each still gets one (the slot of the one destroyed before it, its flags clean)."""
+    got = amnet.run(colljobs.destroy_and_split, **topo, timeout=120)
+    assert got == [[True] * 20] * 4

@@ -41,6 +41,8 @@ def _agreed(fn: Callable) -> Callable:
 
     @functools.wraps(fn)
     def call(self: Team, *args: Any, **kwargs: Any) -> Any:
+        if self._dead:  # (nobody else is in this call: it must not take part)
+            raise ValueError(f"amnet.coll {fn.__name__.lstrip('_')}: {self} was destroyed")
         try:
             return fn(self, *args, **kwargs)
         except (TypeError, ValueError) as e:
@@ -86,8 +88,8 @@ class Team:
     """An ordered set of ranks (see the module). ``size``, ``index`` (my place),
     ``members`` (world ranks in order), ``nodes`` (each member's node)."""
 
-    __slots__ = ("_coll", "_fast", "_local", "_shm", "_splits", "id", "index", "members", "multi", "name",
-                 "nodes", "size")
+    __slots__ = ("_coll", "_dead", "_fast", "_local", "_shm", "_slot", "_splits", "id", "index",
+                 "members", "multi", "name", "nodes", "size")
 
     def __init__(self, coll: Coll, tid: int, members: list[int], name: str,
                  slot: int | None = None) -> None:
@@ -110,6 +112,8 @@ class Team:
         self._local = (NodeArea(coll.port, mates, mates.index(coll.rank), slot)
                        if slot is not None and usable(coll.port, mates) else None)
         self._shm = self._local if n_nodes == 1 else None
+        self._slot = slot
+        self._dead = False
         # small calls on the default algorithm skip the general machinery (see _fast)
         if coll.strict:
             self._fast: Fast | None = None
@@ -178,6 +182,34 @@ class Team:
             slot = (free & -free).bit_length() - 1
             coll.free_slots &= ~(1 << slot)
         return Team(coll, tid, members, f"{self.name}/{self._splits}:{c}", slot)
+
+    def destroy(self) -> None:
+        """Collective on the team (GASNet-EX's ``gex_TM_Destroy``): every member calls it once
+        its calls on the team are complete; then the team takes no more calls (ValueError)
+        and its node-area slot is free here for a team split later. The world and node
+        teams last as long as the job (ValueError).
+
+        Raises:
+            ValueError: a predefined team, one destroyed already, or a call of the team
+                still in flight on this member.
+        """
+        c = self._coll
+        if self is c.world or self is c.node:
+            raise ValueError(f"{self} lasts as long as the job: it cannot be destroyed")
+        if self._dead:
+            raise ValueError(f"{self} was destroyed already")
+        if any(r.team is self for r in c._runs):
+            raise ValueError(f"{self}.destroy(): a call of the team is still in flight here; "
+                             "complete it first")
+        # messages only: once past it, no member reads my slot any more
+        self.barrier(algorithm="dissemination")
+        self._dead = True
+        self._fast = self._shm = None
+        if self._local is not None:  # my slot, clean for its next team
+            self._local.area.reset()
+            self._local = None
+        if self._slot is not None:
+            c.free_slots |= 1 << self._slot
 
     # -- collectives ------------------------------------------------------------------------
     def barrier(self, algorithm: str | None = None) -> None:

@@ -773,6 +773,20 @@ static PyGetSetDef Area_getset[] = {
     {NULL},
 };
 
+/* reset(): my slot's header back to zeros, as for a new team (its team was destroyed: no
+ * member reads it any more) */
+static PyObject *
+Area_reset(AreaObject *a, PyObject *Py_UNUSED(ignored))
+{
+    int64_t *w = a->w[a->me];
+    for (int i = 0; i < HDR_BYTES / 8; i++) {
+        __atomic_store_n(&w[i], 0, __ATOMIC_RELAXED);
+    }
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    a->last = a->end = 0;
+    Py_RETURN_NONE;
+}
+
 /* words(j) -> (pstep, pdig, dstep, done): member j's words, for a diagnosis and tests. */
 static PyObject *
 Area_words(AreaObject *a, PyObject *arg)
@@ -803,6 +817,8 @@ static PyMethodDef Area_methods[] = {
      "cond(kind, step, digest, members) -> Cond (0 arrived, 1 data in, 2 finished)."},
     {"run", (PyCFunction)(void (*)(void))Area_run, METH_FASTCALL,
      "run(what, seq, digest, root, src, dst, red, wait, timeout) -> int: a small call."},
+    {"reset", (PyCFunction)Area_reset, METH_NOARGS,
+     "reset(): my slot's header back to zeros (its team was destroyed)."},
     {"words", (PyCFunction)Area_words, METH_O,
      "words(j) -> (pstep, pdig, dstep, done) of member j."},
     {NULL},

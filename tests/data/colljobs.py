@@ -550,3 +550,34 @@ def node_area(ep) -> dict:
         ok(np.array_equal(g, np.arange(P)), "nb gather_all")
         ok(np.array_equal(bd, bsrc), "nb broadcast")
     return out
+
+
+def destroy_and_split(ep, rounds: int = 20) -> list:
+    """Split a team, use it on its node-area slot, destroy it, ``rounds`` times (more teams
+    than a rank has slots); a destroyed team refuses calls, the world cannot be destroyed.
+    Returns, per round, whether the new team shared memory."""
+    c = ep.coll
+    got = []
+    for r in range(rounds):
+        T = c.world.split(r % 2 if ep.size > 2 else 0, key=(r * 7 + ep.rank) % ep.size)
+        got.append(T.shares_memory)
+        src = np.full(3, r + T.index, np.int64)
+        dst = np.zeros(3, np.int64)
+        T.reduce_all(dst, src, ADD)
+        assert (dst == sum(r + i for i in range(T.size))).all(), (r, dst)
+        T.broadcast(dst, src if T.index == 0 else None, root=0)
+        assert (dst == r).all()
+        T.destroy()
+        for call in (T.barrier, T.destroy):
+            try:
+                call()
+                raise AssertionError(f"{call.__name__} on a destroyed team did not raise")
+            except ValueError:
+                pass
+    try:
+        c.world.destroy()
+        raise AssertionError("the world was destroyed")
+    except ValueError:
+        pass
+    c.world.barrier()
+    return got
