@@ -122,7 +122,7 @@ def coll(args: Sequence[str] | None = None, *, reps: int = 1, ranks: Any = "2,4,
                    help="timed rounds a case in that table (default: %(default)s)")
     opts = quick_parse(p, args, {
         "ranks": [2, 4], "sizes": [8, 4096], "calls": 3, "warmup": 1, "naive_max": [8],
-        "small_ranks": [2], "small_calls": 100},
+        "small_ranks": [2], "small_calls": 100, "small_topologies": ["node"]},
         "2 and 4 ranks, 8 B and 4 KiB, 3 calls a case",
         fixed={"--splits": ("1", "its ranks are processes, a UPC thread each")},
         plots=PLOTS)

@@ -161,14 +161,16 @@ class Fast:
         return self._end()
 
     # -- the call's life --------------------------------------------------------------------
-    def _start(self, key: tuple, data: Any, send: bool, complete: bool
-               ) -> tuple[int, int, int, Any] | None:
+    def _start(self, key: tuple, data: Any, send: bool, complete: bool,
+               describe_only: bool = False) -> tuple[int, int, int, Any] | None:
         """Begin the call of ``key``, send ``data`` to every other member (``send``) and
         enter the call (its description in the history; with ``complete``, a call that
         receives nothing, its sequence number too): (team id, seq, digest, sig). None,
-        nothing done, when the general path is to take it. Raises AMContextError inside a
+        nothing done, when the general path is to take it. ``describe_only``: only give the
+        key its description (a true value when it has one). Raises AMContextError inside a
         handler."""
-        call = self.core.start(key, WHAT[key[0]], data, send, complete)
+        call = False if describe_only else self.core.start(key, WHAT[key[0]], data, send,
+                                                           complete)
         if call is False:  # the first call of its kind: describe it
             try:
                 sig = signature(_args_of(key), self.alg)
@@ -177,6 +179,8 @@ class Fast:
             if len(self.descs) > 256:
                 self.descs.clear()
             self.descs[key] = (digest(sig), sig)
+            if describe_only:
+                return self.descs[key]  # type: ignore[return-value]
             call = self.core.start(key, WHAT[key[0]], data, send, complete)
         return call
 

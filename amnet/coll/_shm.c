@@ -601,6 +601,160 @@ await_cond(AreaObject *a, int kind, int64_t step, int64_t dig, const int *who, i
 
 enum { F_BARRIER, F_BROADCAST, F_GATHER_ALL, F_REDUCE_ALL };
 
+/* A small call's arguments, checked: the collective, root, reduction and buffers. */
+typedef struct {
+    int what, root, op;
+    char t;
+    Py_buffer src, dst;
+} Small;
+
+static void
+small_release(Small *c)
+{
+    if (c->src.obj != NULL) {
+        PyBuffer_Release(&c->src);
+    }
+    if (c->dst.obj != NULL) {
+        PyBuffer_Release(&c->dst);
+    }
+}
+
+/* Fill c from (what, root, src, dst, red): 0, or -1 with an error (c released). src is
+ * taken on the members that write (every member of gather_all and reduce_all, a broadcast's
+ * root), dst on all but a barrier's; the buffers must be C-contiguous (dst writable), the
+ * block fit the data area, and dst hold the result. */
+static int
+small_args(AreaObject *a, Small *c, PyObject *what_o, PyObject *root_o, PyObject *src,
+           PyObject *dst, PyObject *red)
+{
+    memset(c, 0, sizeof *c);
+    long what = PyLong_AsLong(what_o), root = PyLong_AsLong(root_o);
+    if (PyErr_Occurred()) {
+        return -1;
+    }
+    if (what < F_BARRIER || what > F_REDUCE_ALL || root < 0 || root >= a->P) {
+        PyErr_Format(PyExc_ValueError, "collective %ld, root %ld of %d", what, root, a->P);
+        return -1;
+    }
+    c->what = (int)what;
+    c->root = (int)root;
+    c->t = 'B';
+    if (what == F_REDUCE_ALL) {
+        long o;
+        int tc;
+        if (!PyArg_ParseTuple(red, "lC", &o, &tc)) {
+            return -1;
+        }
+        if (o < 0 || o >= N_ROPS || tc == 0 || strchr(RTYPES, tc) == NULL
+                || ((tc == 'f' || tc == 'd') && o >= R_AND && o <= R_XOR)) {
+            PyErr_Format(PyExc_ValueError, "no C reduction %ld on %c", o, tc);
+            return -1;
+        }
+        c->op = (int)o;
+        c->t = (char)tc;
+    }
+    int me = a->me, P = a->P;
+    int writer = what == F_GATHER_ALL || what == F_REDUCE_ALL
+                 || (what == F_BROADCAST && me == root);
+    if (writer && PyObject_GetBuffer(src, &c->src, PyBUF_C_CONTIGUOUS) < 0) {
+        return -1;
+    }
+    if (what != F_BARRIER
+            && PyObject_GetBuffer(dst, &c->dst, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+        small_release(c);
+        return -1;
+    }
+    Py_ssize_t n = writer ? c->src.len : c->dst.len;
+    Py_ssize_t room = a->bufs[me].len - a->data_at;
+    if ((what != F_BARRIER && n < 1) || n > room
+            || (what == F_GATHER_ALL ? c->dst.len != n * P
+                : what != F_BARRIER && c->dst.len != n)) {
+        PyErr_Format(PyExc_ValueError, "%zd bytes a block for %zd bytes of result "
+                     "(%zd bytes of data area)", n, c->dst.len, room);
+        small_release(c);
+        return -1;
+    }
+    return 0;
+}
+
+/* The call seq (digest dig) of c on this member: 1, 2, 0, -2 as Area.run says, -1 error. */
+static int
+small_call(AreaObject *a, Small *c, int64_t seq, int64_t dig, PyObject *wait,
+           PyObject *timeout)
+{
+    int me = a->me, P = a->P, nw = 0, what = c->what, root = c->root;
+    int who_s[64], *who = P <= 64 ? who_s : PyMem_Malloc(P * sizeof(int));
+    if (who == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int j = 0; j < P; j++) {
+        if (j != me) {
+            who[nw++] = j;
+        }
+    }
+    int writer = c->src.obj != NULL;
+    Py_ssize_t n = writer ? c->src.len : c->dst.len;
+    const char *src = c->src.buf;
+    char *dst = c->dst.buf;
+    int64_t v = (seq << ROUND_BITS) + 1, end = (seq + 1) << ROUND_BITS;
+    a->end = end;
+    enter(a, seq, dig);
+    int r = 1;
+    if (writer && a->last != v) {
+        if (a->last) {
+            r = await_cond(a, K_DRAINED, a->last, 0, who, nw, wait, timeout);
+        }
+        if (r == 1) {
+            memcpy((char *)a->bufs[me].buf + a->data_at, src, n);
+            a->last = v;
+        }
+    }
+    if (r == 1 && publish(a, v, dig, writer) < 0) {
+        r = -1;
+    }
+    if (r == 1) {
+        if (what == F_BROADCAST) {
+            if (me == root) {
+                if (dst != src) {
+                    memcpy(dst, src, n);
+                }
+            } else {
+                r = await_cond(a, K_DATA, v, dig, &root, 1, wait, timeout);
+                if (r == 1) {
+                    memcpy(dst, (char *)a->bufs[root].buf + a->data_at, n);
+                }
+            }
+        } else {
+            r = await_cond(a, what == F_BARRIER ? K_ARRIVED : K_DATA, v, dig, who, nw, wait,
+                           timeout);
+            if (r == 1 && what == F_GATHER_ALL) {
+                for (int j = 0; j < P; j++) {
+                    memcpy(dst + j * n, j == me ? src
+                           : (const char *)a->bufs[j].buf + a->data_at, n);
+                }
+            } else if (r == 1 && what == F_REDUCE_ALL) {
+                /* in member order, as every member does: the same bits everywhere */
+                memcpy(dst, me == 0 ? src : (const char *)a->bufs[0].buf + a->data_at, n);
+                for (int j = 1; j < P; j++) {
+                    fold_into(dst, j == me ? src : (const char *)a->bufs[j].buf + a->data_at,
+                              n, c->op, c->t);
+                }
+            }
+        }
+    }
+    if (who != who_s) {
+        PyMem_Free(who);
+    }
+    if (r != 1) {
+        return r;
+    }
+    if (finish(a, end) < 0) {
+        return -1;
+    }
+    return agree(a, seq, dig) >= 0 ? 2 : 1;
+}
+
 /* run(what, seq, digest, root, src, dst, red, wait, timeout) -> int: one small call of
  * the team (what: 0 barrier, 1 broadcast, 2 gather_all, 3 reduce_all; one round: the
  * blocks fit the data area) on this member, as amnet/coll/_node.py's shm() does it:
@@ -609,7 +763,8 @@ enum { F_BARRIER, F_BROADCAST, F_GATHER_ALL, F_REDUCE_ALL };
  * member is in another call. 0 and -2 may be called again: what is done is not redone.
  * src: my block (the root's for a broadcast; None elsewhere), dst: the result (writable;
  * the same bytes for every member; None for a barrier), red: (op name index, dtype char)
- * for reduce_all. The call's DONE is set when it completes. */
+ * for reduce_all. The call's DONE is set when it completes. Raises ValueError or
+ * BufferError for arguments it cannot take (nothing done). */
 static PyObject *
 Area_run(AreaObject *a, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -619,128 +774,64 @@ Area_run(AreaObject *a, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     int64_t seq, dig;
-    long what = PyLong_AsLong(args[0]), root = PyLong_AsLong(args[3]);
-    if (as_i64(args[1], &seq) < 0 || as_i64(args[2], &dig) < 0 || PyErr_Occurred()) {
+    Small c;
+    if (as_i64(args[1], &seq) < 0 || as_i64(args[2], &dig) < 0
+            || small_args(a, &c, args[0], args[3], args[4], args[5], args[6]) < 0) {
         return NULL;
     }
-    if (what < F_BARRIER || what > F_REDUCE_ALL || root < 0 || root >= a->P) {
-        PyErr_Format(PyExc_ValueError, "run: collective %ld, root %ld of %d", what, root,
-                     a->P);
+    int r = small_call(a, &c, seq, dig, args[7], args[8]);
+    small_release(&c);
+    return r == -1 ? NULL : PyLong_FromLong(r);
+}
+
+/* call(what, name, start, key, root, src, dst, red, wait, timeout) -> 1 | int | tuple:
+ * run's call whole: its arguments checked (-3 when they are not the common case: nothing
+ * done), then the call entered with start(key, name, None, False, True) (the fast path's
+ * bookkeeping, amnet.coll._cmail.Core.start: -3 when the general path is to take the call,
+ * -4 when the key has no description yet, nothing done either way), then run. 1 when it
+ * completed; otherwise (r, seq, digest) with run's r, for the caller's rare paths. */
+static PyObject *
+Area_call(AreaObject *a, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError,
+                        "call(what, name, start, key, root, src, dst, red, wait, timeout)");
         return NULL;
     }
-    int op = 0;
-    char t = 'B';
-    if (what == F_REDUCE_ALL) {
-        long o;
-        int tc;
-        if (!PyArg_ParseTuple(args[6], "lC", &o, &tc)) {
+    Small c;
+    if (small_args(a, &c, args[0], args[4], args[5], args[6], args[7]) < 0) {
+        if (!PyErr_ExceptionMatches(PyExc_ValueError)
+                && !PyErr_ExceptionMatches(PyExc_BufferError)
+                && !PyErr_ExceptionMatches(PyExc_TypeError)) {
             return NULL;
         }
-        if (o < 0 || o >= N_ROPS || strchr(RTYPES, tc) == NULL || tc == 0
-                || ((tc == 'f' || tc == 'd') && o >= R_AND && o <= R_XOR)) {
-            PyErr_Format(PyExc_ValueError, "run: no C reduction %ld on %c", o, tc);
-            return NULL;
-        }
-        op = (int)o;
-        t = (char)tc;
+        PyErr_Clear();
+        return PyLong_FromLong(-3);
     }
-    Py_buffer src = {0}, dst = {0};
+    PyObject *stack[5] = {args[3], args[1], Py_None, Py_False, Py_True};
+    PyObject *call = PyObject_Vectorcall(args[2], stack, 5, NULL);
     PyObject *res = NULL;
-    int me = a->me, P = a->P, nw = 0;
-    int who_s[64], *who = P <= 64 ? who_s : PyMem_Malloc(P * sizeof(int));
-    if (who == NULL) {
-        return PyErr_NoMemory();
-    }
-    int writer = what == F_GATHER_ALL || what == F_REDUCE_ALL
-                 || (what == F_BROADCAST && me == root);
-    if (writer && PyObject_GetBuffer(args[4], &src, PyBUF_SIMPLE) < 0) {
+    if (call == NULL) {
         goto out;
     }
-    if (what != F_BARRIER && PyObject_GetBuffer(args[5], &dst, PyBUF_WRITABLE) < 0) {
+    if (!PyTuple_Check(call) || PyTuple_GET_SIZE(call) != 4) {
+        res = PyLong_FromLong(call == Py_False ? -4 : -3);
         goto out;
     }
-    Py_ssize_t n = writer ? src.len : dst.len;
-    Py_ssize_t room = a->bufs[me].len - a->data_at;
-    if (n > room || (what == F_GATHER_ALL ? dst.len != n * P : what != F_BARRIER
-                     && dst.len != n)) {
-        PyErr_Format(PyExc_ValueError, "run: %zd bytes a block for %zd bytes of result "
-                     "(%zd bytes of data area)", n, dst.len, room);
+    int64_t seq, dig;
+    if (as_i64(PyTuple_GET_ITEM(call, 1), &seq) < 0
+            || as_i64(PyTuple_GET_ITEM(call, 2), &dig) < 0) {
         goto out;
     }
-    int64_t v = (seq << ROUND_BITS) + 1, end = (seq + 1) << ROUND_BITS;
-    for (int j = 0; j < P; j++) {
-        if (j != me) {
-            who[nw++] = j;
-        }
+    int r = small_call(a, &c, seq, dig, args[8], args[9]);
+    if (r == 1) {
+        res = PyLong_FromLong(1);
+    } else if (r != -1) {
+        res = Py_BuildValue("(iLL)", r, (long long)seq, (long long)dig);
     }
-    a->end = end;
-    enter(a, seq, dig);
-    int r;
-    if (writer && a->last != v) {
-        if (a->last) {
-            r = await_cond(a, K_DRAINED, a->last, 0, who, nw, args[7], args[8]);
-            if (r != 1) {
-                res = r == -1 ? NULL : PyLong_FromLong(r);
-                goto out;
-            }
-        }
-        memcpy((char *)a->bufs[me].buf + a->data_at, src.buf, n);
-        a->last = v;
-    }
-    if (publish(a, v, dig, writer) < 0) {
-        goto out;
-    }
-    if (what == F_BROADCAST) {
-        if (me == root) {
-            if (dst.buf != src.buf) {
-                memcpy(dst.buf, src.buf, n);
-            }
-            r = 1;
-        } else {
-            int rt = (int)root;
-            r = await_cond(a, K_DATA, v, dig, &rt, 1, args[7], args[8]);
-            if (r == 1) {
-                memcpy(dst.buf, (char *)a->bufs[root].buf + a->data_at, n);
-            }
-        }
-    } else {
-        r = await_cond(a, what == F_BARRIER ? K_ARRIVED : K_DATA, v, dig, who, nw, args[7],
-                       args[8]);
-        if (r == 1 && what == F_GATHER_ALL) {
-            for (int j = 0; j < P; j++) {
-                memcpy((char *)dst.buf + j * n,
-                       j == me ? (const char *)src.buf
-                               : (const char *)a->bufs[j].buf + a->data_at, n);
-            }
-        } else if (r == 1 && what == F_REDUCE_ALL) {
-            /* in member order, as every member does: the same bits everywhere */
-            memcpy(dst.buf, me == 0 ? (const char *)src.buf
-                                    : (const char *)a->bufs[0].buf + a->data_at, n);
-            for (int j = 1; j < P; j++) {
-                fold_into(dst.buf, j == me ? (const char *)src.buf
-                                           : (const char *)a->bufs[j].buf + a->data_at,
-                          n, op, t);
-            }
-        }
-    }
-    if (r != 1) {
-        res = r == -1 ? NULL : PyLong_FromLong(r);
-        goto out;
-    }
-    if (finish(a, end) < 0) {
-        goto out;
-    }
-    res = PyLong_FromLong(agree(a, seq, dig) >= 0 ? 2 : 1);
 out:
-    if (who != who_s) {
-        PyMem_Free(who);
-    }
-    if (src.obj != NULL) {
-        PyBuffer_Release(&src);
-    }
-    if (dst.obj != NULL) {
-        PyBuffer_Release(&dst);
-    }
+    Py_XDECREF(call);
+    small_release(&c);
     return res;
 }
 
@@ -817,6 +908,9 @@ static PyMethodDef Area_methods[] = {
      "cond(kind, step, digest, members) -> Cond (0 arrived, 1 data in, 2 finished)."},
     {"run", (PyCFunction)(void (*)(void))Area_run, METH_FASTCALL,
      "run(what, seq, digest, root, src, dst, red, wait, timeout) -> int: a small call."},
+    {"call", (PyCFunction)(void (*)(void))Area_call, METH_FASTCALL,
+     "call(what, name, start, key, root, src, dst, red, wait, timeout): a small call, "
+     "entered too."},
     {"reset", (PyCFunction)Area_reset, METH_NOARGS,
      "reset(): my slot's header back to zeros (its team was destroyed)."},
     {"words", (PyCFunction)Area_words, METH_O,

@@ -24,12 +24,12 @@ from typing import Any
 import numpy as np
 
 from .. import AMNetError
-from ._fast import Fast
+from ._fast import WHAT, Fast
 from ._ops import NAMES
 from ._shm import ROPS, ROUND_BITS, RTYPES
-from ..pshm import COLL_DATA
 
 BARRIER, BROADCAST, GATHER_ALL, REDUCE_ALL = range(4)  # Area.run's collectives
+NAMES_OF = ("barrier", "broadcast", "gather_all", "reduce_all")
 #: amnet's ops that Area.run folds in C, as its op numbers
 _RED = {op: ROPS.index(name) for op, name in NAMES.items() if name in ROPS}
 _FLOAT_OK = frozenset(ROPS.index(n) for n in ("ADD", "MULT", "MIN", "MAX"))
@@ -39,72 +39,67 @@ class ShmFast(Fast):
     """One team's fast path on the node area (per rank). As :class:`Fast`: each collective
     returns True when done, False (nothing done) when it is not the common case."""
 
-    __slots__ = ("area", "timeout", "wait")
+    __slots__ = ("area", "start", "timeout", "wait")
     alg = "shm"
 
     def __init__(self, coll: Any, team: Any) -> None:
         super().__init__(coll, team)
         self.area = team._shm.area
+        self.start = self.core.start
         self.wait = coll.port.wait_until
         self.timeout = float(coll.check_after)
 
     def broadcast(self, dst: Any, src: Any, root: Any) -> bool:
         if type(dst) is not np.ndarray or type(root) is not int or "broadcast" in self.off:
             return False
-        n = dst.nbytes
-        f = dst.flags
-        if not (0 < n <= COLL_DATA and f.c_contiguous and f.writeable
-                and 0 <= root < self.size):
-            return False
-        if self.me == root:
-            if not (type(src) is np.ndarray and src.nbytes == n and src.flags.c_contiguous):
-                return False
-        else:
+        if self.me != root:
             src = None
-        call = self._start(("broadcast", n, root), None, False, True)
-        return call is not None and self._run(call, BROADCAST, root, src, dst, None)
+        elif type(src) is not np.ndarray:
+            return False
+        return self._call(BROADCAST, ("broadcast", dst.nbytes, root), root, src, dst, None)
 
     def gather_all(self, dst: Any, src: Any) -> bool:
         if (type(dst) is not np.ndarray or type(src) is not np.ndarray
                 or "gather_all" in self.off):
             return False
-        n = src.nbytes
-        f = dst.flags
-        if not (0 < n <= COLL_DATA and dst.nbytes == n * self.size and f.c_contiguous
-                and f.writeable and src.flags.c_contiguous):
-            return False
-        call = self._start(("gather_all", n), None, False, True)
-        return call is not None and self._run(call, GATHER_ALL, 0, src, dst, None)
+        return self._call(GATHER_ALL, ("gather_all", src.nbytes), 0, src, dst, None)
 
     def reduce_all(self, dst: Any, src: Any, op: Any, func: Any) -> bool:
         if (type(dst) is not np.ndarray or type(src) is not np.ndarray or type(op) is not int
                 or func is not None or "reduce_all" in self.off):
             return False
         dt = src.dtype
-        n = src.nbytes
-        f = dst.flags
         r = _RED.get(op)
-        if r is None or dt.char not in RTYPES or (dt.kind == "f" and r not in _FLOAT_OK):
+        if (r is None or dt.char not in RTYPES or (dt.kind == "f" and r not in _FLOAT_OK)
+                or dst.dtype != dt):
             return False
-        if not (0 < n <= COLL_DATA and dst.dtype == dt and dst.size == src.size
-                and f.c_contiguous and f.writeable and src.flags.c_contiguous):
-            return False
-        call = self._start(("reduce_all", n, dt, op), None, False, True)
-        return call is not None and self._run(call, REDUCE_ALL, 0, src, dst, (r, dt.char))
+        return self._call(REDUCE_ALL, ("reduce_all", src.nbytes, dt, op), 0, src, dst,
+                          (r, dt.char))
 
     def barrier(self) -> bool:
         if "barrier" in self.off:
             return False
-        call = self._start(("barrier",), None, False, True)
-        return call is not None and self._run(call, BARRIER, 0, None, None, None)
+        return self._call(BARRIER, ("barrier",), 0, None, None, None)
 
     # -- the call ---------------------------------------------------------------------------
-    def _run(self, call: tuple, what: int, root: int, src: Any, dst: Any, red: Any) -> bool:
-        """The call, entered (its sequence number taken): Area.run, then what is rare."""
-        r = self.area.run(what, call[1], call[2], root, src, dst, red, self.wait,
-                          self.timeout)
+    def _call(self, what: int, key: tuple, root: int, src: Any, dst: Any, red: Any) -> bool:
+        """Area.call: the arguments checked in C (not the common case: False, nothing done),
+        the call entered (Core.start) and run; then what is rare."""
+        r = self.area.call(what, WHAT[key[0]], self.start, key, root, src, dst, red,
+                           self.wait, self.timeout)
         if r == 1:
             return self._end()
+        if r == -4:  # the first call of its kind: describe it, then again
+            if self._start(key, None, False, True, describe_only=True) is None:
+                return False
+            r = self.area.call(what, WHAT[key[0]], self.start, key, root, src, dst, red,
+                               self.wait, self.timeout)
+            if r == 1:
+                return self._end()
+        if type(r) is int:  # -3 (or -4 again): the general path takes it
+            return False
+        r, seq, dig = r
+        call = (self.team.id, seq, dig)
         if r == 2:  # complete; another member entered it otherwise: the members compare
             self.box.ask((call[0], call[1]))
             return self._end()
@@ -122,12 +117,14 @@ class ShmFast(Fast):
         def wait(cond: Any, timeout: Any) -> bool:
             return port.wait_until(lambda: cond() or tid in box.failed, timeout)
 
-        while r == 0 and tid not in box.failed:
-            r = self.area.run(what, call[1], call[2], root, src, dst, red, wait, None)
-            if r in (1, 2):
-                return self._end()
-        if tid not in box.failed:  # in another call: its verdict is on the way
-            port.wait_until(lambda: tid in box.failed)
+        # it waits: a timeout's diagnosis names the call, as the general path's does
+        with port.waiting(f"amnet.coll {NAMES_OF[what]} (call #{call[1]} on {self.team})"):
+            while r == 0 and tid not in box.failed:
+                r = self.area.run(what, call[1], call[2], root, src, dst, red, wait, None)
+                if r in (1, 2):
+                    return self._end()
+            if tid not in box.failed:  # in another call: its verdict is on the way
+                port.wait_until(lambda: tid in box.failed)
         self.area.finish((call[1] + 1) << ROUND_BITS)  # nobody waits on this call now
         self._end()
         raise AMNetError(f"amnet.coll: call #{call[1]} on {self.team} failed")  # not reached
