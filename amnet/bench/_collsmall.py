@@ -95,16 +95,20 @@ def small_job(ep: Any, plan: dict[str, Any]) -> dict[str, float]:
     rank-threads, ``handoff/floor/0`` too."""
     from ._colljob import _coll_call
 
+    def call(team: Any, what: str, alg: str | None, n: int) -> Callable[[], Any]:
+        if what == "broadcast":  # one buffer, as MPI's Bcast: the root copies nothing
+            buf = np.full(n, 3, np.uint8)
+            return lambda: team.broadcast(buf, buf, 0, algorithm=alg)
+        return _coll_call(team, what, alg, n)
+
     team = ep.coll.world
     alone = team.split(ep.rank)
     out: dict[str, float] = {}
     for what, n in _cases(plan):
         am = team.default_algorithm(what, n, node_area=False)
-        out[f"{what}/solo/{n}"] = _rounds(_coll_call(alone, what, None, n), team.barrier,
-                                          plan)
-        out[f"{what}/amnet/{n}"] = _rounds(_coll_call(team, what, None, n), team.barrier,
-                                           plan)
-        out[f"{what}/am/{n}"] = _rounds(_coll_call(team, what, am, n), team.barrier, plan)
+        out[f"{what}/solo/{n}"] = _rounds(call(alone, what, None, n), team.barrier, plan)
+        out[f"{what}/amnet/{n}"] = _rounds(call(team, what, None, n), team.barrier, plan)
+        out[f"{what}/am/{n}"] = _rounds(call(team, what, am, n), team.barrier, plan)
     if ep.threads_per_proc > 1:
         out["handoff/floor/0"] = _handoff(ep, plan)
     return out

@@ -43,6 +43,7 @@ from ._ops import UFUNC, combine
 from ._shm import HDR, ROUND_BITS, Area
 
 ARRIVED, DATA_IN, DRAINED = 0, 1, 2  # what a wait's condition looks for (Area.cond)
+WAKE_ALL, WAKE_NONE = -1, -2  # whom a publication wakes (Area.publish; j >= 0: member j)
 _NEVER = -(1 << 40)  # a tag no message has: a mismatched call waits for its verdict on it
 #: the collectives the node area carries
 COLLECTIVES = ("barrier", "broadcast", "scatter", "gather", "gather_all", "exchange",
@@ -70,7 +71,9 @@ class NodeArea:
         off = slot * COLL_SLOT
         slots = [port.node_area(r)[off:off + COLL_SLOT] for r in members]
         others = [r for i, r in enumerate(members) if i != me]
-        self.area = Area(slots, me, port.node_waker(others) if others else None, COLL_HDR)
+        wakers = tuple(None if i == me else port.node_waker([r]) for i, r in enumerate(members))
+        self.area = Area(slots, me, port.node_waker(others) if others else None, COLL_HDR,
+                         wakers)
         self.data = [s[COLL_HDR:] for s in slots]
         self.slot = slot
         self.members = members
@@ -123,6 +126,10 @@ def shm(ctx: Any, a: Args) -> Gen:
         src_of = [i for i in writers if i != me] if readers_need else []
         cb = _chunk(n, wblocks)
         rounds = -(-n // cb)
+        # whom my publication may wake: the readers of my data (nobody waits for a member
+        # that writes nothing; a mismatch is found by the check's timeout then)
+        wakes = (WAKE_NONE if not i_write else WAKE_ALL if w in ("broadcast", "scatter")
+                 or readers_need or w in ("gather_all", "exchange", "reduce_all") else r)
         for k in range(rounds):
             v = base + k + 1
             lo = k * cb
@@ -139,7 +146,7 @@ def shm(ctx: Any, a: Args) -> Gen:
                 else:
                     mine[:ln] = a.src[lo:lo + ln]
                 A.last = v
-            A.publish(v, dig, i_write)
+            A.publish(v, dig, i_write, wakes)
             if src_of:
                 c = A.cond(DATA_IN, v, dig, src_of)
                 if not c():
@@ -218,10 +225,11 @@ class Steps:
         self.base = ctx.seq << ROUND_BITS
         self.k = 0  # steps taken
 
-    def step(self, write: Any, wait_for: list[int], data: bool) -> Gen:
-        """One step: my block ``write`` into my data area (None: nothing), published; then
-        wait until the members ``wait_for`` have published theirs (``data``: their data,
-        else their arrival). Returns the step."""
+    def step(self, write: Any, wait_for: list[int], data: bool, wake: int) -> Gen:
+        """One step: my block ``write`` into my data area (None: nothing), published (waking
+        ``wake``: a member, WAKE_ALL or WAKE_NONE); then wait until the members ``wait_for``
+        have published theirs (``data``: their data, else their arrival). Returns the
+        step."""
         A, ctx = self.A, self.ctx
         self.k += 1
         v = self.base + self.k
@@ -232,7 +240,7 @@ class Steps:
                     yield c
             self.data[self.me][:len(write)] = write
             A.last = v
-        A.publish(v, ctx.digest, write is not None)
+        A.publish(v, ctx.digest, write is not None, wake)
         if wait_for:
             c = A.cond(DATA_IN if data else ARRIVED, v, ctx.digest, wait_for)
             if not c():
@@ -277,11 +285,11 @@ def node_up(st: Steps, src: Any, n: int) -> Gen:
     for lo in range(0, max(n, 1), COLL_DATA):
         ln = min(COLL_DATA, n - lo)
         if lead:
-            v = yield from st.step(None, st.others, n > 0)
+            v = yield from st.step(None, st.others, n > 0, WAKE_NONE)
             for j in st.others:
                 out[j][lo:lo + ln] = st.data[j][:ln]
         else:
-            v = yield from st.step(src[lo:lo + ln] if n else None, [], False)
+            v = yield from st.step(src[lo:lo + ln] if n else None, [], False, 0)
         st.A.finish(v)
     return out
 
@@ -295,9 +303,9 @@ def node_down(st: Steps, w: int, data: Any, m: int, part: tuple[int, int] | None
     for lo in range(0, max(m, 1), COLL_DATA):
         ln = min(COLL_DATA, m - lo)
         if st.me == w:
-            v = yield from st.step(data[lo:lo + ln] if m else None, [], False)
+            v = yield from st.step(data[lo:lo + ln] if m else None, [], False, WAKE_ALL)
         else:
-            v = yield from st.step(None, [w], m > 0)
+            v = yield from st.step(None, [w], m > 0, WAKE_NONE)
             a, b = max(lo, off), min(lo + ln, off + size)
             if a < b:
                 dst[a - off:b - off] = st.data[w][a - lo:b - lo]

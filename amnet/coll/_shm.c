@@ -15,6 +15,8 @@
  *   DDIG   the digest of the call that data belongs to
  *   DONE   the last step the owner has finished reading (on a cache line of its own: the
  *          writers of data wait on it)
+ *   WANT   1 while the owner may sleep waiting for the others' DONE (a DONE wakes the
+ *          members only then)
  *   CALLS  a ring of the owner's last RING calls: (sequence number + 1, digest) each, written
  *          as it enters a call (the first word zeroed while the second changes); a member
  *          that completes a call compares the others' entries for it with its own, so a
@@ -42,6 +44,7 @@
 #define W_DSTEP 3
 #define W_DDIG 4
 #define W_DONE 8
+#define W_WANT 9
 #define W_CALLS 16
 #define RING 16
 #define HDR_BYTES ((W_CALLS + 2 * RING) * 8)  /* the header's words end here */
@@ -58,7 +61,8 @@ typedef struct {
     int P, me;
     Py_buffer *bufs;
     int64_t **w;           /* each member's header words */
-    PyObject *waker;       /* called after every publication (None: nobody sleeps) */
+    PyObject *waker;       /* wakes every other member that sleeps (None: nobody can) */
+    PyObject **wakers;     /* wakers[j] wakes member j only (NULL: none given) */
     int64_t last;          /* the step whose data my data area holds (owner only) */
     int64_t end;           /* the end of my last call on the area: its DONE (owner only) */
     Py_ssize_t data_at;    /* where a slot's data area starts */
@@ -79,6 +83,12 @@ Area_dealloc(AreaObject *a)
     }
     PyMem_Free(a->w);
     Py_XDECREF(a->waker);
+    if (a->wakers != NULL) {
+        for (int i = 0; i < a->P; i++) {
+            Py_XDECREF(a->wakers[i]);
+        }
+        PyMem_Free(a->wakers);
+    }
     Py_TYPE(a)->tp_free((PyObject *)a);
 }
 
@@ -89,10 +99,10 @@ Area_dealloc(AreaObject *a)
 static PyObject *
 Area_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
-    PyObject *slots, *waker;
+    PyObject *slots, *waker, *wakers = Py_None;
     int me;
     Py_ssize_t data_at;
-    if (!PyArg_ParseTuple(args, "OiOn", &slots, &me, &waker, &data_at)) {
+    if (!PyArg_ParseTuple(args, "OiOn|O", &slots, &me, &waker, &data_at, &wakers)) {
         return NULL;
     }
     PyObject *seq = PySequence_Fast(slots, "Area: slots must be a sequence of buffers");
@@ -140,21 +150,58 @@ Area_new(PyTypeObject *type, PyObject *args, PyObject *kw)
         a->w[i] = (int64_t *)a->bufs[i].buf;
     }
     Py_DECREF(seq);
+    if (wakers != Py_None) {
+        if (!PyTuple_Check(wakers) || PyTuple_GET_SIZE(wakers) != P) {
+            Py_DECREF(a);
+            PyErr_SetString(PyExc_ValueError, "Area: wakers must be a tuple, one per member");
+            return NULL;
+        }
+        a->wakers = PyMem_Calloc(P, sizeof(PyObject *));
+        if (a->wakers == NULL) {
+            Py_DECREF(a);
+            return PyErr_NoMemory();
+        }
+        for (Py_ssize_t i = 0; i < P; i++) {
+            a->wakers[i] = Py_NewRef(PyTuple_GET_ITEM(wakers, i));
+        }
+    }
     return (PyObject *)a;
 }
 
 static int
-wake(AreaObject *a)
+call_waker(PyObject *w)
 {
-    if (a->waker == Py_None) {
+    if (w == NULL || w == Py_None) {
         return 0;
     }
-    PyObject *r = PyObject_CallNoArgs(a->waker);
+    PyObject *r = PyObject_CallNoArgs(w);
     if (r == NULL) {
         return -1;
     }
     Py_DECREF(r);
     return 0;
+}
+
+static int
+wake(AreaObject *a)
+{
+    return call_waker(a->waker);
+}
+
+enum { WAKE_ALL = -1, WAKE_NONE = -2 };
+
+/* Wake who may wait for my publication: WAKE_ALL, WAKE_NONE, or member j (every other
+ * member when no per-member wakers were given). */
+static int
+wake_who(AreaObject *a, int who)
+{
+    if (who == WAKE_NONE) {
+        return 0;
+    }
+    if (who >= 0 && who < a->P && a->wakers != NULL) {
+        return call_waker(a->wakers[who]);
+    }
+    return wake(a);
 }
 
 static int
@@ -169,7 +216,7 @@ as_i64(PyObject *o, int64_t *out)
 }
 
 static int
-publish(AreaObject *a, int64_t step, int64_t dig, int data)
+publish(AreaObject *a, int64_t step, int64_t dig, int data, int who)
 {
     int64_t *w = a->w[a->me];
     int64_t ver = w[W_PVER];
@@ -183,23 +230,27 @@ publish(AreaObject *a, int64_t step, int64_t dig, int data)
     }
     st_rel(&w[W_PVER], ver + 2);
     __atomic_thread_fence(__ATOMIC_SEQ_CST);  /* before the waker looks who sleeps */
-    return wake(a);
+    return wake_who(a, who);
 }
 
-/* publish(step, digest, data): enter ``step`` of the call with ``digest``; ``data``: my
- * data area holds the step's data (written before this call). Wakes the sleepers. */
+/* publish(step, digest, data, wake=-1): enter ``step`` of the call with ``digest``;
+ * ``data``: my data area holds the step's data (written before this call). ``wake``: who
+ * may wait for it: -1 every other member, -2 nobody, j member j. */
 static PyObject *
 Area_publish(AreaObject *a, PyObject *const *args, Py_ssize_t nargs)
 {
     int64_t step, dig;
-    if (nargs != 3 || as_i64(args[0], &step) < 0 || as_i64(args[1], &dig) < 0) {
+    long who = WAKE_ALL;
+    if ((nargs != 3 && nargs != 4) || as_i64(args[0], &step) < 0
+            || as_i64(args[1], &dig) < 0
+            || (nargs == 4 && (who = PyLong_AsLong(args[3])) == -1 && PyErr_Occurred())) {
         if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_TypeError, "publish(step, digest, data)");
+            PyErr_SetString(PyExc_TypeError, "publish(step, digest, data, wake=-1)");
         }
         return NULL;
     }
     int data = PyObject_IsTrue(args[2]);
-    if (data < 0 || publish(a, step, dig, data) < 0) {
+    if (data < 0 || publish(a, step, dig, data, (int)who) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;
@@ -274,8 +325,13 @@ finish(AreaObject *a, int64_t step)
         return 0;
     }
     st_rel(p, step);
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    return wake(a);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);  /* DONE, then the look at who wants it */
+    for (int j = 0; j < a->P; j++) {
+        if (j != a->me && ld_acq(&a->w[j][W_WANT])) {
+            return wake(a);
+        }
+    }
+    return 0;
 }
 
 /* finish(step): I have read what I needed of ``step`` (and of every step before it). */
@@ -343,6 +399,9 @@ look(AreaObject *a, int j, int kind, int64_t step, int64_t dig)
     return ps >= step ? -1 : 0;  /* it entered my step without data for it */
 }
 
+static int ready_all(AreaObject *a, int kind, int64_t step, int64_t dig, const int *who, int n,
+                     int *bad);
+
 /* -- Cond: a wait's condition ------------------------------------------------------------ */
 
 typedef struct {
@@ -368,6 +427,20 @@ Cond_call(CondObject *c, PyObject *args, PyObject *kw)
 {
     if (c->bad >= 0) {
         Py_RETURN_TRUE;
+    }
+    if (c->kind == K_DRAINED) {
+        /* (a wait that may sleep calls it: say so, then look; a DONE after the look sees
+         * WANT and wakes us) */
+        int64_t *want = &c->area->w[c->area->me][W_WANT];
+        int ready = ready_all(c->area, K_DRAINED, c->step, 0, c->who, c->n, &c->bad);
+        if (!ready) {
+            __atomic_store_n(want, 1, __ATOMIC_SEQ_CST);
+            ready = ready_all(c->area, K_DRAINED, c->step, 0, c->who, c->n, &c->bad);
+        }
+        if (ready) {
+            __atomic_store_n(want, 0, __ATOMIC_RELAXED);
+        }
+        return PyBool_FromLong(ready);
     }
     for (int i = 0; i < c->n; i++) {
         int j = c->who[i];
@@ -710,7 +783,10 @@ small_call(AreaObject *a, Small *c, int64_t seq, int64_t dig, PyObject *wait,
             a->last = v;
         }
     }
-    if (r == 1 && publish(a, v, dig, writer) < 0) {
+    /* who reads it: a broadcast's root's data, every member's in the others; nobody waits
+     * for a broadcast's other members (a mismatch is found by the check's timeout) */
+    int who_wakes = what == F_BROADCAST && me != root ? WAKE_NONE : WAKE_ALL;
+    if (r == 1 && publish(a, v, dig, writer, who_wakes) < 0) {
         r = -1;
     }
     if (r == 1) {
