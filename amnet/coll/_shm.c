@@ -538,38 +538,38 @@ enum { R_ADD, R_MULT, R_AND, R_OR, R_XOR, R_MIN, R_MAX, N_ROPS };
 #define RTYPES "bhilqBHILQfd"
 
 #define FOLD_INT(T) do { \
-    T *o = (T *)out; const T *x = (const T *)in; \
+    T *o = (T *)out; const T *y = (const T *)acc, *x = (const T *)in; \
     switch (op) { \
-    case R_ADD: for (Py_ssize_t i = 0; i < n; i++) o[i] = (T)(o[i] + x[i]); break; \
-    case R_MULT: for (Py_ssize_t i = 0; i < n; i++) o[i] = (T)(o[i] * x[i]); break; \
-    case R_AND: for (Py_ssize_t i = 0; i < n; i++) o[i] = (T)(o[i] & x[i]); break; \
-    case R_OR: for (Py_ssize_t i = 0; i < n; i++) o[i] = (T)(o[i] | x[i]); break; \
-    case R_XOR: for (Py_ssize_t i = 0; i < n; i++) o[i] = (T)(o[i] ^ x[i]); break; \
-    case R_MIN: for (Py_ssize_t i = 0; i < n; i++) o[i] = x[i] < o[i] ? x[i] : o[i]; break; \
-    default: for (Py_ssize_t i = 0; i < n; i++) o[i] = x[i] > o[i] ? x[i] : o[i]; break; \
+    case R_ADD: for (Py_ssize_t i = 0; i < n; i++) o[i] = (T)(y[i] + x[i]); break; \
+    case R_MULT: for (Py_ssize_t i = 0; i < n; i++) o[i] = (T)(y[i] * x[i]); break; \
+    case R_AND: for (Py_ssize_t i = 0; i < n; i++) o[i] = (T)(y[i] & x[i]); break; \
+    case R_OR: for (Py_ssize_t i = 0; i < n; i++) o[i] = (T)(y[i] | x[i]); break; \
+    case R_XOR: for (Py_ssize_t i = 0; i < n; i++) o[i] = (T)(y[i] ^ x[i]); break; \
+    case R_MIN: for (Py_ssize_t i = 0; i < n; i++) o[i] = x[i] < y[i] ? x[i] : y[i]; break; \
+    default: for (Py_ssize_t i = 0; i < n; i++) o[i] = x[i] > y[i] ? x[i] : y[i]; break; \
     } } while (0)
 
 /* numpy's minimum/maximum: a NaN wins (the first one) */
 #define FOLD_FLOAT(T) do { \
-    T *o = (T *)out; const T *x = (const T *)in; \
+    T *o = (T *)out; const T *y = (const T *)acc, *x = (const T *)in; \
     switch (op) { \
-    case R_ADD: for (Py_ssize_t i = 0; i < n; i++) o[i] = o[i] + x[i]; break; \
-    case R_MULT: for (Py_ssize_t i = 0; i < n; i++) o[i] = o[i] * x[i]; break; \
+    case R_ADD: for (Py_ssize_t i = 0; i < n; i++) o[i] = y[i] + x[i]; break; \
+    case R_MULT: for (Py_ssize_t i = 0; i < n; i++) o[i] = y[i] * x[i]; break; \
     case R_MIN: \
         for (Py_ssize_t i = 0; i < n; i++) { \
-            o[i] = isnan(o[i]) ? o[i] : isnan(x[i]) ? x[i] : x[i] < o[i] ? x[i] : o[i]; \
+            o[i] = isnan(y[i]) ? y[i] : isnan(x[i]) ? x[i] : x[i] < y[i] ? x[i] : y[i]; \
         } \
         break; \
     default: \
         for (Py_ssize_t i = 0; i < n; i++) { \
-            o[i] = isnan(o[i]) ? o[i] : isnan(x[i]) ? x[i] : x[i] > o[i] ? x[i] : o[i]; \
+            o[i] = isnan(y[i]) ? y[i] : isnan(x[i]) ? x[i] : x[i] > y[i] ? x[i] : y[i]; \
         } \
         break; \
     } } while (0)
 
-/* out = out op in, element by element (n elements of type t) */
+/* out = acc op in, element by element (n elements of type t; acc may be out) */
 static void
-fold_into(char *out, const char *in, Py_ssize_t nbytes, int op, char t)
+fold_into(char *out, const char *acc, const char *in, Py_ssize_t nbytes, int op, char t)
 {
     Py_ssize_t n;
     switch (t) {
@@ -810,11 +810,18 @@ small_call(AreaObject *a, Small *c, int64_t seq, int64_t dig, PyObject *wait,
                            : (const char *)a->bufs[j].buf + a->data_at, n);
                 }
             } else if (r == 1 && what == F_REDUCE_ALL) {
-                /* in member order, as every member does: the same bits everywhere */
-                memcpy(dst, me == 0 ? src : (const char *)a->bufs[0].buf + a->data_at, n);
+                /* in member order, as every member does: the same bits everywhere (the
+                 * first fold reads both operands, not a copy first: a copy between two
+                 * user buffers can be slowed tenfold by their addresses' 4 KiB aliasing) */
+                if (P == 1) {
+                    memcpy(dst, src, n);
+                }
                 for (int j = 1; j < P; j++) {
-                    fold_into(dst, j == me ? src : (const char *)a->bufs[j].buf + a->data_at,
-                              n, c->op, c->t);
+                    const char *part = j == me ? src
+                                       : (const char *)a->bufs[j].buf + a->data_at;
+                    const char *acc = j > 1 ? dst : me == 0 ? src
+                                      : (const char *)a->bufs[0].buf + a->data_at;
+                    fold_into(dst, acc, part, n, c->op, c->t);
                 }
             }
         }
