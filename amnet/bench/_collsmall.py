@@ -70,18 +70,20 @@ def _cases(plan: dict[str, Any]) -> list[tuple[str, int]]:
 
 def _handoff(ep: Any, plan: dict[str, Any]) -> float:
     """Rank-threads 2k and 2k+1 of a process take turns through a shared word, waiting in
-    ``time.sleep(0)`` (which lets the interpreter lock go): seconds per round of both
-    turns."""
+    ``time.sleep(0)`` (which lets the interpreter lock go) where the lock is on, spinning
+    on the word where it is off: seconds per round of both turns."""
     me = ep.rank
     pair = me - me % 2
     other = pair + 1 - me % 2
     turn = _TURN.setdefault(pair, [pair])
+    nap = time.sleep if getattr(sys, "_is_gil_enabled", lambda: True)() else None
     ep.barrier()
     pc = time.perf_counter
     t0 = pc()
     for _ in range(plan["calls"]):
         while turn[0] != me:
-            time.sleep(0)
+            if nap is not None:
+                nap(0)
         turn[0] = other
     dt = (pc() - t0) / plan["calls"]
     ep.barrier()
@@ -172,8 +174,14 @@ def small_table(per: dict, ranks: list[int], topologies: list[str], plan: dict[s
             elif topo == "threads":
                 peer, pname, target = get("amnet", "small", 2), "2 processes", TARGET_THREADS
                 h = per.get((src, P, "handoff/floor/0"), [])
-                floor = [f / m for f, m in zip(h, peer, strict=False) if m]
-                fname = "handoff"
+                # the higher of two floors: the handoff, and the layer's own Python in the
+                # process of the rank-threads (its team of one)
+                fh = [f / m for f, m in zip(h, peer, strict=False) if m]
+                fs = [f / m for f, m in zip(so, peer, strict=False) if m]
+                if fh and fs and median(fs) > median(fh):
+                    floor, fname = fs, "team of one"
+                else:
+                    floor, fname = fh, "handoff"
             else:
                 peer, pname, target = path, "hier_am", TARGET_NODES
                 floor, fname = [], ""
@@ -218,9 +226,12 @@ def small_table(per: dict, ranks: list[int], topologies: list[str], plan: dict[s
                  "hier_am over 2 nodes), in the same job; team of one: the same call on a "
                  "team of one member (the layer's own Python, nothing shared: the floor of "
                  "a call from Python, shown as a ratio to mpi4py); handoff: two rank-threads "
-                 "taking turns through a shared word (time.sleep(0) between looks), a round "
-                 "of both turns, shown as a ratio to the 2 processes' call: with the "
-                 "interpreter lock on, every call of two rank-threads pays it.")
+                 "taking turns through a shared word (time.sleep(0) between looks where the "
+                 "interpreter lock is on, spinning where it is off), a round of both turns, "
+                 "shown as a ratio to the 2 processes' call: with the lock on, every call of "
+                 "two rank-threads pays it. A threads row's floor is the higher of its "
+                 "handoff and its own team of one (the layer's Python in the rank-threads' "
+                 "process) over the 2 processes' call.")
     if ranks and max(ranks) > _cores():
         notes.append(f"{_cores()} usable cores: jobs of more ranks are oversubscribed; a "
                      "waiting rank yields the core between looks at the flags (50 µs), then "
