@@ -10,9 +10,9 @@ from __future__ import annotations
 import colljobs
 import numpy as np
 import pytest
+from amnet.coll._shm import Area
 
 import amnet
-from amnet.coll._shm import Area
 from amnet.pshm import COLL_HDR, COLL_SLOT
 
 
@@ -51,7 +51,7 @@ def test_flags_say_ready_only_for_the_same_call_and_step():
     and digest sees it, a reader with another digest sees a member in another call, a
     reader of a later step waits, until member 0 enters it without data (another call);
     DONE and the ring of calls."""
-    slots, (a0, a1) = _areas(2)
+    _, (a0, a1) = _areas(2)
     wait = a1.cond(1, 5, 7, [0])
     assert not wait() and wait.bad == -1
     a0.publish(5, 7, True)
@@ -79,7 +79,7 @@ def test_run_does_a_whole_small_call_and_waits_through_the_engine():
     """Area.run, what the fast path calls: member 1 (not ready) waits through the wait
     function it is given and says 0 when that gives up; once member 0 has run its part,
     member 1 completes the call, and a reduce_all folds in member order."""
-    slots, (a0, a1) = _areas(2)
+    _, (a0, a1) = _areas(2)
     waits = []
 
     def give_up(cond, timeout):

@@ -27,9 +27,9 @@ from ._algos import Args
 from ._fast import Fast
 from ._msg import Mailbox, Run, Sig, digest
 from ._node import NodeArea, usable
-from ._shmfast import ShmFast
 from ._ops import check_op
 from ._pick import DIRECT_P, default, parse_choice, signature
+from ._shmfast import ShmFast
 from ._table import ALGORITHMS
 
 

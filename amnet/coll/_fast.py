@@ -36,7 +36,6 @@ from ._ops import FUNC, NONCOMM_FUNC, UFUNC, check_op
 from ._pick import DIRECT_MAX, signature
 
 
-
 class Fast:
     """One team's fast path (per rank: a member's own Coll). The bookkeeping of a call --
     beginning it, sending, entering it, waiting for its messages, completing it -- is C

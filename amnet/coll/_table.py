@@ -27,8 +27,8 @@ from ._algos import (
     relocalise,
     scatter_tree,
 )
-from ._node import shm
 from ._hier import barrier_hier, bcast_hier, exchange_hier, gather_all_hier, reduce_all_hier
+from ._node import shm
 
 
 def _am(fn: Callable[..., Gen]) -> Callable[[Any, Args], Gen]:

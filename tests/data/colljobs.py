@@ -491,7 +491,7 @@ def node_area(ep) -> dict:
         out[name] = [T.shares_memory, T.default_algorithm("broadcast"),
                      T.default_algorithm("barrier"), T.default_algorithm("exchange", 8)]
 
-        def ok(cond, *what, name=name):
+        def ok(cond, *what, name=name, me=me):
             assert cond, (name, me, *what)
 
         for n in (8, COLL_DATA + 24):
