@@ -112,6 +112,9 @@ class Team:
         self._local = (NodeArea(coll.port, mates, mates.index(coll.rank), slot)
                        if slot is not None and usable(coll.port, mates) else None)
         self._shm = self._local if n_nodes == 1 else None
+        if self._local is None and slot is not None and slot > 1:
+            coll.free_slots |= 1 << slot  # not used here (no shared memory): free it again
+            slot = None
         self._slot = slot
         self._dead = False
         # small calls on the default algorithm skip the general machinery (see _fast)

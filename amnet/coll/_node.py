@@ -65,7 +65,7 @@ class NodeArea:
     """A team's node area as one member sees it: the C Area over every member's slot, and
     numpy views of their data areas."""
 
-    __slots__ = ("area", "data", "members", "slot")
+    __slots__ = ("area", "data", "later", "members", "slot")
 
     def __init__(self, port: Any, members: list[int], me: int, slot: int) -> None:
         off = slot * COLL_SLOT
@@ -77,6 +77,33 @@ class NodeArea:
         self.data = [s[COLL_HDR:] for s in slots]
         self.slot = slot
         self.members = members
+        # the end of a call closed before its turn, by the end of the call it waited for
+        self.later: dict[int, int] = {}
+
+    def turn(self, prev: int, end: int, me: int) -> Gen:
+        """Wait until my call before this one (ending at ``prev``) has ended. Closed before
+        that (a failed call in flight), this call's end is marked only once that one's is:
+        marking it now would let the next call, and the members writing for the earlier
+        one, run ahead of it."""
+        c = self.area.cond(DRAINED, prev, 0, (me,))
+        if c():
+            return
+        try:
+            yield c
+        except GeneratorExit:
+            if c():
+                self.finish(end)
+            else:
+                self.later[prev] = end
+            raise
+
+    def finish(self, end: int) -> None:
+        """DONE = ``end``, and then the ends of the calls closed while they waited for it."""
+        A = self.area
+        A.finish(end)
+        while self.later and end in self.later:
+            end = self.later.pop(end)
+            A.finish(end)
 
 
 def _chunk(n: int, blocks: int) -> int:
@@ -95,12 +122,11 @@ def shm(ctx: Any, a: Args) -> Gen:
     others = [i for i in range(P) if i != me]
     # my calls on the area go one at a time, in the order they were made: each waits for
     # the end of the one made before it (taken as the call starts, before any wait)
-    prev, A.end = A.end, base + (1 << ROUND_BITS)
+    end = base + (1 << ROUND_BITS)
+    prev, A.end = A.end, end
+    if prev:
+        yield from na.turn(prev, end, me)
     try:
-        if prev:
-            c = A.cond(DRAINED, prev, 0, (me,))
-            if not c():
-                yield c
         A.enter(ctx.seq, dig)
         if w == "barrier":
             A.publish(base + 1, dig, False)
@@ -159,7 +185,7 @@ def shm(ctx: Any, a: Args) -> Gen:
         _agree(ctx, A)
         return None
     finally:
-        A.finish(base + (1 << ROUND_BITS))  # every step of this call, however it ended
+        na.finish(end)  # every step of this call, however it ended
 
 
 def _take(na: NodeArea, a: Args, w: str, me: int, P: int, n: int, r: int, lo: int, ln: int,
@@ -213,10 +239,11 @@ class Steps:
     """One call's node steps on the team's node-local area (``team._local``): local index
     ``me`` of ``P`` (the node's members of the team, in team order)."""
 
-    __slots__ = ("A", "P", "base", "ctx", "data", "k", "me", "others")
+    __slots__ = ("A", "P", "base", "ctx", "data", "k", "me", "na", "others")
 
     def __init__(self, ctx: Any, na: NodeArea) -> None:
         self.ctx = ctx
+        self.na = na
         self.A = na.area
         self.data = na.data
         self.P = len(na.members)
@@ -256,22 +283,17 @@ def node_open(ctx: Any) -> Gen:
     na: NodeArea = ctx.team._local
     A = na.area
     st = Steps(ctx, na)
-    prev, A.end = A.end, st.base + (1 << ROUND_BITS)  # (as shm: the order of the calls)
+    end = st.base + (1 << ROUND_BITS)
+    prev, A.end = A.end, end  # (as shm: the order of the calls)
     if prev:
-        c = A.cond(DRAINED, prev, 0, (st.me,))
-        if not c():
-            try:
-                yield c
-            except GeneratorExit:
-                A.finish(A.end)  # closed while it waited: nobody waits on it
-                raise
+        yield from na.turn(prev, end, st.me)
     A.enter(ctx.seq, ctx.digest)
     return st
 
 
 def node_close(st: Steps, completed: bool) -> None:
     """End the call's node steps (``completed``: compare the ring, as shm's calls do)."""
-    st.A.finish(st.base + (1 << ROUND_BITS))
+    st.na.finish(st.base + (1 << ROUND_BITS))
     if completed:
         _agree(st.ctx, st.A)
 

@@ -435,6 +435,7 @@ Cond_call(CondObject *c, PyObject *args, PyObject *kw)
         int ready = ready_all(c->area, K_DRAINED, c->step, 0, c->who, c->n, &c->bad);
         if (!ready) {
             __atomic_store_n(want, 1, __ATOMIC_SEQ_CST);
+            __atomic_thread_fence(__ATOMIC_SEQ_CST);  /* WANT, then DONE (finish's mirror) */
             ready = ready_all(c->area, K_DRAINED, c->step, 0, c->who, c->n, &c->bad);
         }
         if (ready) {
@@ -804,23 +805,22 @@ small_call(AreaObject *a, Small *c, int64_t seq, int64_t dig, PyObject *wait,
         } else {
             r = await_cond(a, what == F_BARRIER ? K_ARRIVED : K_DATA, v, dig, who, nw, wait,
                            timeout);
+            /* my own block from my data area's copy: dst may be src (in place) */
             if (r == 1 && what == F_GATHER_ALL) {
                 for (int j = 0; j < P; j++) {
-                    memcpy(dst + j * n, j == me ? src
-                           : (const char *)a->bufs[j].buf + a->data_at, n);
+                    memmove(dst + j * n, (const char *)a->bufs[j].buf + a->data_at, n);
                 }
             } else if (r == 1 && what == F_REDUCE_ALL) {
-                /* in member order, as every member does: the same bits everywhere (the
-                 * first fold reads both operands, not a copy first: a copy between two
-                 * user buffers can be slowed tenfold by their addresses' 4 KiB aliasing) */
-                if (P == 1) {
+                /* in member order, as every member does: the same bits everywhere; every
+                 * operand from the data areas (mine too: dst may be src), the first fold
+                 * reading both, not a copy first (a copy between two user buffers can be
+                 * slowed tenfold by their addresses' 4 KiB aliasing) */
+                if (P == 1 && dst != src) {
                     memcpy(dst, src, n);
                 }
                 for (int j = 1; j < P; j++) {
-                    const char *part = j == me ? src
-                                       : (const char *)a->bufs[j].buf + a->data_at;
-                    const char *acc = j > 1 ? dst : me == 0 ? src
-                                      : (const char *)a->bufs[0].buf + a->data_at;
+                    const char *part = (const char *)a->bufs[j].buf + a->data_at;
+                    const char *acc = j > 1 ? dst : (const char *)a->bufs[0].buf + a->data_at;
                     fold_into(dst, acc, part, n, c->op, c->t);
                 }
             }
@@ -828,6 +828,14 @@ small_call(AreaObject *a, Small *c, int64_t seq, int64_t dig, PyObject *wait,
     }
     if (who != who_s) {
         PyMem_Free(who);
+    }
+    if (r == -1) {  /* an error in a wait (the job ends, a signal): I read no more of it */
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        if (finish(a, end) < 0) {
+            PyErr_Clear();
+        }
+        PyErr_Restore(et, ev, tb);
     }
     if (r != 1) {
         return r;

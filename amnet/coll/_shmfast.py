@@ -39,12 +39,13 @@ class ShmFast(Fast):
     """One team's fast path on the node area (per rank). As :class:`Fast`: each collective
     returns True when done, False (nothing done) when it is not the common case."""
 
-    __slots__ = ("area", "start", "timeout", "wait")
+    __slots__ = ("area", "na", "start", "timeout", "wait")
     alg = "shm"
 
     def __init__(self, coll: Any, team: Any) -> None:
         super().__init__(coll, team)
-        self.area = team._shm.area
+        self.na = team._shm
+        self.area = self.na.area
         self.start = self.core.start
         self.wait = coll.port.wait_until
         self.timeout = float(coll.check_after)
@@ -125,7 +126,7 @@ class ShmFast(Fast):
                     return self._end()
             if tid not in box.failed:  # in another call: its verdict is on the way
                 port.wait_until(lambda: tid in box.failed)
-        self.area.finish((call[1] + 1) << ROUND_BITS)  # nobody waits on this call now
+        self.na.finish((call[1] + 1) << ROUND_BITS)  # nobody waits on this call now
         self._end()
         raise AMNetError(f"amnet.coll: call #{call[1]} on {self.team} failed")  # not reached
 

@@ -231,7 +231,7 @@ hot_wake_ranks(HotObject *h, PyObject *ranks)
         return -1;
     }
     __atomic_thread_fence(__ATOMIC_SEQ_CST);  /* the caller's store, then the sleep flags */
-    int myproc = h->first / h->T;
+    int myproc = h->first / h->T, mine = 0;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(ranks); i++) {
         long r = PyLong_AsLong(PyTuple_GET_ITEM(ranks, i));
         if (r < 0 || r >= h->size) {
@@ -242,6 +242,7 @@ hot_wake_ranks(HotObject *h, PyObject *ranks)
         }
         int proc = (int)(r / h->T);
         if (proc == myproc) {
+            mine = 1;
             if (nudge(h, 1, (int)(r - h->first)) < 0) {
                 return -1;
             }
@@ -252,7 +253,9 @@ hot_wake_ranks(HotObject *h, PyObject *ranks)
             }
         }
     }
-    return 0;
+    /* a rank-thread of this process waiting on the drainer (not asleep itself) re-checks
+     * its condition only when woken: nudge wakes them only while the drainer sleeps */
+    return mine ? wake_waiters(h) : 0;
 }
 
 /* Queue one message to node-local process index s, waiting (polling) while the queue is

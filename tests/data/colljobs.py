@@ -536,6 +536,14 @@ def node_area(ep) -> dict:
             ok(np.array_equal(d, want) if T.shares_memory else np.allclose(d, want),
                "reduce_all add", n)
             T.barrier()
+        # in place (the source is the destination, or a block of it)
+        x = np.arange(4, dtype=np.int64) + me
+        T.reduce_all(x, x, ADD)
+        ok(np.array_equal(x, sum(np.arange(4) + i for i in range(P))), "reduce_all in place")
+        y = np.zeros(P, np.int64)
+        y[me] = 3 * me + 1
+        T.gather_all(y, y[me:me + 1])
+        ok(np.array_equal(y, 3 * np.arange(P) + 1), "gather_all in place")
         # four calls in flight on the area, completed in reverse order
         a = np.zeros(4, np.int64)
         g = np.zeros(P, np.int64)
