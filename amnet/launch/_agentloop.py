@@ -129,8 +129,10 @@ class AgentLoop:
         self._remove_shared_objects()
         for out in outs:
             await out.drained()
-        # what we reported still gets out, unless nobody is left to read it
-        self.sock.close(linger_ms=0 if self.launcher_gone else 3000)
+        # what we reported still gets out; when our pipe from the launcher closed, it may
+        # be gone, or alive with our hello and last words still queued (the connection's
+        # handshake not done: a spawn command that ended at once), so they get a second
+        self.sock.close(linger_ms=1000 if self.launcher_gone else 3000)
         ctx.term()
         return 0
 
