@@ -45,9 +45,6 @@ from ._shm import HDR, ROUND_BITS, Area
 ARRIVED, DATA_IN, DRAINED = 0, 1, 2  # what a wait's condition looks for (Area.cond)
 WAKE_ALL, WAKE_NONE = -1, -2  # whom a publication wakes (Area.publish; j >= 0: member j)
 _NEVER = -(1 << 40)  # a tag no message has: a mismatched call waits for its verdict on it
-#: the collectives the node area carries
-COLLECTIVES = ("barrier", "broadcast", "scatter", "gather", "gather_all", "exchange",
-               "reduce", "reduce_all")
 if HDR > COLL_HDR:  # the C header's words must fit the layout's header
     raise ImportError(f"amnet.coll._shm's header ({HDR} bytes) exceeds COLL_HDR ({COLL_HDR})")
 
@@ -113,7 +110,8 @@ def _chunk(n: int, blocks: int) -> int:
 
 
 def shm(ctx: Any, a: Args) -> Gen:
-    """Any of COLLECTIVES on the team's node area (see the module)."""
+    """Any collective the table gives ``shm`` (amnet.coll._table) on the team's node area
+    (see the module)."""
     na: NodeArea = ctx.team._shm
     A = na.area
     me, P, n, w, r = ctx.index, ctx.size, a.nbytes, a.what, a.root
@@ -341,5 +339,5 @@ def _mismatch(ctx: Any) -> Gen:
     yield ctx.recv(ctx.index, _NEVER)
 
 
-__all__ = ["COLLECTIVES", "NodeArea", "Steps", "node_close", "node_down", "node_open",
+__all__ = ["NodeArea", "Steps", "node_close", "node_down", "node_open",
            "node_up", "shm", "usable"]

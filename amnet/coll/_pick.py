@@ -14,7 +14,6 @@ import numpy as np
 
 from ._algos import Args
 from ._msg import Sig
-from ._node import COLLECTIVES as SHM
 from ._ops import NAMES, NONCOMM_FUNC
 from ._table import ALGORITHMS
 
@@ -27,7 +26,6 @@ HIER_EXCHANGE = 4096  # exchange across nodes: blocks up to this go through node
 DIRECT_P = 4
 DIRECT_MAX = 512
 DIRECT = ("broadcast", "gather_all", "reduce_all", "barrier")
-_HIER_AM = ("broadcast", "gather_all", "exchange", "reduce_all", "barrier")
 
 
 def parse_choice(text: str) -> dict[str, str]:
@@ -85,9 +83,10 @@ def default(team: Any, a: Args, node_area: bool = True) -> str:
     P = team.size
     multi = team.multi
     w = a.what
-    if node_area and team._shm is not None and w in SHM:  # members share memory: node area
+    algs = ALGORITHMS[w]  # (the table says which collectives shm and hier_am carry)
+    if node_area and team._shm is not None and "shm" in algs:  # members share memory
         return "shm"
-    if not node_area and multi and w in _HIER_AM and (
+    if not node_area and multi and "hier_am" in algs and (
             w != "exchange" or a.nbytes <= HIER_EXCHANGE) and (
             w != "reduce_all" or a.op != NONCOMM_FUNC):
         return "hier_am"
