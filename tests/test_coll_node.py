@@ -39,11 +39,11 @@ def test_node_area_collectives_in_every_topology(topo, world, node, split):
         assert got[0]["world"][1:3] == ["hier", "hier"]
 
 
-def _areas(P: int) -> tuple[list, list]:
+def _areas(P: int, spin: bool = True) -> tuple[list, list]:
     buf = np.zeros(P * COLL_SLOT + 64, np.uint8)
     skip = -buf.ctypes.data % 64
     slots = [buf[skip + i * COLL_SLOT:skip + (i + 1) * COLL_SLOT] for i in range(P)]
-    return slots, [Area(slots, i, None, COLL_HDR) for i in range(P)]
+    return slots, [Area(slots, i, None, COLL_HDR, spin=spin) for i in range(P)]
 
 
 def test_flags_say_ready_only_for_the_same_call_and_step():
@@ -75,11 +75,14 @@ def test_flags_say_ready_only_for_the_same_call_and_step():
     assert a1.agree(3, 11) == -1 and a1.agree(3, 12) == 0 and a1.agree(4, 12) == -1
 
 
-def test_run_does_a_whole_small_call_and_waits_through_the_engine():
+@pytest.mark.parametrize("spin", [True, False], ids=["spin", "yield-at-once"])
+def test_run_does_a_whole_small_call_and_waits_through_the_engine(spin):
     """Area.run, what the fast path calls: member 1 (not ready) waits through the wait
     function it is given and says 0 when that gives up; once member 0 has run its part,
-    member 1 completes the call, and a reduce_all folds in member order."""
-    _, (a0, a1) = _areas(2)
+    member 1 completes the call, and a reduce_all folds in member order. Without the spin
+    (ranks outnumber cores) the same."""
+    _, (a0, a1) = _areas(2, spin)
+    assert a0.spins is spin and a1.spins is spin
     waits = []
 
     def give_up(cond, timeout):

@@ -69,8 +69,9 @@ class NodeArea:
         slots = [port.node_area(r)[off:off + COLL_SLOT] for r in members]
         others = [r for i, r in enumerate(members) if i != me]
         wakers = tuple(None if i == me else port.node_waker([r]) for i, r in enumerate(members))
+        # ranks that outnumber their cores (the engine blocks at once) yield without spinning
         self.area = Area(slots, me, port.node_waker(others) if others else None, COLL_HDR,
-                         wakers)
+                         wakers, spin=port.endpoint.wait_mode != "block")
         self.data = [s[COLL_HDR:] for s in slots]
         self.slot = slot
         self.members = members

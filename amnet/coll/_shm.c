@@ -53,6 +53,17 @@
 #endif
 #define ROUND_BITS 20
 
+/* Before the engine's wait (which serves AMs, and blocks on the doorbell where the job's
+ * wait policy says so), a waiter looks at the flags without the interpreter lock: SPIN
+ * times back to back, then giving the core away (sched_yield) between looks for up to
+ * YIELD_S seconds -- where ranks outnumber cores, the member it waits for may need that
+ * core to get there, and a yield costs far less than a sleep and a doorbell. Where ranks
+ * outnumber cores (the engine blocks at once: wait_mode "block") the looks are left out (an
+ * Area made with spin=False): a PAUSE takes tens of cycles, and SPIN of them are
+ * microseconds of a core that the member waited for could have had. */
+#define SPIN 256
+#define YIELD_S 50e-6
+
 #define ld_acq(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define st_rel(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
 
@@ -66,6 +77,7 @@ typedef struct {
     int64_t last;          /* the step whose data my data area holds (owner only) */
     int64_t end;           /* the end of my last call on the area: its DONE (owner only) */
     Py_ssize_t data_at;    /* where a slot's data area starts */
+    int spin;              /* looks before a waiter gives its core away (SPIN, or 0) */
 } AreaObject;
 
 static PyTypeObject Area_Type, Cond_Type;
@@ -92,17 +104,22 @@ Area_dealloc(AreaObject *a)
     Py_TYPE(a)->tp_free((PyObject *)a);
 }
 
-/* Area(slots, me, waker, data_at): slots: a sequence of writable buffers, member i's slot at
- * i (64-byte aligned); data_at: where a slot's data area starts (at least HDR); me: my
- * index; waker: a callable run after every publication and DONE (it wakes members that
- * sleep), or None. */
+/* Area(slots, me, waker, data_at, wakers=None, spin=True): slots: a sequence of writable
+ * buffers, member i's slot at i (64-byte aligned); data_at: where a slot's data area starts
+ * (at least HDR); me: my index; waker: a callable run after every publication and DONE (it
+ * wakes members that sleep), or None; wakers: one such callable per member (None at mine);
+ * spin: a waiter looks SPIN times before it gives its core away (False: it yields at once,
+ * for ranks that outnumber their cores, where those looks are a core's time the member
+ * waited for could have had). */
 static PyObject *
 Area_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
+    static char *kwlist[] = {"slots", "me", "waker", "data_at", "wakers", "spin", NULL};
     PyObject *slots, *waker, *wakers = Py_None;
-    int me;
+    int me, spin = 1;
     Py_ssize_t data_at;
-    if (!PyArg_ParseTuple(args, "OiOn|O", &slots, &me, &waker, &data_at, &wakers)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OiOn|Op", kwlist, &slots, &me, &waker,
+                                     &data_at, &wakers, &spin)) {
         return NULL;
     }
     PyObject *seq = PySequence_Fast(slots, "Area: slots must be a sequence of buffers");
@@ -123,6 +140,7 @@ Area_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     a->P = (int)P;
     a->me = me;
     a->data_at = data_at;
+    a->spin = spin ? SPIN : 0;
     a->bufs = PyMem_Calloc(P, sizeof(Py_buffer));
     a->w = PyMem_Calloc(P, sizeof(int64_t *));
     a->waker = Py_NewRef(waker);
@@ -603,14 +621,6 @@ ready_all(AreaObject *a, int kind, int64_t step, int64_t dig, const int *who, in
     return 1;
 }
 
-/* Before the engine's wait (which serves AMs, and blocks on the doorbell where the job's
- * wait policy says so), a waiter looks at the flags without the interpreter lock: SPIN
- * times back to back, then giving the core away (sched_yield) between looks for up to
- * YIELD_S seconds -- where ranks outnumber cores, the member it waits for may need that
- * core to get there, and a yield costs far less than a sleep and a doorbell. */
-#define SPIN 256
-#define YIELD_S 50e-6
-
 static double
 now_s(void)
 {
@@ -628,7 +638,7 @@ await_cond(AreaObject *a, int kind, int64_t step, int64_t dig, const int *who, i
     int bad = -1, ok = ready_all(a, kind, step, dig, who, n, &bad);
     if (!ok) {
         Py_BEGIN_ALLOW_THREADS
-        for (int k = 0; k < SPIN && !ok; k++) {
+        for (int k = 0; k < a->spin && !ok; k++) {
 #if defined(__x86_64__) || defined(__i386__)
             __builtin_ia32_pause();
 #endif
@@ -946,7 +956,16 @@ Area_set_i64(AreaObject *a, PyObject *v, void *which)
     return 0;
 }
 
+static PyObject *
+Area_get_spins(AreaObject *a, void *unused)
+{
+    return PyBool_FromLong(a->spin > 0);
+}
+
 static PyGetSetDef Area_getset[] = {
+    {"spins", (getter)Area_get_spins, NULL,
+     "whether a waiter looks SPIN times before it yields (False: ranks outnumber cores)",
+     NULL},
     {"last", (getter)Area_get_i64, (setter)Area_set_i64,
      "the step whose data my data area holds (my next write waits until it is read)", NULL},
     {"end", (getter)Area_get_i64, (setter)Area_set_i64,

@@ -490,6 +490,8 @@ def node_area(ep) -> dict:
         P, me = T.size, T.index
         out[name] = [T.shares_memory, T.default_algorithm("broadcast"),
                      T.default_algorithm("barrier"), T.default_algorithm("exchange", 8)]
+        if T._local is not None:  # its waits spin first only where ranks have cores to spare
+            assert T._local.area.spins is (ep.wait_mode != "block"), (name, ep.wait_mode)
 
         def ok(cond, *what, name=name, me=me):
             assert cond, (name, me, *what)
