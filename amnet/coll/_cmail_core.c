@@ -187,8 +187,21 @@ follow(Core *c, long code, PyObject *call)
     return 0;
 }
 
+/* (tid, seq), a call's name (Py_BuildValue parses its format at every call) */
+static PyObject *
+call_of(PyObject *tid, long seq)
+{
+    PyObject *s = PyLong_FromLong(seq);
+    if (s == NULL) {
+        return NULL;
+    }
+    PyObject *t = PyTuple_Pack(2, tid, s);
+    Py_DECREF(s);
+    return t;
+}
+
 /* the history: this call's description in, the one KEEP calls back out; 4 when it needs
- * pruning (more than box.prune_at descriptions), -1 on error */
+ * pruning (more than box.prune_at descriptions, which is never below 2 KEEP), -1 on error */
 static int
 note_history(Core *c, PyObject *tid, long seq, PyObject *key, PyObject *sig)
 {
@@ -196,7 +209,7 @@ note_history(Core *c, PyObject *tid, long seq, PyObject *key, PyObject *sig)
         return -1;
     }
     if (seq >= c->keep) {  /* (a look first: a KeyError costs more than the rest) */
-        PyObject *old = Py_BuildValue("(Ol)", tid, seq - c->keep);
+        PyObject *old = call_of(tid, seq - c->keep);
         if (old == NULL) {
             return -1;
         }
@@ -206,6 +219,9 @@ note_history(Core *c, PyObject *tid, long seq, PyObject *key, PyObject *sig)
         if (rc < 0) {
             return -1;
         }
+    }
+    if (PyDict_GET_SIZE(c->history) <= 2 * c->keep) {  /* (no look at prune_at needed) */
+        return 0;
     }
     PyObject *at = attr(c->box, "prune_at");
     if (at == NULL) {
@@ -240,7 +256,7 @@ Core_start(Core *c, PyObject *const *argv, Py_ssize_t nargs)
     if (seq == -1 && PyErr_Occurred()) {
         return NULL;
     }
-    PyObject *call = Py_BuildValue("(Ol)", c->tid, seq);
+    PyObject *call = call_of(c->tid, seq);
     if (call == NULL) {
         return NULL;
     }

@@ -282,7 +282,8 @@ class Mailbox:
         h = self.history  # in place: the C core (amnet.coll._cmail) holds this dict too
         for c in [c for c in h if c[1] < nxt.get(c[0], 0) - KEEP]:
             h.pop(c, None)
-        self.prune_at = 2 * max(KEEP, len(self.history))  # many teams: not at every call
+        # many teams: not at every call (never below 2 KEEP: Core.start looks only past it)
+        self.prune_at = 2 * max(KEEP, len(self.history))
 
     # -- the check --------------------------------------------------------------------------
     def _answered(self, call: tuple[int, int]) -> None:

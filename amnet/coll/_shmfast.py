@@ -89,7 +89,7 @@ class ShmFast(Fast):
         r = self.area.call(what, WHAT[key[0]], self.start, key, root, src, dst, red,
                            self.wait, self.timeout)
         if r == 1:
-            return self._end()
+            return True if not self.box.failed else self._end()  # (_end's look, inline)
         if r == -4:  # the first call of its kind: describe it, then again
             if self._start(key, None, False, True, describe_only=True) is None:
                 return False
