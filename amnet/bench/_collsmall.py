@@ -17,7 +17,9 @@ Three topologies: ``node`` (``--small-ranks`` processes of one node, beside mpi4
 repetition; its floor is the *handoff*: two rank-threads taking turns, the least a call that
 both must run Python for costs, with the interpreter lock on one handoff each way) and
 ``2nodes`` (2 nodes of 2 processes: ``hier`` with its node steps on the node area beside
-``hier_am``, the same with AMs).
+``hier_am``, the same with AMs; the two take turns round by round, ``plan["paired"]``, as
+their peer is in the same job: this machine's speed drifts by more than the node step
+weighs in a call over the conduit).
 """
 
 from __future__ import annotations
@@ -45,19 +47,24 @@ MPI_SMALL = {"broadcast": "Bcast", "reduce_all": "Allreduce", "gather_all": "All
 _TURN: dict[int, list[int]] = {}  # the handoff floor's turn, by pair of rank-threads
 
 
-def _rounds(call: Callable[[], Any], sync: Callable[[], Any], plan: dict[str, Any]) -> float:
-    """Mean seconds of ``call`` over the timed rounds (a ``sync`` before each, untimed)."""
+def _rounds(calls: list[Callable[[], Any]], sync: Callable[[], Any],
+            plan: dict[str, Any]) -> list[float]:
+    """Mean seconds of each of ``calls`` over the timed rounds: a round is a ``sync``
+    (untimed) and the call, for each call in turn, so that calls compared in one list see
+    the same drift of the machine's speed (one call: OSU's loop)."""
     pc = time.perf_counter
     sync()
-    for _ in range(plan["warmup"]):
-        call()
-    total = 0.0
+    for call in calls:
+        for _ in range(plan["warmup"]):
+            call()
+    total = [0.0] * len(calls)
     for _ in range(plan["calls"]):
-        sync()
-        t0 = pc()
-        call()
-        total += pc() - t0
-    return total / plan["calls"]
+        for i, call in enumerate(calls):
+            sync()
+            t0 = pc()
+            call()
+            total[i] += pc() - t0
+    return [t / plan["calls"] for t in total]
 
 
 def _cases(plan: dict[str, Any]) -> list[tuple[str, int]]:
@@ -108,9 +115,14 @@ def small_job(ep: Any, plan: dict[str, Any]) -> dict[str, float]:
     out: dict[str, float] = {}
     for what, n in _cases(plan):
         am = team.default_algorithm(what, n, node_area=False)
-        out[f"{what}/solo/{n}"] = _rounds(call(alone, what, None, n), team.barrier, plan)
-        out[f"{what}/amnet/{n}"] = _rounds(call(team, what, None, n), team.barrier, plan)
-        out[f"{what}/am/{n}"] = _rounds(call(team, what, am, n), team.barrier, plan)
+        mine, theirs = call(team, what, None, n), call(team, what, am, n)
+        out[f"{what}/solo/{n}"], = _rounds([call(alone, what, None, n)], team.barrier, plan)
+        if plan.get("paired"):  # the AM path is the peer: round by round, the same drift
+            out[f"{what}/amnet/{n}"], out[f"{what}/am/{n}"] = _rounds(
+                [mine, theirs], team.barrier, plan)
+        else:  # the peer is mpi4py's OSU loop: the same loop
+            out[f"{what}/amnet/{n}"], = _rounds([mine], team.barrier, plan)
+            out[f"{what}/am/{n}"], = _rounds([theirs], team.barrier, plan)
     if ep.threads_per_proc > 1:
         out["handoff/floor/0"] = _handoff(ep, plan)
     return out
@@ -131,7 +143,7 @@ def mpi_small_job(plan: dict[str, Any]) -> dict[str, float] | None:
                 "reduce_all": lambda s=s8, d=d8: comm.Allreduce(s, d, op=MPI.SUM),
                 "gather_all": lambda s=src, d=dst: comm.Allgather(s, d),
                 "barrier": comm.Barrier}[what]
-        mine[f"{what}/mpi4py/{n}"] = _rounds(call, comm.Barrier, plan)
+        mine[f"{what}/mpi4py/{n}"], = _rounds([call], comm.Barrier, plan)
     every = comm.gather(mine, root=0)
     if rank:
         return None
@@ -220,7 +232,8 @@ def small_table(per: dict, ranks: list[int], topologies: list[str], plan: dict[s
     notes.append(f"{interp}. OSU-style: {plan['warmup']} untimed calls, then {plan['calls']} "
                  "rounds of an untimed barrier and one timed call; the slowest rank's mean; "
                  f"ratio: the median of the {reps} repetitions' ratios (each repetition's "
-                 "jobs run back to back), every repetition's listed.")
+                 "jobs run back to back), every repetition's listed; over 2 nodes the node "
+                 "area's and hier_am's rounds take turns.")
     notes.append("node area: the default, flags and copies in the team's node area; AM "
                  "path: the algorithm the team takes without it (direct up to 4 ranks, "
                  "hier_am over 2 nodes), in the same job; team of one: the same call on a "

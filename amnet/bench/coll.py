@@ -184,7 +184,8 @@ def coll(args: Sequence[str] | None = None, *, reps: int = 1, ranks: Any = "2,4,
                   _slowest(run_job(small_job, small, n=2, threads_per_proc=2)))
             bar.step(f"rep {rep + 1}, 2 rank-threads, node table")
         if "2nodes" in st:
-            _into(per, "small-2nodes", 4, _slowest(run_job(small_job, small, n=4, nodes=2)))
+            paired = {**small, "paired": True}  # hier and hier_am take turns, call by call
+            _into(per, "small-2nodes", 4, _slowest(run_job(small_job, paired, n=4, nodes=2)))
             bar.step(f"rep {rep + 1}, 2 nodes of 2, node table")
     bar.close()
     out = _report(opts, per, why)
