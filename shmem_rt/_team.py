@@ -179,9 +179,15 @@ class Team:
         return _state.current().teams.recs[self._id]
 
     def destroy(self) -> None:
-        """Destroy a team made by a split (nothing for the predefined ones)."""
-        if self._rec is not None:
-            self._rec.valid = False
+        """Destroy a team made by a split (nothing for the predefined ones, and nothing
+        again for a destroyed one). Collective over the team, as OpenSHMEM's
+        shmem_team_destroy: its amnet.coll team is destroyed with it (a barrier of its
+        members), which gives back what the team held, its slot of the node area among
+        them."""
+        rec = self._rec
+        if rec is not None and rec.valid:
+            rec.valid = False
+            rec.coll.destroy()
 
     def split_strided(self, start: int = 0, stride: int = 1, size: int | None = None,
                       config: Mapping[str, int] | None = None, **kwargs: int) -> Team:

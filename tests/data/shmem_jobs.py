@@ -675,7 +675,7 @@ def _coll_member(team, tag, I8, J8, F8, G8, I4, J4) -> None:
     shmem.sync(team)
 
 
-def check_teams(me: int, n: int) -> dict:
+def check_teams(me: int, n: int, world_shares: bool) -> dict:
     W, S = shmem.TEAM_WORLD, shmem.TEAM_SHARED
     assert W and S and not shmem.TEAM_INVALID
     assert W.my_pe() == me and W.n_pes() == n
@@ -788,6 +788,16 @@ def check_teams(me: int, n: int) -> dict:
     if n > 1:
         raises(ValueError, W.split_strided, 0, -1, 2, match=("do not fit", "in 0.."))
         raises(ValueError, W.split_strided, 1, 1, n, match=("do not fit", f"0..{n - 1}"))
+    # destroy() is collective and gives its amnet.coll team's node-area slot back: more
+    # splits, one after another, than a rank has slots, and each gets one where the world
+    # has one (without giving back, the splits above would have taken them all)
+    shared = []
+    for _ in range(10):
+        t = W.split_strided(0, 1, n)
+        shared.append(t._rec.coll.shares_memory)
+        coll_checks(t, "again")
+        t.destroy()
+    assert shared == [world_shares] * 10, (world_shares, shared)
     W.destroy()  # nothing for the predefined teams
     assert W and W.n_pes() == n
     shmem.barrier_all()
@@ -1048,7 +1058,7 @@ def suite(ep, big: int = 20000) -> dict:
     tickets = check_atomics(me, n)
     check_signals(me, n, big)
     check_waits(me, n)
-    facts = check_teams(me, n)
+    facts = check_teams(me, n, ep.coll.world.shares_memory)
     check_locks(me, n)
     check_contexts(me, n)
     check_errors(me, n)
