@@ -635,11 +635,12 @@ class Engine:
             if wait is not None:  # sleep on the doorbell and the conduit together
                 net.sleep(lambda fds, t: self._block(fds, t, pred, pure), wait)
                 wait = None
-                k = self.hot.drain()
-                if k:
-                    n += k
-                    if pred is not None and pred():
-                        return n
+                n += self.hot.drain()
+                # what woke us may have completed the wait without a message (a node
+                # collective's flag): then the conduit is left for the next drain, as after
+                # messages that did (a look at it costs as much as a small collective)
+                if pred is not None and pred():
+                    return n
         if wait is None and not self.hot.conduit_due():
             return n  # the throttle: the conduit was looked at less than CONDUIT_POLL_S ago
         return n + self.drain_net(pred, wait, pure)
