@@ -103,6 +103,43 @@ def test_run_does_a_whole_small_call_and_waits_through_the_engine(spin):
     assert d0.tobytes() == d1.tobytes() == np.add(s0, s1).tobytes()
 
 
+def _at(buf: np.ndarray, addr: int, n: int) -> np.ndarray:
+    """n bytes of buf starting at the first address >= its start that is addr mod 4096."""
+    skip = (addr - buf.ctypes.data) % 4096
+    return buf[skip:skip + n]
+
+
+@pytest.mark.parametrize("ahead", [8, 24, 56, 0, 64, 100])
+def test_copies_are_whole_at_every_distance_mod_4k(ahead):
+    """The fast path copies a block that lands 1-63 bytes past its source modulo 4 KiB from
+    the end (a forward copy stalls there on 4 KiB aliasing): broadcasts and a gather_all of
+    blocks of such sizes, copied in and out at such distances, arrive whole."""
+    slots, (a0, a1) = _areas(2)
+    d0 = slots[0][COLL_HDR:].ctypes.data  # member 0's data area
+    rng = np.random.default_rng(ahead)
+    pool = np.zeros(8 << 20, np.uint8)
+    look = lambda cond, timeout: cond()  # the engine's wait: one look
+    for seq, n in enumerate((4096, 4096 + 64 + 13, COLL_SLOT - COLL_HDR - 5)):
+        src = _at(pool[:2 << 20], d0 - ahead, n)  # the data area is `ahead` past it
+        src[:] = rng.integers(0, 256, n, dtype=np.uint8)
+        dst = _at(pool[2 << 20:4 << 20], d0 + ahead, n)  # `ahead` past the data area
+        mine = np.zeros(n, np.uint8)
+        assert a0.run(1, seq, 5, 0, src, mine, None, look, 0.1) == 1
+        assert a1.run(1, seq, 5, 0, None, dst, None, look, 0.1) == 1
+        assert np.array_equal(dst, src) and np.array_equal(mine, src), n
+    m = 20000  # gather_all: every member's block out of the data areas into one result
+    s0, s1 = (_at(pool[(4 + i) << 20:(5 + i) << 20], d0 - ahead, m) for i in range(2))
+    s0[:] = rng.integers(0, 256, m, dtype=np.uint8)
+    s1[:] = rng.integers(0, 256, m, dtype=np.uint8)
+    r0 = _at(pool[6 << 20:7 << 20], d0 + ahead, 2 * m)
+    r1 = np.zeros(2 * m, np.uint8)
+    assert a0.run(2, 3, 6, 0, s0, r0, None, look, 0.1) == 0  # waits for member 1
+    assert a1.run(2, 3, 6, 0, s1, r1, None, look, 0.1) == 1
+    assert a0.run(2, 3, 6, 0, s0, r0, None, look, 0.1) == 1
+    want = np.concatenate([s0, s1])
+    assert np.array_equal(r0, want) and np.array_equal(r1, want)
+
+
 @pytest.mark.parametrize("topo", [dict(n=4), dict(n=4, threads_per_proc=2)],
                          ids=["4procs", "2procs-T2"])
 def test_a_destroyed_team_gives_its_slot_back(topo):
