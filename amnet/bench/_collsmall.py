@@ -247,8 +247,9 @@ def small_table(per: dict, ranks: list[int], topologies: list[str], plan: dict[s
                  "process) over the 2 processes' call.")
     if ranks and max(ranks) > _cores():
         notes.append(f"{_cores()} usable cores: jobs of more ranks are oversubscribed; a "
-                     "waiting rank yields the core between looks at the flags (50 µs), then "
-                     "blocks on its doorbell; MPICH's ranks spin and yield.")
+                     "waiting rank yields the core at every look at the flags that finds "
+                     "nothing (for 50 µs), then blocks on its doorbell; MPICH's ranks spin "
+                     "and yield.")
     table = {"title": "Node collectives: the node area beside the AM path and mpi4py (µs)",
              "columns": ["topology", "ranks", "collective", "block", "node area", "AM path",
                          "team of one", "peer", "ratio", "target", "floor / peer", "status",
