@@ -57,10 +57,10 @@
  * wait policy says so), a waiter looks at the flags without the interpreter lock: SPIN
  * times back to back, then giving the core away (sched_yield) between looks for up to
  * YIELD_S seconds -- where ranks outnumber cores, the member it waits for may need that
- * core to get there, and a yield costs far less than a sleep and a doorbell. Where ranks
- * outnumber cores (the engine blocks at once: wait_mode "block") the looks are left out (an
- * Area made with spin=False): a PAUSE takes tens of cycles, and SPIN of them are
- * microseconds of a core that the member waited for could have had. */
+ * core to get there, and a yield costs far less than a sleep and a doorbell. There (the
+ * engine blocks at once: wait_mode "block") the back-to-back looks are left out (an Area
+ * made with spin=False): a PAUSE takes tens of cycles, and SPIN of them are microseconds of
+ * a core that the member waited for could have had. */
 #define SPIN 256
 #define YIELD_S 50e-6
 
