@@ -10,12 +10,12 @@ import math
 import re
 import subprocess
 import sys
-import sysconfig
 
 import pytest
 
 from amnet.bench import SUITES
 from amnet.bench._plot import draw, wants_log
+from amnet.bench._report import free_threaded
 
 BENCH = [sys.executable, "-m", "amnet.bench"]
 KEYS = {"suite", "date", "argv", "machine", "config", "results", "notes"}
@@ -52,7 +52,7 @@ def test_every_suite_is_covered():
 #: plots do not depend on the build and are checked on the default one (CI runs both within
 #: the hour).
 LOCK_BOUND = {"apps", "coll", "hybrid"}
-FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+FREE_THREADED = free_threaded()
 
 
 @pytest.mark.parametrize("suite", sorted(SUITES))
