@@ -7,7 +7,7 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension("amnet.pshm._native", ["amnet/pshm/_native.c"], extra_compile_args=["-O2"],
-                  depends=["amnet/pshm/_atomic_table.h"]),
+                  depends=["amnet/pshm/_atomic_table.h", "amnet/pshm/_queue.h"]),
         # one extension from several files: the module, then one file per concern (the
         # design notes and which file holds what: amnet/core/_hot.h)
         Extension("amnet.core._hot",
@@ -17,7 +17,7 @@ setup(
                    "amnet/core/_hot_mpi.c", "amnet/core/_hot_mpi_ring.c"],
                   extra_compile_args=["-O2"], libraries=["dl"],
                   depends=["amnet/core/_hot.h", "amnet/core/_hot_mpi.h",
-                           "amnet/pshm/_atomic_table.h"]),
+                           "amnet/pshm/_atomic_table.h", "amnet/pshm/_queue.h"]),
         # the collectives' data handler's common case (amnet/coll/_msg.py, Mailbox.on_data)
         # and the small calls' bookkeeping (amnet/coll/_fast.py)
         Extension("amnet.coll._cmail", ["amnet/coll/_cmail.c", "amnet/coll/_cmail_core.c"],

@@ -669,3 +669,22 @@ def test_a_handler_table_holds_at_most_65536_handlers():
     with pytest.raises(ValueError, match=r"\(65536 registered, 1 more given\)"):
         table.add(fns[MAX_HANDLERS:], HandlerTable.names_of(fns[MAX_HANDLERS:]))
     assert len(table.fns) == len(table.by_name) == MAX_HANDLERS
+
+
+def test_the_hot_path_takes_the_engines_hooks_as_declared():
+    """C takes the engine's callbacks from one declared object, checked when it is made: a
+    tuple of another shape, or one whose field names differ from HotHooks' (a renamed
+    method), is refused there with a TypeError, not mid-job."""
+    from collections import namedtuple
+
+    from amnet.core import _hot
+    from amnet.core._engine import HotHooks
+
+    fields = HotHooks._fields
+    assert fields[:5] == ("size", "T", "first", "max_medium", "seg_size")
+    ok = HotHooks(2, 1, 0, 64, 4096, *[print] * (len(fields) - 5))
+    assert isinstance(_hot.Hot(ok, [0, 2], False, 0.0), _hot.Hot)
+    renamed = namedtuple("HotHooks", [*fields[:-2], "abort", fields[-1]])(*ok)
+    for bad in (tuple(ok), ok[:-1], renamed):
+        with pytest.raises(TypeError, match="HotHooks"):
+            _hot.Hot(bad, [0, 2], False, 0.0)

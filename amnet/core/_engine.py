@@ -32,7 +32,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -85,6 +85,32 @@ _FUNCTION = type(lambda: None)
 _ARGS = W.ARGS
 CONDUIT_POLL_S = 5e-6  # with PSHM on, an idle conduit is looked at this often
 
+
+
+class HotHooks(NamedTuple):
+    """What the C hot path (:class:`amnet.core._hot.Hot`) reads of its engine and calls back,
+    declared once: C takes the fields by position and checks these names when the engine is
+    made (``HOOKS`` in amnet/core/_hot_engine.c), so a rename fails there, not mid-job."""
+
+    size: int  # ranks in the job
+    T: int  # rank-threads of this process
+    first: int  # its first rank
+    max_medium: int
+    seg_size: int
+    send_user: Callable[..., Any]  # a user AM C does not send itself (Engine.send_user)
+    dispatch: Callable[..., Any]  # a message C does not run itself: checks, runs, refuses
+    queue_full: Callable[[bool], None]  # a shared-memory queue is full: make progress
+    handler_failed: Callable[..., None]  # a user handler C ran raised
+    drain_net: Callable[..., int]  # after the queues: the conduit (throttled)
+    wait_slow: Callable[..., bool]  # wait_until's blocking part
+    run_deferred: Callable[[], None]
+    wake_waiters: Callable[[], None]  # after a drain that ran something
+    refuse: Callable[[], None]  # count a message dropped as malformed
+    sys_handler_failed: Callable[..., None]  # an extension's system handler raised
+    deferred: collections.deque  # the deferred work (C looks whether it is empty)
+    delayed: collections.deque  # messages held back by AMNET_NET_LATENCY_US
+    abort_error: Callable[[], BaseException | None]  # the job's JobAborted once it ends
+    engine: Any  # the engine itself: what a Handle made in C holds (Handle(eng, op, kind))
 
 
 def _aligned_zeros(n: int) -> np.ndarray:
@@ -204,7 +230,12 @@ class Engine:
         self.throttle = use_pshm or self.T > 1
         ts = config.thread_safe
         self.thread_safe = ts == "1" or (ts == "auto" and self.T > 1)
-        self.hot = _hot.Hot(self, self.route,
+        self.hot = _hot.Hot(HotHooks(
+            self.size, self.T, self.first, self.max_medium, self.seg_size, self.send_user,
+            self.dispatch, self._queue_full, self.handler_failed, self.drain_net,
+            self.wait_slow, self.run_deferred, self.wake_waiters, self._refuse,
+            self.sys_handler_failed, self.deferred, self.delayed, self.abort_error, self),
+            self.route,
                             self.T == 1 and not self.thread_safe and not config.progress_thread,
                             CONDUIT_POLL_S if self.throttle else 0.0)
         self.hot.set_spin(self.spin_s)
@@ -870,6 +901,11 @@ class Engine:
             call_args = (memoryview(view), *args)
         self.run_handler(rs, table.fns[hidx], table.names[hidx], src,
                          not flags & W.REPLY, call_args)
+
+    def abort_error(self) -> JobAborted | None:
+        """The job's JobAborted once the bootstrap client has seen the job end, else None."""
+        boot = self.boot
+        return None if boot is None else boot.aborted
 
     def _refuse(self) -> None:
         with self.stats_lock:

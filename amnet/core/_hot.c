@@ -140,15 +140,16 @@ PyInit__hot(void)
             || PyModule_AddObjectRef(m, "Hot", (PyObject *)&Hot_Type) < 0
             || PyModule_AddObjectRef(m, "Token", (PyObject *)&Token_Type) < 0
             || PyModule_AddObjectRef(m, "EndpointBase", (PyObject *)&EndpointBase_Type) < 0
-            || PyModule_AddObjectRef(m, "MPIRing", (PyObject *)&MPIRing_Type) < 0
-            || PyModule_AddIntConstant(m, "MAX_ARGS", MAX_ARGS) < 0
-            /* the progress rules' constants, for the engine's Python loop (_hot.h) */
-            || PyModule_AddIntConstant(m, "DRAIN_BUDGET", BUDGET) < 0
-            || PyModule_AddIntConstant(m, "YIELD_EVERY", YIELD_EVERY) < 0
-            /* the mpi conduit's envelope, as MPIRing builds and reads it (_hot_mpi.c) */
-            || PyModule_AddIntConstant(m, "MPI_ENVELOPE", MPI_ENVELOPE) < 0) {
+            || PyModule_AddObjectRef(m, "MPIRing", (PyObject *)&MPIRing_Type) < 0) {
         Py_DECREF(m);
         return NULL;
     }
+#define ADD_CONSTANT(name, value) \
+    if (PyModule_AddIntConstant(m, name, value) < 0) { \
+        Py_DECREF(m); \
+        return NULL; \
+    }
+    HOT_CONSTANTS(ADD_CONSTANT)  /* _hot.h: the wire's numbers, the progress rules' */
+#undef ADD_CONSTANT
     return m;
 }

@@ -74,21 +74,25 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The wire format's numbers and the routes: written here only; amnet/core/_wire.py takes
+ * them from the module (HOT_CONSTANTS) and checks its struct formats against FIXED. */
 enum { R_INLINE = 0, R_PSHM = 1, R_NET = 2 };
 enum { C_SHORT = 0, C_MEDIUM = 1, C_LONG = 2, CAT_MASK = 3, F_REPLY = 4, F_SYSTEM = 8,
        F_KNOWN = 15 };
 #define MAX_ARGS 16
 #define FIXED 20
-enum { Q_REQ = 0, Q_REP = 1 };
-enum { E_MORE = 1, E_DEPOSITED = 2 };
-#define ENTRY 256
-#define HDR_AT 24
-#define CTRL 4096
-#define QHDR 128
-#define W_SLEEP 8
+#include "../pshm/_queue.h"  /* a queue entry's layout (Q_*, E_*, ENTRY, HDR_AT) */
 #define BUDGET 256       /* messages one drain runs before its caller re-checks its condition */
 #define MPI_ENVELOPE 16  /* the mpi conduit's envelope prefix (_hot_mpi.c, _mpiconduit.py) */
 #define YIELD_EVERY 256  /* a spinning rank gives its core away after this many empty polls */
+
+/* name, value: the constants the module exports (_hot.c), for the Python that needs them */
+#define HOT_CONSTANTS(X) \
+    X("INLINE", R_INLINE) X("PSHM", R_PSHM) X("NET", R_NET) \
+    X("SHORT", C_SHORT) X("MEDIUM", C_MEDIUM) X("LONG", C_LONG) X("CATEGORY_MASK", CAT_MASK) \
+    X("REPLY", F_REPLY) X("SYSTEM", F_SYSTEM) X("KNOWN_FLAGS", F_KNOWN) \
+    X("MAX_ARGS", MAX_ARGS) X("FIXED_SIZE", FIXED) \
+    X("DRAIN_BUDGET", BUDGET) X("YIELD_EVERY", YIELD_EVERY) X("MPI_ENVELOPE", MPI_ENVELOPE)
 
 static inline double
 mono(void)
@@ -315,9 +319,13 @@ typedef struct TokenObject TokenObject;
 
 typedef struct {
     PyObject_HEAD
-    PyObject *eng;
+    /* the engine's HotHooks (amnet/core/_engine.py), owned; the callbacks below are borrowed
+     * from it (a tuple: they live as long as it does) */
+    PyObject *hooks;
     PyObject *py_send, *py_dispatch, *py_queue_full, *py_failed, *py_net, *py_wait;
     PyObject *py_deferred, *py_wake, *deferred, *delayed, *py_refuse, *py_sys_failed;
+    PyObject *py_abort_error;
+    PyObject *eng;                   /* the engine, for the Handles C makes */
     PyObject *net_send;              /* the conduit's send(proc, header, payload); NULL: none */
     Py_buffer idle_buf;              /* the conduit's "nothing until net_fd" flag */
     int net_fd;
@@ -329,6 +337,7 @@ typedef struct {
     /* the shared-memory network (n == 0: none) */
     int n, li, nins, nrep;
     int64_t depth, slot;
+    Py_ssize_t sleep_at;             /* byte offset of a peer's sleeping flag (the layout's) */
     Py_buffer *bufs;                 /* the node's objects, mine at li */
     OutQ *out[2];
     InQ *ins;                        /* replies first */

@@ -105,21 +105,12 @@ Hot_release_all(HotObject *h)
 static void
 Hot_clear_refs(HotObject *h)
 {
-    Py_CLEAR(h->eng);
-    Py_CLEAR(h->py_send);
-    Py_CLEAR(h->py_dispatch);
-    Py_CLEAR(h->py_queue_full);
-    Py_CLEAR(h->py_failed);
-    Py_CLEAR(h->py_net);
-    Py_CLEAR(h->py_wait);
-    Py_CLEAR(h->py_deferred);
-    Py_CLEAR(h->py_wake);
-    Py_CLEAR(h->py_refuse);
-    Py_CLEAR(h->py_sys_failed);
+    Py_CLEAR(h->hooks);  /* and so the callbacks borrowed from it */
+    h->py_send = h->py_dispatch = h->py_queue_full = h->py_failed = h->py_net = NULL;
+    h->py_wait = h->py_deferred = h->py_wake = h->deferred = h->delayed = NULL;
+    h->py_refuse = h->py_sys_failed = h->py_abort_error = h->eng = NULL;
     Py_CLEAR(h->sleep_pred);
     Py_CLEAR(h->net_send);
-    Py_CLEAR(h->deferred);
-    Py_CLEAR(h->delayed);
     if (h->slots != NULL) {
         for (int t = 0; t < h->T; t++) {
             Slot *s = &h->slots[t];
@@ -141,21 +132,9 @@ Hot_clear_refs(HotObject *h)
 static int
 Hot_traverse(HotObject *h, visitproc visit, void *arg)
 {
-    Py_VISIT(h->eng);
-    Py_VISIT(h->py_send);
-    Py_VISIT(h->py_dispatch);
-    Py_VISIT(h->py_queue_full);
-    Py_VISIT(h->py_failed);
-    Py_VISIT(h->py_net);
-    Py_VISIT(h->py_wait);
-    Py_VISIT(h->py_deferred);
-    Py_VISIT(h->py_wake);
-    Py_VISIT(h->py_refuse);
-    Py_VISIT(h->py_sys_failed);
+    Py_VISIT(h->hooks);
     Py_VISIT(h->sleep_pred);
     Py_VISIT(h->net_send);
-    Py_VISIT(h->deferred);
-    Py_VISIT(h->delayed);
     if (h->slots != NULL) {
         for (int t = 0; t < h->T; t++) {
             Py_VISIT(h->slots[t].rs);
@@ -194,14 +173,57 @@ Hot_dealloc(HotObject *h)
     Py_TYPE(h)->tp_free((PyObject *)h);
 }
 
-/* Hot(engine, route, lockfree, throttle_s): route is the list of each process's route. */
+/* The engine's callbacks and shape, in the order of HotHooks (amnet/core/_engine.py, where
+ * each is documented): Hot takes them by position and checks the NamedTuple's field names
+ * against these when it is made, so that a renamed method fails there, not mid-job. */
+#define HOOKS(X) X(size) X(T) X(first) X(max_medium) X(seg_size) X(send_user) X(dispatch) \
+    X(queue_full) X(handler_failed) X(drain_net) X(wait_slow) X(run_deferred) \
+    X(wake_waiters) X(refuse) X(sys_handler_failed) X(deferred) X(delayed) X(abort_error) \
+    X(engine)
+enum {
+#define HOOK_INDEX(name) HK_##name,
+    HOOKS(HOOK_INDEX)
+#undef HOOK_INDEX
+    N_HOOKS
+};
+
+/* 0 when hooks is a tuple of N_HOOKS whose type names the fields HOOKS does, in its order */
+static int
+check_hooks(PyObject *hooks)
+{
+    static const char *const names[] = {
+#define HOOK_NAME(name) #name,
+        HOOKS(HOOK_NAME)
+#undef HOOK_NAME
+    };
+    PyObject *fields = NULL;
+    int ok = PyTuple_Check(hooks) && PyTuple_GET_SIZE(hooks) == N_HOOKS
+        && (fields = PyObject_GetAttrString((PyObject *)Py_TYPE(hooks), "_fields")) != NULL
+        && PyTuple_Check(fields) && PyTuple_GET_SIZE(fields) == N_HOOKS;
+    for (int i = 0; ok && i < N_HOOKS; i++) {
+        PyObject *f = PyTuple_GET_ITEM(fields, i);
+        ok = PyUnicode_Check(f) && PyUnicode_CompareWithASCIIString(f, names[i]) == 0;
+    }
+    Py_XDECREF(fields);
+    PyErr_Clear();
+    if (!ok) {
+        PyErr_SetString(PyExc_TypeError, "Hot: the engine's hooks must be a HotHooks "
+                        "(amnet/core/_engine.py) with the fields _hot_engine.c's HOOKS names");
+        return -1;
+    }
+    return 0;
+}
+
+/* Hot(hooks, route, lockfree, throttle_s): hooks the engine's HotHooks, route the list of
+ * each process's route. */
 static PyObject *
 Hot_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
-    PyObject *eng, *route;
+    PyObject *hooks, *route;
     int lockfree;
     double every;
-    if (!PyArg_ParseTuple(args, "OOpd", &eng, &route, &lockfree, &every)) {
+    if (!PyArg_ParseTuple(args, "OOpd", &hooks, &route, &lockfree, &every)
+            || check_hooks(hooks) < 0) {
         return NULL;
     }
     HotObject *h = (HotObject *)type->tp_alloc(type, 0);
@@ -210,34 +232,29 @@ Hot_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     }
     h->wake_fd = -1;  /* before anything can fail: dealloc closes it when >= 0 */
     h->sleep_slot = -1;
-    h->eng = Py_NewRef(eng);
-    PyObject *v;
-#define INT_ATTR(field, name) \
-    if ((v = PyObject_GetAttrString(eng, name)) == NULL) goto fail; \
-    h->field = (int)PyLong_AsLong(v); Py_DECREF(v); if (PyErr_Occurred()) goto fail;
-    INT_ATTR(size, "size")
-    INT_ATTR(T, "T")
-    INT_ATTR(first, "first")
-#undef INT_ATTR
-    if ((v = PyObject_GetAttrString(eng, "max_medium")) == NULL) goto fail;
-    h->max_medium = PyLong_AsLongLong(v);
-    Py_DECREF(v);
-    if ((v = PyObject_GetAttrString(eng, "seg_size")) == NULL) goto fail;
-    h->seg_size = PyLong_AsLongLong(v);
-    Py_DECREF(v);
+    h->hooks = Py_NewRef(hooks);
+#define HOOK(name) PyTuple_GET_ITEM(hooks, HK_##name)
+    h->size = PyLong_AsLong(HOOK(size));
+    h->T = PyLong_AsLong(HOOK(T));
+    h->first = PyLong_AsLong(HOOK(first));
+    h->max_medium = PyLong_AsLongLong(HOOK(max_medium));
+    h->seg_size = PyLong_AsLongLong(HOOK(seg_size));
     if (PyErr_Occurred()) goto fail;
-    if ((h->py_send = PyObject_GetAttrString(eng, "send_user")) == NULL) goto fail;
-    if ((h->py_dispatch = PyObject_GetAttrString(eng, "dispatch")) == NULL) goto fail;
-    if ((h->py_queue_full = PyObject_GetAttrString(eng, "_queue_full")) == NULL) goto fail;
-    if ((h->py_failed = PyObject_GetAttrString(eng, "handler_failed")) == NULL) goto fail;
-    if ((h->py_net = PyObject_GetAttrString(eng, "drain_net")) == NULL) goto fail;
-    if ((h->py_wait = PyObject_GetAttrString(eng, "wait_slow")) == NULL) goto fail;
-    if ((h->py_deferred = PyObject_GetAttrString(eng, "run_deferred")) == NULL) goto fail;
-    if ((h->py_wake = PyObject_GetAttrString(eng, "wake_waiters")) == NULL) goto fail;
-    if ((h->py_refuse = PyObject_GetAttrString(eng, "_refuse")) == NULL) goto fail;
-    if ((h->py_sys_failed = PyObject_GetAttrString(eng, "sys_handler_failed")) == NULL) goto fail;
-    if ((h->deferred = PyObject_GetAttrString(eng, "deferred")) == NULL) goto fail;
-    if ((h->delayed = PyObject_GetAttrString(eng, "delayed")) == NULL) goto fail;
+    h->py_send = HOOK(send_user);
+    h->py_dispatch = HOOK(dispatch);
+    h->py_queue_full = HOOK(queue_full);
+    h->py_failed = HOOK(handler_failed);
+    h->py_net = HOOK(drain_net);
+    h->py_wait = HOOK(wait_slow);
+    h->py_deferred = HOOK(run_deferred);
+    h->py_wake = HOOK(wake_waiters);
+    h->py_refuse = HOOK(refuse);
+    h->py_sys_failed = HOOK(sys_handler_failed);
+    h->deferred = HOOK(deferred);
+    h->delayed = HOOK(delayed);
+    h->py_abort_error = HOOK(abort_error);
+    h->eng = HOOK(engine);
+#undef HOOK
     h->net_fd = -1;
     h->drain_lock = (LockObject *)PyObject_CallNoArgs((PyObject *)&Lock_Type);
     if (h->drain_lock == NULL) goto fail;
@@ -341,14 +358,31 @@ Hot_set_finalized(HotObject *h, PyObject *arg)
     Py_RETURN_NONE;
 }
 
-/* pshm_init(procs, li, depth, slot, ent_off, slot_off, mine) */
+/* Where queue qn's tail word, entries and payload slots are in an object: queues[qn] of
+ * the layout's list (amnet/pshm/_layout.py, Layout.queues), byte offsets. */
+static int
+queue_at(PyObject *queues, int qn, Py_ssize_t *tail, Py_ssize_t *ents, Py_ssize_t *slots)
+{
+    PyObject *q = PySequence_GetItem(queues, qn);
+    if (q == NULL) {
+        return -1;
+    }
+    int ok = PyArg_ParseTuple(q, "nnn", tail, ents, slots);
+    Py_DECREF(q);
+    return ok ? 0 : -1;
+}
+
+/* pshm_init(procs, li, depth, slot, queues, sleep_at, mine): the shape and offsets are the
+ * layout's (amnet/pshm/_layout.py): queues[qn] = (tail, entries, slots) of queue number
+ * qn = kind * n + sender, sleep_at the byte offset of an object's sleeping flag. */
 static PyObject *
 Hot_pshm_init(HotObject *h, PyObject *args)
 {
-    PyObject *procs, *mine;
+    PyObject *procs, *queues, *mine;
     int li;
-    long long depth, slot, ent_off, slot_off;
-    if (!PyArg_ParseTuple(args, "OiLLLLO", &procs, &li, &depth, &slot, &ent_off, &slot_off,
+    long long depth, slot;
+    Py_ssize_t sleep_at;
+    if (!PyArg_ParseTuple(args, "OiLLOnO", &procs, &li, &depth, &slot, &queues, &sleep_at,
                           &mine)) {
         return NULL;
     }
@@ -383,19 +417,25 @@ Hot_pshm_init(HotObject *h, PyObject *args)
         h->proc_li[p] = (int)s;
     }
     if (PyObject_GetBuffer(mine, &h->bufs[li], PyBUF_WRITABLE) < 0) goto fail;
+    if (PySequence_Length(queues) != 2 * n || sleep_at < 0 || sleep_at % 8) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bad PSHM layout");
+        goto fail;
+    }
     h->li = li;
     h->depth = depth;
     h->slot = slot;
+    h->sleep_at = sleep_at;
     char *base = h->bufs[li].buf;
+    Py_ssize_t tail, ents, slots;
     int k = 0;
     for (int kind = Q_REP; kind >= Q_REQ; kind--) {  /* replies first */
         for (int s = 0; s < n; s++) {
             if (s == li) continue;
-            int qn = kind * (int)n + s;
+            if (queue_at(queues, kind * (int)n + s, &tail, &ents, &slots) < 0) goto fail;
             InQ *q = &h->ins[k++];
-            q->tail_p = (int64_t *)(base + CTRL + qn * QHDR + 64);
-            q->ents = ent_off + (Py_ssize_t)qn * depth * ENTRY;
-            q->slots = slot_off + (Py_ssize_t)qn * depth * slot;
+            q->tail_p = (int64_t *)(base + tail);
+            q->ents = ents;
+            q->slots = slots;
             q->tail = 0;
         }
         if (kind == Q_REP) h->nrep = k;
@@ -403,13 +443,13 @@ Hot_pshm_init(HotObject *h, PyObject *args)
     h->nins = k;
     /* the offsets of my queues in a peer's object are the same numbers: keep them */
     for (int kind = Q_REQ; kind <= Q_REP; kind++) {
+        if (queue_at(queues, kind * (int)n + li, &tail, &ents, &slots) < 0) goto fail;
         for (int s = 0; s < n; s++) {
             OutQ *o = &h->out[kind][s];
-            int qn = kind * (int)n + li;
-            o->ents = ent_off + (Py_ssize_t)qn * depth * ENTRY;
-            o->slots = slot_off + (Py_ssize_t)qn * depth * slot;
+            o->ents = ents;
+            o->slots = slots;
             o->bell = -1;
-            o->tail_p = (int64_t *)(intptr_t)(CTRL + qn * QHDR + 64);  /* an offset until mapped */
+            o->tail_p = (int64_t *)(intptr_t)tail;  /* an offset until mapped */
         }
     }
     Py_RETURN_NONE;
@@ -439,7 +479,7 @@ Hot_pshm_peer(HotObject *h, PyObject *args)
         OutQ *o = &h->out[kind][s];
         o->base = base;
         o->tail_p = (int64_t *)(base + (intptr_t)o->tail_p);
-        o->sleep_p = (int64_t *)base + W_SLEEP;
+        o->sleep_p = (int64_t *)(base + h->sleep_at);
         o->bell = bell;
         if (kind == Q_REQ && locked) {
             o->lock = (LockObject *)PyObject_CallNoArgs((PyObject *)&Lock_Type);

@@ -82,20 +82,15 @@ hot_poll_core(HotObject *h, PyObject *pred, double now)
     return n;
 }
 
-/* Raise the job's JobAborted once the bootstrap client has seen the job end. */
+/* Raise the job's JobAborted once the bootstrap client has seen the job end (the engine's
+ * abort_error hook says so). */
 static int
 check_aborted(HotObject *h)
 {
-    PyObject *boot = h->eng == NULL ? NULL : PyObject_GetAttrString(h->eng, "boot");
-    if (boot == NULL) {
-        return h->eng == NULL ? 0 : -1;
-    }
-    if (boot == Py_None) {
-        Py_DECREF(boot);
+    if (h->py_abort_error == NULL) {
         return 0;
     }
-    PyObject *a = PyObject_GetAttrString(boot, "aborted");
-    Py_DECREF(boot);
+    PyObject *a = PyObject_CallNoArgs(h->py_abort_error);
     if (a == NULL) {
         return -1;
     }

@@ -20,6 +20,10 @@ One object per process of a node, made by that process, mapped by every process 
     |                           |  per team of the rank (amnet.coll's node collectives)
     +---------------------------+ size
 
+A queue entry's layout (ENTRY, HDR_AT, the entry flags, the queue kinds) is written once, in
+amnet/pshm/_queue.h, which the hot path's C includes; this module takes it from
+:mod:`amnet.pshm._native` and hands the queues' offsets to C (:meth:`Layout.queues`).
+
 The *receiver's* object holds its incoming queues: a sender writes entry and payload into
 the receiver's object, then publishes the entry by storing its sequence number + 1 into the
 entry's first word; the receiver writes its tail in its own object. Every index is an aligned
@@ -28,10 +32,15 @@ int64 written with one store (amnet/core/_hot_queue.c does both sides).
 
 from __future__ import annotations
 
+from ._native import ENTRY as ENTRY  # bytes per queue entry
+from ._native import F_DEPOSITED as F_DEPOSITED  # a Long payload already in the segment
+from ._native import F_MORE as F_MORE  # a fragment: more of the payload is in the next entry
+from ._native import HDR_AT as HDR_AT  # where the AM header starts inside an entry
+from ._native import REP as REP  # queue kinds
+from ._native import REQ as REQ
+
 CTRL = 4096
 QHDR = 128  # bytes of indices per queue: the tail at +64 (+0 unused)
-ENTRY = 256  # bytes per queue entry
-HDR_AT = 24  # where the AM header starts inside an entry (after seq, plen, hlen << 8 | flags)
 PAGE = 4096
 MAGIC = 0x48535054454E4D41  # b"AMNETPSH" little-endian
 
@@ -40,8 +49,7 @@ W_MAGIC = 0
 W_MAPPED = 1  # how many peers mapped this object (the last one unlinks it)
 W_SLEEP = 8  # nonzero while the owner sleeps on its doorbell (own cache line)
 W_PID = 16
-
-REQ, REP = 0, 1  # queue kinds
+SLEEP_AT = 8 * W_SLEEP  # the byte offset C reads the flag at
 
 # A rank's node area (docs/collectives.md, "The node area"): a slot per team it is in (up to
 # COLL_TEAMS at once), each a header of flags (COLL_HDR bytes) and a data area (COLL_DATA);
@@ -52,10 +60,6 @@ COLL_HDR = 512
 COLL_DATA = 1 << 16
 COLL_SLOT = COLL_HDR + COLL_DATA
 COLL_AREA = COLL_TEAMS * COLL_SLOT
-
-# entry flags (word 1 of an entry)
-F_MORE = 1  # a fragment: more of this message's payload follows in the next entry
-F_DEPOSITED = 2  # a Long payload already written into the destination segment
 
 
 def pshm_prefix(token: str) -> str:
@@ -89,8 +93,14 @@ class Layout:
         """The queue number of ``kind`` (REQ/REP) messages from node-local process ``src``."""
         return kind * self.n + src
 
-    def tail_word(self, q: int) -> int:
-        return (CTRL + q * QHDR + 64) // 8
+    def tail(self, q: int) -> int:
+        """The byte offset of queue ``q``'s tail index."""
+        return CTRL + q * QHDR + 64
+
+    def queues(self) -> list[tuple[int, int, int]]:
+        """(tail, entries, slots) byte offsets of every queue, by queue number: what the hot
+        path's C is handed (``Hot.pshm_init``), so that it computes no offset itself."""
+        return [(self.tail(q), self.entries(q), self.slots(q)) for q in range(2 * self.n)]
 
     def entries(self, q: int) -> int:
         return self.ent_off + q * self.depth * ENTRY

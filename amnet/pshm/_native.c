@@ -240,6 +240,7 @@ Words_fetch_add(WordsObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 #include "_atomic_table.h"
+#include "_queue.h"
 
 /* value bits of a dtype: the signed int of its size, as numpy's astype would take it */
 static int
@@ -642,6 +643,12 @@ native_exec(PyObject *module)
     if (st->sysv_type == NULL || PyModule_AddType(module, st->sysv_type) < 0) {
         return -1;
     }
+#define ADD_CONSTANT(name, value) \
+    if (PyModule_AddIntConstant(module, name, value) < 0) { \
+        return -1; \
+    }
+    PSHM_QUEUE_CONSTANTS(ADD_CONSTANT)
+#undef ADD_CONSTANT
     return 0;
 }
 

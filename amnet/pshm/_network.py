@@ -110,7 +110,7 @@ class PshmNetwork:
         self.peers: list[_Mapped | None] = [None] * self.n
         self.peers[self.li] = self.mine
         self.hot = hot
-        hot.pshm_init(self.procs, self.li, lay.depth, lay.slot, lay.ent_off, lay.slot_off,
+        hot.pshm_init(self.procs, self.li, lay.depth, lay.slot, lay.queues(), L.SLEEP_AT,
                       self.mine.buf)
         self.bytes_mapped = lay.size
         self.my_bell = self.doorbells.get(me)
