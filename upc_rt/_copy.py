@@ -166,9 +166,7 @@ class CopyHandle:
     def __await__(self) -> Any:
         """``await handle`` in a coroutine that ``amnet.aio.run`` runs: ``sync()`` without
         blocking the loop."""
-        import amnet.aio
-
-        return amnet.aio.awaitable(self).__await__()
+        return current("await of a upc_rt copy handle").port.awaitable(self).__await__()
 
     def sync(self) -> None:
         """Wait until the copy completed (``upc_sync``)."""

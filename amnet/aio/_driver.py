@@ -86,7 +86,7 @@ class Driver:
         self.rank = ep.rank
         self.loop = loop
         self.thread = threading.get_ident()
-        self.lp = LoopProgress(ep)
+        self.lp = LoopProgress.of(ep)
         self.waiting: dict[int, tuple[Any, list[asyncio.Future]]] = {}  # id(op) -> futures
         # id(op) -> (op, callbacks(op, error)) of when_all and the like (no future per
         # operation)

@@ -78,10 +78,9 @@ class CollHandle:
         """``await handle`` in a coroutine that :func:`amnet.aio.run` runs: what
         :meth:`wait` returns, with the same errors. While it waits, a timeout's diagnosis
         says the rank awaits this call."""
-        from .. import aio  # the loop driver: a layer beside this one
-
-        with self._coll.port.awaiting(self._run):
-            return (yield from aio.awaitable(self).__await__())
+        port = self._coll.port
+        with port.awaiting(self._run):
+            return (yield from port.awaitable(self).__await__())
 
 
 class Team:

@@ -40,7 +40,7 @@ from .._errors import AMNetError, InitError, PayloadTooLarge
 from . import _wire as W
 from ._handlers import handler_name
 from ._hot import current_token
-from ._ops import Bucket, Handle, Op
+from ._ops import Bucket, Handle, Op, awaiting
 
 GROUP = "amnet.extensions"
 
@@ -510,6 +510,22 @@ class Port:
         coroutines of one loop may await at once and end in any order, so these blocks are
         counted, not nested."""
         return Awaiting(self, what)
+
+    @staticmethod
+    def awaitable(handle: Any) -> Any:
+        """What ``await handle`` yields from, for a layer's handle's ``__await__``: amnet's one
+        await hook, which :mod:`amnet.aio` sets when it is imported (the core and the layers
+        know no event loop). ``handle`` has ``test()`` (progress, then whether it completed)
+        and ``wait()`` or ``sync()`` (its result once complete)::
+
+            def __await__(self):
+                return port.awaitable(self).__await__()
+
+        Raises:
+            AMContextError: amnet.aio was never imported (nothing drives progress from a loop).
+            TypeError: ``handle`` has no ``test()`` and ``wait()`` or ``sync()``.
+        """
+        return awaiting(handle)
 
     def forbid_in_handler(self, what: str) -> None:
         """Raise AMContextError when called inside a (user) handler, InitError after this

@@ -2,43 +2,45 @@
 
 A rank waiting in amnet's own calls blocks in the engine (``Engine.wait_until``: the
 shared-memory doorbell, the conduit, the wake eventfd of rank-threads). A rank that runs an
-asyncio loop instead hands those descriptors to its loop (:meth:`LoopProgress.fds`) and runs
-:meth:`LoopProgress.poll` when one is readable: the engine's ``poll`` with the conduit looked
-at now (not throttled: a zmq descriptor is edge-triggered, and it says "maybe" only once).
+asyncio loop instead hands those descriptors to its loop (:attr:`LoopProgress.fds`) and runs
+:meth:`LoopProgress.poll` when one is readable (``Engine.loop_poll``: the engine's ``poll``
+with the conduit looked at now).
 
 The shared-memory network lets a sender skip the doorbell while the receiver is awake; a
-loop never says when it sleeps, so while a loop is attached the process's sleeping flag stays
-up (``PshmNetwork.set_ring_always``) and every message rings, except while the loop is known
-to run: in a process of one rank-thread (:attr:`LoopProgress.can_wake`) the driver lowers
-the flag at the end of a drain (:meth:`LoopProgress.awake`: the tasks the drain woke run
-next, unrung) and raises it again from a callback the loop runs before it can block, then
-looks once more (:meth:`LoopProgress.pending`), as a blocking sleep does. The mpi conduit has no
-descriptor: :attr:`LoopProgress.needs_tick` says the loop must look on a timer; so must a
-process whose shared-memory network has no doorbell (an MPI launcher started it).
+loop never says when it sleeps, so while a loop is attached (``Engine.loop_attach``) every
+message rings, except while the loop is known to run: in a process of one rank-thread
+(:attr:`LoopProgress.can_wake`) the driver lowers the sleeping flag at the end of a drain
+(:meth:`LoopProgress.awake`: the tasks the drain woke run next, unrung) and raises it again
+from a callback the loop runs before it can block, then looks once more
+(:meth:`LoopProgress.pending`), as a blocking sleep does. The mpi conduit has no descriptor:
+:attr:`LoopProgress.needs_tick` says the loop must look on a timer; so must a process whose
+shared-memory network has no doorbell (an MPI launcher started it).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._engine import Engine, RankState
+    from .endpoint import Endpoint
 
 
 class LoopProgress:
     """One rank's view of its process's progress, for an event loop (see the module)."""
 
-    def __init__(self, ep: Any) -> None:
-        eng = ep._eng
+    def __init__(self, eng: Engine, rs: RankState) -> None:
         self.eng = eng
-        self.rs = ep._live()  # the rank's state: its operations in flight
-        self.rank = ep.rank
+        self.rs = rs  # the rank's state: its operations in flight
+        self.rank = rs.rank
         self.bells: list[int] = []  # eventfds to read (reset) when they fire
-        fds: list[int] = []
         pshm = eng.pshm
         if pshm is not None and pshm.my_bell is not None:
             self.bells.append(pshm.my_bell)
         if eng.wake_fd is not None:
             self.bells.append(eng.wake_fd)
-        fds.extend(self.bells)
+        fds = list(self.bells)
         conduit = eng.conduit
         if conduit.pollable and conduit.fileno() >= 0:
             fds.append(conduit.fileno())
@@ -51,21 +53,21 @@ class LoopProgress:
         #: how long a rank whose process has cores to spare may look before it yields (the
         #: blocking form's spin before it blocks); 0 where ranks outnumber cores
         self.spin_s = eng.spin_s
+        self.attach = eng.loop_attach
+        self.detach = eng.loop_detach
+        #: run what has arrived, the conduit looked at now; how many ran (raises JobAborted
+        #: once the job is being torn down)
+        self.poll = eng.loop_poll
 
-    def attach(self) -> None:
-        """The loop watches this process's descriptors now (counted per process)."""
-        eng = self.eng
-        with eng.cond:  # the loops of several rank-threads attach at once
-            eng.loops += 1
-            if eng.loops == 1 and eng.pshm is not None:
-                eng.pshm.set_ring_always(True)
+    @classmethod
+    def of(cls, ep: Endpoint) -> LoopProgress:
+        """The progress of ``ep``'s rank.
 
-    def detach(self) -> None:
-        eng = self.eng
-        with eng.cond:
-            eng.loops -= 1
-            if eng.loops == 0 and eng.pshm is not None and not eng.closed:
-                eng.pshm.set_ring_always(False)
+        Raises:
+            InitError: the rank already called amnet.finalize().
+        """
+        rs = ep._live()
+        return cls(rs.eng, rs)
 
     def awake(self, on: bool) -> None:
         """Lower (``on``) or raise the process's sleeping flag (only where :attr:`can_wake`)."""
@@ -82,17 +84,6 @@ class LoopProgress:
                 os.eventfd_read(fd)
             except (BlockingIOError, OSError):
                 pass
-
-    def poll(self) -> int:
-        """Run what has arrived for this process (the conduit looked at now); how many ran.
-        Raises JobAborted when the job is being torn down."""
-        eng = self.eng
-        eng.hot.conduit_rearm()
-        n = eng.poll()
-        boot = eng.boot
-        if boot is not None and boot.aborted is not None:
-            raise boot.aborted
-        return n
 
     def inflight(self) -> int:
         """This rank's operations not yet complete (awaited or not: NBI puts, rpc_ff...)."""
