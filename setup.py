@@ -13,11 +13,16 @@ setup(
         Extension("amnet.core._hot",
                   ["amnet/core/_hot.c", "amnet/core/_hot_lock.c", "amnet/core/_hot_queue.c",
                    "amnet/core/_hot_progress.c", "amnet/core/_hot_engine.c",
-                   "amnet/core/_hot_token.c", "amnet/core/_hot_ep.c",
-                   "amnet/core/_hot_mpi.c", "amnet/core/_hot_mpi_ring.c"],
+                   "amnet/core/_hot_token.c", "amnet/core/_hot_ep.c"],
+                  extra_compile_args=["-O2"],
+                  depends=["amnet/core/_hot.h", "amnet/pshm/_atomic_table.h",
+                           "amnet/pshm/_queue.h"]),
+        # the mpi conduit's envelopes (amnet/conduits/_mpi.py): MPI called through the
+        # library mpi4py loaded (dlopen), so nothing about MPI is needed to build it
+        Extension("amnet.conduits._mpiring",
+                  ["amnet/conduits/_mpiring.c", "amnet/conduits/_mpiring_mpi.c"],
                   extra_compile_args=["-O2"], libraries=["dl"],
-                  depends=["amnet/core/_hot.h", "amnet/core/_hot_mpi.h",
-                           "amnet/pshm/_atomic_table.h", "amnet/pshm/_queue.h"]),
+                  depends=["amnet/conduits/_mpiring.h"]),
         # the collectives' data handler's common case (amnet/coll/_msg.py, Mailbox.on_data)
         # and the small calls' bookkeeping (amnet/coll/_fast.py)
         Extension("amnet.coll._cmail", ["amnet/coll/_cmail.c", "amnet/coll/_cmail_core.c"],

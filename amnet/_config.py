@@ -79,7 +79,7 @@ def _parse_float(v: Any) -> float:
 
 
 def _known_conduit(name: str) -> bool:
-    from .core.conduit import CONDUITS, load_plugins  # the registry lives with the interface
+    from .conduits import CONDUITS, load_plugins  # the registry lives with the interface
 
     if name not in CONDUITS:
         load_plugins()

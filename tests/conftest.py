@@ -18,8 +18,8 @@ sys.path.insert(0, str(DATA))
 # real cluster parts the tests bring up (tests/cluster: hosts with sshd in network namespaces)
 sys.path.insert(0, str(Path(__file__).parent / "cluster"))
 # Jobs on the mpi conduit (and the mpi4py peers) use MPICH's network path between processes
-# of this host, not its shared memory: what crosses hosts on a cluster (amnet/core/_mpiconduit).
-from amnet.core._mpiconduit import MPICH_NETWORK_PATH  # noqa: E402
+# of this host, not its shared memory: what crosses hosts on a cluster (amnet/conduits/_mpi.py).
+from amnet.conduits._mpi import MPICH_NETWORK_PATH  # noqa: E402
 
 os.environ.update(MPICH_NETWORK_PATH)
 # The ranks' tracebacks as 3.11 prints them on every Python the suite runs on (3.13 adds ^~~

@@ -82,7 +82,7 @@ def test_conformance_jobs_on_the_real_hosts(runner, hosts, name):
 def test_core_job_over_the_mpi_conduit_between_the_hosts(runner, hosts):
     """The core AM job over ``--conduit mpi``, Hydra starting the processes over the hosts'
     sshd, MPICH left to its own choices (no NOLOCAL, no netmod or provider named). Two things
-    failed here until amnet chose for the mpich wheel (``_mpiconduit.mpich_settings``): the
+    failed here until amnet chose for the mpich wheel (``amnet.conduits._mpi.mpich_settings``): the
     FIFO section (a burst of 1200 AMs a rank) stopped half way over MPICH's ucx module, and
     over libfabric's sockets provider a rank of the other host left the split-phase barrier
     only when the rank that sent it the barrier's last message called MPI again (the

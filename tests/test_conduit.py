@@ -1,7 +1,7 @@
 """Conduit conformance (docs/design.md §7), in the style of dask.distributed's comm tests.
 
 One set of ``check_*`` functions runs against every conduit in
-``amnet.core.conduit.CONDUITS`` (plugins of the ``amnet.conduits`` entry-point group
+``amnet.conduits.CONDUITS`` (plugins of the ``amnet.conduits`` entry-point group
 included): two instances in this process (proc 0 and proc 1 of a
 two-process job) exchange messages through the public interface only. A new conduit that
 registers itself gets the whole suite unchanged.
@@ -24,7 +24,7 @@ import pytest
 import zmq
 
 import amnet
-from amnet.core.conduit import CONDUITS, MAX_HEADER, Conduit, load_plugins
+from amnet.conduits import CONDUITS, MAX_HEADER, Conduit, load_plugins
 
 MiB = 1 << 20
 load_plugins()  # conduits of other installed packages get the same suite
@@ -449,12 +449,12 @@ def test_conformance_of_the_mpi_conduit_on_open_mpi():
 
 
 def test_mpich_settings_leave_the_network_module_to_the_library():
-    """What amnet sets before MPI_Init (see amnet.core._mpiconduit.mpich_settings; the jobs
+    """What amnet sets before MPI_Init (see amnet.conduits._mpi.mpich_settings; the jobs
     between real hosts in test_cluster.py are what it is for): never a network module (the
     library's own choice, ucx for the mpich wheel: the conduit's matched probes lose nothing
     there), only ``FI_PROVIDER=^sockets`` where MPICH runs over libfabric and nobody named
     a provider."""
-    from amnet.core._mpiconduit import mpich_settings
+    from amnet.conduits._mpi import mpich_settings
 
     wheel = "MPICH Version:      5.0.2\nMPICH Device:       ch4:ucx ofi\nMPICH CC: cc\n"
     assert mpich_settings(wheel, {}) == {}  # ucx: the library's default
@@ -471,10 +471,10 @@ def test_mpich_settings_leave_the_network_module_to_the_library():
 
 
 def test_matched_probes_only_where_mpich_runs_over_ucx():
-    """How the mpi conduit takes envelopes (amnet.core._mpiconduit.matched_probes): matched
+    """How the mpi conduit takes envelopes (amnet.conduits._mpi.matched_probes): matched
     probes over MPICH's ucx module (posted any-source receives lose messages there:
     test_mpi.py), posted receives everywhere else (faster over ofi)."""
-    from amnet.core._mpiconduit import matched_probes
+    from amnet.conduits._mpi import matched_probes
 
     wheel = "MPICH Version:      5.0.2\nMPICH Device:       ch4:ucx ofi\n"
     assert matched_probes(wheel, {}) is True  # ucx: the wheel's default
@@ -488,7 +488,7 @@ def test_matched_probes_only_where_mpich_runs_over_ucx():
 
 
 def test_registry():
-    from amnet.core.conduit import get_conduit, register_conduit
+    from amnet.conduits import get_conduit, register_conduit
 
     assert "zmq" in CONDUITS and get_conduit("zmq") is CONDUITS["zmq"]
     with pytest.raises(amnet.ConfigError, match=r"registered conduits: .*zmq"):

@@ -31,7 +31,7 @@ ROUTES = {
     "pshm": dict(n=2),
     "inline": dict(n=2, threads_per_proc=2),
     "conduit": dict(n=2, pshm=False),
-    # the mpi conduit: its envelopes are sent and taken in C (amnet/core/_hot_mpi.c)
+    # the mpi conduit: its envelopes are sent and taken in C (amnet/conduits/_mpiring_mpi.c)
     "mpi": dict(n=2, nodes=2, conduit="mpi"),
 }
 # wait_until has a C spin loop (one lock-free rank-thread) and hands over to the Python loop

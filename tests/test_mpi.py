@@ -382,7 +382,7 @@ def test_launcher_reports_of_a_killed_process_name_it():
 
 # -- MPICH's own network module: receives from any source -----------------------------------
 # MPICH's network path on one host (no shared-memory shortcut), its network module its own
-# choice: the mpich wheel's ucx (amnet names none: amnet.core._mpiconduit.mpich_settings)
+# choice: the mpich wheel's ucx (amnet names none: amnet.conduits._mpi.mpich_settings)
 DEFAULT_NETMOD = {"MPIR_CVAR_NOLOCAL": "1", "MPIR_CVAR_CH4_NETMOD": None, "FI_PROVIDER": None}
 
 

@@ -27,7 +27,7 @@ from amnet._security import (
     mechanism,
     needs_curve,
 )
-from amnet.core.conduit import CONDUITS
+from amnet.conduits import CONDUITS
 from amnet.launch._spec import build_spec, curve_for
 from amnet.launch.spawners import make_spawner
 

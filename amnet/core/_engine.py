@@ -38,6 +38,7 @@ from .._errors import (
     JobAborted,
     PshmSpaceError,
 )
+from ..conduits import get_conduit
 from ..pshm._layout import COLL_AREA, pshm_prefix
 from ..pshm._native import Words
 from . import _hot
@@ -51,7 +52,6 @@ from ._ops import DONE, Bucket, Done, Handle
 from ._progress import CONDUIT_POLL_S, SPIN_THEN_BLOCK_S, SPIN_THEN_NAP_S, Progress
 from ._send import Sending
 from ._sys import SYSTEM_HANDLERS
-from .conduit import get_conduit
 
 #: What a request handler is told when it tries to send anything but its reply, and a reply
 #: handler when it tries to send at all (the C hot path says the same: set_errors).

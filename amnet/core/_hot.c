@@ -126,7 +126,7 @@ PyInit__hot(void)
     }
     if (PyType_Ready(&Lock_Type) < 0 || PyType_Ready(&Hot_Type) < 0
             || PyType_Ready(&Token_Type) < 0 || PyType_Ready(&EndpointBase_Type) < 0
-            || PyType_Ready(&SysSender_Type) < 0 || PyType_Ready(&MPIRing_Type) < 0) {
+            || PyType_Ready(&SysSender_Type) < 0) {
         return NULL;
     }
     PyObject *m = PyModule_Create(&hot_module);
@@ -139,8 +139,7 @@ PyInit__hot(void)
     if (PyModule_AddObjectRef(m, "Lock", (PyObject *)&Lock_Type) < 0
             || PyModule_AddObjectRef(m, "Hot", (PyObject *)&Hot_Type) < 0
             || PyModule_AddObjectRef(m, "Token", (PyObject *)&Token_Type) < 0
-            || PyModule_AddObjectRef(m, "EndpointBase", (PyObject *)&EndpointBase_Type) < 0
-            || PyModule_AddObjectRef(m, "MPIRing", (PyObject *)&MPIRing_Type) < 0) {
+            || PyModule_AddObjectRef(m, "EndpointBase", (PyObject *)&EndpointBase_Type) < 0) {
         Py_DECREF(m);
         return NULL;
     }

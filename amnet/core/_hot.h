@@ -11,7 +11,8 @@
  * engine would call it), and a SysSender (Port.sender) writes into the queue.
  *
  * Everything else (the core's system AMs, Long AMs, the conduit, malformed messages, bad
- * arguments and their errors) goes to the Python engine (amnet/core/_engine.py), which stays
+ * arguments and their errors) goes to the Python engine (amnet/core/_engine.py and the files
+ * of its parts: _send.py, _dispatch.py, _progress.py, as this extension's), which stays
  * the reference implementation: whenever a fast path meets anything it does not handle, it
  * calls the Python method with the same arguments, so errors are raised there, with the same
  * text.
@@ -51,10 +52,12 @@
  *   _hot_token.c     the Token type (reply_*, its attributes)
  *   _hot_ep.c        EndpointBase: request_*, poll, wait_until, put/get (and _nbi), atomics,
  *                    the symmetric forms, segment_offset
- *   _hot_mpi.c       MPIRing's message path: the mpi conduit's envelopes (send, the posted
- *                    receives), calling the MPI library mpi4py loaded
- *   _hot_mpi_ring.c  MPIRing the type: binding the library, the conduit's slow-path methods,
- *                    statistics (_hot_mpi.h between the two)
+ * Their Python twins: sending _send.py (_hot_queue.c's send, _hot_ep.c), receiving
+ * _dispatch.py (_hot_queue.c's dispatch, _hot_token.c), progress _progress.py
+ * (_hot_progress.c); set-up _engine.py (_hot_engine.c), which hands C its HotHooks.
+ *
+ * The mpi conduit's envelopes in C (MPIRing) are an extension of their own, with the conduit
+ * (amnet/conduits/_mpiring.c).
  */
 
 #ifndef AMNET_CORE_HOT_H
@@ -83,7 +86,6 @@ enum { C_SHORT = 0, C_MEDIUM = 1, C_LONG = 2, CAT_MASK = 3, F_REPLY = 4, F_SYSTE
 #define FIXED 20
 #include "../pshm/_queue.h"  /* a queue entry's layout (Q_*, E_*, ENTRY, HDR_AT) */
 #define BUDGET 256       /* messages one drain runs before its caller re-checks its condition */
-#define MPI_ENVELOPE 16  /* the mpi conduit's envelope prefix (_hot_mpi.c, _mpiconduit.py) */
 #define YIELD_EVERY 256  /* a spinning rank gives its core away after this many empty polls */
 
 /* name, value: the constants the module exports (_hot.c), for the Python that needs them */
@@ -92,7 +94,7 @@ enum { C_SHORT = 0, C_MEDIUM = 1, C_LONG = 2, CAT_MASK = 3, F_REPLY = 4, F_SYSTE
     X("SHORT", C_SHORT) X("MEDIUM", C_MEDIUM) X("LONG", C_LONG) X("CATEGORY_MASK", CAT_MASK) \
     X("REPLY", F_REPLY) X("SYSTEM", F_SYSTEM) X("KNOWN_FLAGS", F_KNOWN) \
     X("MAX_ARGS", MAX_ARGS) X("FIXED_SIZE", FIXED) \
-    X("DRAIN_BUDGET", BUDGET) X("YIELD_EVERY", YIELD_EVERY) X("MPI_ENVELOPE", MPI_ENVELOPE)
+    X("DRAIN_BUDGET", BUDGET) X("YIELD_EVERY", YIELD_EVERY)
 
 static inline double
 mono(void)
@@ -394,8 +396,7 @@ extern PyObject *HandleClass, *DoneClass, *DoneObj, *KindGet, *KindPut;
 extern Py_ssize_t HandleSlots[3], DoneSlot;
 
 /* the types (each in its file; _hot.c readies them) */
-extern PyTypeObject Lock_Type, Hot_Type, Token_Type, EndpointBase_Type, SysSender_Type,
-    MPIRing_Type;
+extern PyTypeObject Lock_Type, Hot_Type, Token_Type, EndpointBase_Type, SysSender_Type;
 
 /* _hot_queue.c */
 PyObject *hot_call_handler(HotObject *h, int t, PyObject *fn, int hidx, PyObject *name,

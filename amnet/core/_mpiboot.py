@@ -9,7 +9,7 @@ bootstrap barriers and allgathers, ``amnet.finalize``) among themselves:
   to arrive posts ``MPI_Iallgather`` of the process's entries' lengths, then
   ``MPI_Iallgatherv`` of the entries (pickled), on the bootstrap's own communicator;
 - every rank-thread waits through the engine's ``wait_until`` (AMs keep being served) or, before
-  the engine runs, in naps, testing the requests under :data:`._mpiconduit.MPI_LOCK`;
+  the engine runs, in naps, testing the requests under :data:`amnet.conduits._mpi.MPI_LOCK`;
 - every process then feeds all ranks' entries to its own :class:`amnet._jobstate.JobState`,
   which completes the collective by the launcher's rules: the same values, the same
   ``CollectiveMismatch`` and ``BarrierMismatch`` on every rank.
@@ -36,8 +36,8 @@ from typing import Any
 
 from .._jobstate import JobState, raised_text
 from .._topology import Topology
+from ..conduits._mpi import MPI_LOCK, NAP_MAX_S, NAP_MIN_S
 from ._bootclient import reply_value
-from ._mpiconduit import MPI_LOCK, NAP_MAX_S, NAP_MIN_S
 
 ABORT_GRACE_S = 0.3  # before MPI_Abort: time for the launcher to forward the last output
 FAILURE = "failure"  # the result directory's file for the job's first failure

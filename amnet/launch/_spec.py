@@ -34,7 +34,7 @@ def curve_for(spawner: Spawner, bootstrap_addr: str | None, *, insecure: bool,
     if insecure:
         warn(INSECURE_WARNING)
         return False
-    from ..core.conduit import get_conduit
+    from ..conduits import get_conduit
 
     if not getattr(get_conduit(conduit), "encrypts", True):
         raise ConfigError(f"the {conduit} conduit does not encrypt, and this job reaches "

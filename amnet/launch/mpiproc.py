@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     """The process main of ``python -m amnet``; returns the process's exit status."""
     from .._config import Config
     from .._topology import Topology
-    from ..core import _mpiconduit
+    from ..conduits import _mpi as _mpiconduit
 
     env_spec = os.environ.pop(proto.SPEC_ENV, None)
     args = None if env_spec is not None else _parser().parse_args(argv)

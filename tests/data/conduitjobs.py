@@ -236,7 +236,7 @@ def forged(ep, cases):
 def _send_mpi(address: str, msgs: list[list[bytes]], inline: int) -> None:
     """Send ``msgs`` to the mpi conduit at ``address`` as its peers do (envelope, then a bulk
     message for a payload over ``inline`` bytes), on the job's communicator, in order."""
-    from amnet.core import _mpiconduit as M
+    from amnet.conduits import _mpi as M
 
     _, rank, channel = address.split(":")
     tag = M.TAG_BASE + 2 * int(channel)

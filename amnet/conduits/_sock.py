@@ -11,7 +11,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from ._conduitbase import Conduit, ConduitStatistics
+from ._base import Conduit, ConduitStatistics
 
 
 class SocketConduit(Conduit):

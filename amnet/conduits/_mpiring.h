@@ -1,13 +1,18 @@
-/* amnet.core._hot: MPIRing's internal interface, between _hot_mpi.c (the MPI calls, the
- * envelopes' send and receive) and _hot_mpi_ring.c (the type: set-up, the methods the
- * conduit's Python calls, statistics). The design notes are at the top of _hot_mpi.c. */
+/* amnet.conduits._mpiring: MPIRing's internal interface, between _mpiring_mpi.c (the MPI
+ * calls, the envelopes' send and receive) and _mpiring.c (the type: set-up, the methods the
+ * conduit's Python calls, statistics; the module). The design notes are at the top of
+ * _mpiring_mpi.c. */
 
 #ifndef AMNET_CORE_HOT_MPI_H
-#define AMNET_CORE_HOT_MPI_H
+#define AMNET_CONDUITS_MPIRING_H
 
-#include "_hot.h"
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
 
-#define ENVELOPE MPI_ENVELOPE
+#include <stdint.h>
+#include <string.h>
+
+#define ENVELOPE 16  /* the envelope's bytes (the module exports it: _mpi.py checks its own) */
 #define REAP_AT 16
 enum { K_HEADER = 0, K_INLINE = 1, K_BULK = 2 };
 
@@ -55,7 +60,23 @@ typedef struct {
 
 #pragma GCC visibility push(hidden)
 
-/* _hot_mpi.c: the MPI calls with the library's handle types (0 or 1 done, -1 error set) */
+static inline void
+put_le(unsigned char *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static inline uint64_t
+get_le(const unsigned char *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+extern PyTypeObject MPIRing_Type;
+
+/* _mpiring_mpi.c: the MPI calls with the library's handle types (0 or 1 done, -1 error set) */
 int mpi_error(const char *what, int rc);
 int m_isend(MPIRingObject *r, const void *buf, int n, int dest, int tag, void *req);
 int m_fill(MPIRingObject *r, int i);

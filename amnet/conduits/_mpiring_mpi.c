@@ -1,9 +1,9 @@
-/* amnet.core._hot: MPIRing, the mpi conduit's envelopes in C (amnet/core/_mpiconduit.py).
+/* amnet.conduits._mpiring: MPIRing, the mpi conduit's envelopes in C (amnet/conduits/_mpi.py).
  *
  * The conduit's every message starts as one envelope (16 bytes: kind, header length, payload
  * length; then the AM header, and the payload when it travels in line), received from any
  * source on the conduit's tag into the next of ``depth`` slots of a ring, in the order MPI
- * matched them, one of two ways (the conduit picks: _mpiconduit.matched_probes):
+ * matched them, one of two ways (the conduit picks: _mpi.matched_probes):
  *  - posted receives: every free slot keeps an MPI_Irecv from MPI_ANY_SOURCE posted, tested
  *    in order (MPI_Test of the oldest) and posted again once taken;
  *  - matched probes: MPI_Improbe from any source, then MPI_Mrecv into the slot. Receives
@@ -34,11 +34,11 @@
  * methods, which release the interpreter lock while they wait.
  *
  * This file: the MPI calls and the message path (send, recv, ready); the type's set-up, the
- * methods the conduit's Python calls and the statistics are in _hot_mpi_ring.c, the struct
- * between them in _hot_mpi.h. */
+ * methods the conduit's Python calls, the statistics and the module are in _mpiring.c, the
+ * struct between them in _mpiring.h. */
 
 
-#include "_hot_mpi.h"
+#include "_mpiring.h"
 
 /* -- MPI calls with the library's handle types --------------------------------------- */
 

@@ -52,8 +52,8 @@ from typing import Any
 import numpy as np
 
 from .._security import hello_mac
-from ._conduitbase import MAX_HEADER, register_conduit
-from ._sockconduit import SocketConduit
+from ._base import MAX_HEADER, register_conduit
+from ._sock import SocketConduit
 
 _PRE = struct.Struct("<IQ")  # header length | HAS_PAYLOAD, payload length
 _HAS = 1 << 31

@@ -5,7 +5,7 @@ High-water marks are off (0) so a send never blocks on a slow receiver: a handle
 reply, and flow control is the application's (as with GASNet's AMs, a rank that floods
 another without waiting for replies buffers in memory). Payloads travel as a second frame;
 with ``copy=False`` large ones are sent without a copy. A message with more than two frames,
-or a header longer than :data:`~amnet.core.conduit.MAX_HEADER`, is dropped and counted.
+or a header longer than :data:`~amnet.conduits.MAX_HEADER`, is dropped and counted.
 
 Only the job gets in: the PULL socket's context has a :class:`amnet._guard.Guard`, which
 admits a PUSH only when its handshake proves it holds the job's secret (PLAIN with the secret
@@ -25,8 +25,8 @@ import zmq
 
 from .._guard import Guard
 from .._security import apply_client
-from ._conduitbase import MAX_HEADER, register_conduit
-from ._sockconduit import SocketConduit
+from ._base import MAX_HEADER, register_conduit
+from ._sock import SocketConduit
 
 _EVENTS, _POLLIN, _NOBLOCK, _RCVMORE, _SNDMORE = (
     int(zmq.EVENTS), int(zmq.POLLIN), int(zmq.NOBLOCK), int(zmq.RCVMORE), int(zmq.SNDMORE))

@@ -1,8 +1,10 @@
-/* amnet.core._hot: MPIRing, the type (the mpi conduit's envelopes: see _hot_mpi.c): its
- * set-up (binding the MPI library mpi4py loaded), the methods the conduit's Python calls
- * with MPI_LOCK held, the statistics and the type object. */
+/* amnet.conduits._mpiring: MPIRing, the type (the mpi conduit's envelopes: see
+ * _mpiring_mpi.c): its set-up (binding the MPI library mpi4py loaded), the methods the
+ * conduit's Python calls with MPI_LOCK held, the statistics, the type object and the module.
+ * The conduit reaches it only through Python callables (amnet/conduits/_mpi.py), the AM hot
+ * path too (the conduit's send and recv), so it is an extension of its own. */
 
-#include "_hot_mpi.h"
+#include "_mpiring.h"
 
 #include <dlfcn.h>
 
@@ -440,14 +442,42 @@ static PyMethodDef MPIRing_methods[] = {
 
 PyTypeObject MPIRing_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "amnet.core._hot.MPIRing",
+    .tp_name = "amnet.conduits._mpiring.MPIRing",
     .tp_basicsize = sizeof(MPIRingObject),
     .tp_dealloc = (destructor)MPIRing_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "The mpi conduit's envelopes in C (see amnet/core/_hot_mpi.c).",
+    .tp_doc = "The mpi conduit's envelopes in C (see amnet/conduits/_mpiring_mpi.c).",
     .tp_traverse = (traverseproc)MPIRing_traverse,
     .tp_clear = (inquiry)MPIRing_clear,
     .tp_methods = MPIRing_methods,
     .tp_getset = MPIRing_getset,
     .tp_new = MPIRing_new,
 };
+
+static struct PyModuleDef mpiring_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "amnet.conduits._mpiring",
+    .m_doc = "The mpi conduit's envelopes in C (see the C source's header).",
+    .m_size = -1,
+};
+
+PyMODINIT_FUNC
+PyInit__mpiring(void)
+{
+    if (PyType_Ready(&MPIRing_Type) < 0) {
+        return NULL;
+    }
+    PyObject *m = PyModule_Create(&mpiring_module);
+    if (m == NULL) {
+        return NULL;
+    }
+#if defined(Py_GIL_DISABLED) && PY_VERSION_HEX >= 0x030D0000
+    PyUnstable_Module_SetGIL(m, Py_MOD_GIL_NOT_USED);  /* MPI calls under the conduit's lock */
+#endif
+    if (PyModule_AddObjectRef(m, "MPIRing", (PyObject *)&MPIRing_Type) < 0
+            || PyModule_AddIntConstant(m, "ENVELOPE", ENVELOPE) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -18,21 +18,22 @@ non-overtaking rule per source, tag and communicator) and FIFO per pair holds: p
 receives are matched in the order they were posted and probes take each source's
 envelopes in the order it sent them, and the conduit hands them on in that order.
 
-The common case runs in C (:class:`amnet.core._hot.MPIRing`, ``amnet/core/_hot_mpi.c``): the
-envelope of a header alone or of a payload sent in line, and the slots (taken, read,
-freed), with the MPI library mpi4py loaded called directly; the conduit's
+The common case runs in C (:class:`amnet.conduits._mpiring.MPIRing`, an extension of its
+own: ``amnet/conduits/_mpiring_mpi.c``): the envelope of a header alone or of a payload sent
+in line, and the slots (taken, read, freed), with the MPI library mpi4py loaded called
+directly; the conduit's
 ``send`` and ``recv`` are the ring's, so the engine's C reaches them without a Python frame.
 Bulk payloads and anything unusual come back here (:meth:`MPIConduit._send_slow`,
 :meth:`MPIConduit._take_slow`).
 
-Threads: every MPI call of the conduit (and of the MPI bootstrap, :mod:`._mpiboot`) holds
-:data:`MPI_LOCK`, a lock of the process: MPI is used *serialized*, so a process needs no more
-than ``MPI_THREAD_SERIALIZED`` (docs/conduits.md says why this beats ``MPI_THREAD_MULTIPLE``,
-measured). Waiting: MPI has no file descriptor to sleep on, so a waiting rank spins for a
-while and then sleeps in naps that grow from :data:`NAP_MIN_S` to :data:`NAP_MAX_S` and shrink
-back whenever a message arrives (:meth:`MPIConduit.recv_wait`, ``wait_readable``,
-``wait_readable_fds``, which also watches the shared-memory doorbells it is given); never
-while its own sends are in flight, which MPI moves only while it is called.
+Threads: every MPI call of the conduit (and of the MPI bootstrap, :mod:`amnet.core._mpiboot`)
+holds :data:`MPI_LOCK`, a lock of the process: MPI is used *serialized*, so a process needs no
+more than ``MPI_THREAD_SERIALIZED`` (docs/conduits.md says why this beats
+``MPI_THREAD_MULTIPLE``, measured). Waiting: MPI has no file descriptor to sleep on, so a
+waiting rank spins for a while and then sleeps in naps that grow from :data:`NAP_MIN_S` to
+:data:`NAP_MAX_S` and shrink back whenever a message arrives (:meth:`MPIConduit.recv_wait`,
+``wait_readable``, ``wait_readable_fds``, which also watches the shared-memory doorbells it is
+given); never while its own sends are in flight, which MPI moves only while it is called.
 
 Addresses are ``mpi:RANK:CHANNEL``: the process's rank in the job's communicator and the
 conduit's channel in that process (its envelope tag is ``2 * CHANNEL + 16``, its bulk tag one
@@ -59,8 +60,8 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from .._errors import ConfigError
-from . import _hot
-from ._conduitbase import MAX_HEADER, Conduit, ConduitStatistics, register_conduit
+from . import _mpiring
+from ._base import MAX_HEADER, Conduit, ConduitStatistics, register_conduit
 
 #: MPICH settings that send every message through its network module (TCP, by libfabric),
 #: also between processes of one host: the path that crosses hosts on a cluster. The tests
@@ -71,8 +72,8 @@ MPICH_NETWORK_PATH = {"MPIR_CVAR_NOLOCAL": "1", "MPIR_CVAR_CH4_NETMOD": "ofi",
 MPI_LOCK = threading.Lock()
 ENV = struct.Struct("<BxHIQ")  # kind, header length, (reserved), payload length
 ENVELOPE = ENV.size  # 16
-if ENVELOPE != _hot.MPI_ENVELOPE:  # the C ring builds and reads the same envelopes
-    raise ImportError(f"amnet.core._hot was built for {_hot.MPI_ENVELOPE}-byte envelopes, "
+if ENVELOPE != _mpiring.ENVELOPE:  # the C ring builds and reads the same envelopes
+    raise ImportError(f"amnet.conduits._mpiring was built for {_mpiring.ENVELOPE}-byte envelopes, "
                       f"not {ENVELOPE}: rebuild it (pip install -e .)")
 KIND_HEADER, KIND_INLINE, KIND_BULK = 0, 1, 2
 INLINE_CAP = 1 << 20  # largest payload carried in line (with max_medium above it)
@@ -185,7 +186,7 @@ def set_job_comm(comm: Any) -> None:
 
 
 def _ring_abi(MPI: Any) -> tuple[bool, int, int]:
-    """What :class:`_hot.MPIRing` needs to call the MPI library with its own types: whether
+    """What :class:`_mpiring.MPIRing` needs to call the MPI library with its own types: whether
     handles are pointers (Open MPI) rather than ints (MPICH), the size of ``MPI_Status``, and
     where its ``MPI_SOURCE`` lies (found by writing one with mpi4py)."""
     sizes = {MPI._sizeof(t) for t in (MPI.Comm, MPI.Datatype, MPI.Request)}
@@ -254,7 +255,7 @@ class MPIConduit(Conduit):
         self.probes = matched_probes(MPI.Get_library_version(), os.environ)
         # the envelopes (received into slots, bytearrays it owns) and their sends, in C
         try:
-            self._ring = _hot.MPIRing(
+            self._ring = _mpiring.MPIRing(
                 MPI.__file__, h8, MPI._handleof(self._comm), MPI._handleof(MPI.BYTE),
                 MPI.ANY_SOURCE, self._tag, self._depth, self._bufsize, self._inline,
                 self.direct_min - 1, COPY_OUT, MAX_HEADER, st_size, src_off, procs, MPI_LOCK,

@@ -1,7 +1,7 @@
 """The conduit interface and its registry, below the conduits (docs/design.md §7).
 
 What every conduit builds on: the :class:`Conduit` base class, its statistics, the header
-limit and :func:`register_conduit`. Conduits import this module; :mod:`amnet.core.conduit`,
+limit and :func:`register_conduit`. Conduits import this module; :mod:`amnet.conduits`,
 the public face of the interface, re-exports all of it and imports amnet's own conduits, so
 that they register. The promises a conduit keeps are told there.
 """
@@ -181,5 +181,5 @@ def register_conduit(name: str) -> Callable[[type[Conduit]], type[Conduit]]:
 
 
 for _cls in (Conduit, ConduitStatistics):  # their public name: reprs, pickles and help say
-    _cls.__module__ = "amnet.core.conduit"  # amnet.core.conduit.X, where users import them
+    _cls.__module__ = "amnet.conduits"  # amnet.conduits.X, where users import them
 del _cls
