@@ -218,6 +218,10 @@ class Engine(Sending, Dispatching, Progress):
         # those it brings are checked and run in C (the rest comes back to dispatch)
         self.hot.set_net_send(self.conduit.send)
         self.net_dispatch = self.hot.net_dispatch
+        # and a drain takes them from the conduit's recv in C as well, unless messages are
+        # held back (AMNET_NET_LATENCY_US: drain_net delays them in Python)
+        self.net_in_c = not self.latency
+        self.hot.set_net_recv(self.conduit.recv if self.net_in_c else None)
         self.conduit.set_lander(self.land)
         signal = self.conduit.idle_signal()
         if signal is not None:

@@ -329,6 +329,7 @@ typedef struct {
     PyObject *py_abort_error;
     PyObject *eng;                   /* the engine, for the Handles C makes */
     PyObject *net_send;              /* the conduit's send(proc, header, payload); NULL: none */
+    PyObject *net_recv;              /* its recv() -> (header, payload) | None; NULL: the engine's */
     Py_buffer idle_buf;              /* the conduit's "nothing until net_fd" flag */
     int net_fd;
     LockObject *drain_lock;
@@ -416,6 +417,8 @@ int hot_drain_queues(HotObject *h, int from, int to, int budget);
 int hot_has_pending(HotObject *h);
 
 /* _hot_progress.c */
+int hot_net_dispatch(HotObject *h, PyObject *const *msg);
+int hot_drain_net(HotObject *h, PyObject *pred);
 void hot_clock_init(Clock *c);
 int hot_poll_core(HotObject *h, PyObject *pred, double now);
 PyObject *hot_wait_until(HotObject *h, PyObject *pred, PyObject *timeout);

@@ -111,6 +111,7 @@ Hot_clear_refs(HotObject *h)
     h->py_refuse = h->py_sys_failed = h->py_abort_error = h->eng = NULL;
     Py_CLEAR(h->sleep_pred);
     Py_CLEAR(h->net_send);
+    Py_CLEAR(h->net_recv);
     if (h->slots != NULL) {
         for (int t = 0; t < h->T; t++) {
             Slot *s = &h->slots[t];
@@ -135,6 +136,7 @@ Hot_traverse(HotObject *h, visitproc visit, void *arg)
     Py_VISIT(h->hooks);
     Py_VISIT(h->sleep_pred);
     Py_VISIT(h->net_send);
+    Py_VISIT(h->net_recv);
     if (h->slots != NULL) {
         for (int t = 0; t < h->T; t++) {
             Py_VISIT(h->slots[t].rs);
@@ -690,9 +692,34 @@ Hot_set_net_send(HotObject *h, PyObject *arg)
     Py_RETURN_NONE;
 }
 
-/* net_dispatch(header, payload): run one message the conduit brought, as the engine's
- * dispatch(header, payload) would: user Short and Medium AMs (and system Short AMs with a
- * fast handler) here, everything else (Long, puts, what is malformed: refused there) there. */
+/* set_net_recv(recv): the conduit's recv(), which a drain calls here, without the engine's
+ * drain_net, while no message is held back (None: the engine's drain_net, as with
+ * AMNET_NET_LATENCY_US) */
+static PyObject *
+Hot_set_net_recv(HotObject *h, PyObject *arg)
+{
+    if (arg != Py_None && !PyCallable_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "set_net_recv needs a callable or None");
+        return NULL;
+    }
+    Py_XSETREF(h->net_recv, arg == Py_None ? NULL : Py_NewRef(arg));
+    Py_RETURN_NONE;
+}
+
+/* drain_net(pred) -> int: the engine's drain_net without a wait, when nothing is held back
+ * (set_net_recv): how many ran */
+static PyObject *
+Hot_drain_net(HotObject *h, PyObject *pred)
+{
+    if (h->net_recv == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "drain_net: no conduit recv (set_net_recv)");
+        return NULL;
+    }
+    int n = hot_drain_net(h, pred);
+    return n < 0 ? NULL : PyLong_FromLong(n);
+}
+
+/* net_dispatch(header, payload): run one message the conduit brought (hot_net_dispatch) */
 static PyObject *
 Hot_net_dispatch(HotObject *h, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -700,25 +727,8 @@ Hot_net_dispatch(HotObject *h, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "net_dispatch(header, payload)");
         return NULL;
     }
-    PyObject *hdr = args[0], *pl = args[1];
-    int rc = 1;
-    if (PyBytes_CheckExact(hdr) && h->slots != NULL && PyBytes_GET_SIZE(hdr) >= FIXED) {
-        const unsigned char *hb = (const unsigned char *)PyBytes_AS_STRING(hdr);
-        Py_ssize_t hl = PyBytes_GET_SIZE(hdr);
-        if (pl == Py_None) {
-            rc = hot_fast_dispatch(h, hb, hl, NULL, -1, NULL);
-        } else if (PyMemoryView_Check(pl) && !(hb[0] & F_SYSTEM)) {
-            Py_buffer *b = PyMemoryView_GET_BUFFER(pl);
-            if (PyBuffer_IsContiguous(b, 'C')) {
-                rc = hot_fast_dispatch(h, hb, hl, b->buf, b->len, pl);
-            }
-        }
-    }
-    if (rc < 0) {
+    if (hot_net_dispatch(h, args) < 0) {
         return NULL;
-    }
-    if (rc == 1) {
-        return PyObject_Vectorcall(h->py_dispatch, args, 2, NULL);
     }
     Py_RETURN_NONE;
 }
@@ -907,6 +917,8 @@ static PyMethodDef Hot_methods[] = {
     {"sleep_begin", (PyCFunction)Hot_sleep_begin, METH_VARARGS, NULL},
     {"sleep_end", (PyCFunction)Hot_sleep_end, METH_NOARGS, NULL},
     {"set_net_send", (PyCFunction)Hot_set_net_send, METH_O, NULL},
+    {"set_net_recv", (PyCFunction)Hot_set_net_recv, METH_O, NULL},
+    {"drain_net", (PyCFunction)Hot_drain_net, METH_O, NULL},
     {"net_dispatch", (PyCFunction)(void (*)(void))Hot_net_dispatch, METH_FASTCALL, NULL},
     {"set_conduit_signal", (PyCFunction)Hot_set_conduit_signal, METH_VARARGS, NULL},
     {"sys_sender", (PyCFunction)Hot_sys_sender, METH_VARARGS, NULL},

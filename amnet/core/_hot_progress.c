@@ -26,6 +26,80 @@ hot_clock_init(Clock *c)
 
 /* -- progress ----------------------------------------------------------------------- */
 
+/* Run one message the conduit brought, msg = {header, payload}, as the engine's dispatch
+ * would: user Short and Medium AMs (and system Short AMs with a fast handler) here,
+ * everything else (Long, puts, what is malformed: refused there) there. 0 done, -1 error. */
+int
+hot_net_dispatch(HotObject *h, PyObject *const *msg)
+{
+    PyObject *hdr = msg[0], *pl = msg[1];
+    int rc = 1;
+    if (PyBytes_CheckExact(hdr) && h->slots != NULL && PyBytes_GET_SIZE(hdr) >= FIXED) {
+        const unsigned char *hb = (const unsigned char *)PyBytes_AS_STRING(hdr);
+        Py_ssize_t hl = PyBytes_GET_SIZE(hdr);
+        if (pl == Py_None) {
+            rc = hot_fast_dispatch(h, hb, hl, NULL, -1, NULL);
+        } else if (PyMemoryView_Check(pl) && !(hb[0] & F_SYSTEM)) {
+            Py_buffer *b = PyMemoryView_GET_BUFFER(pl);
+            if (PyBuffer_IsContiguous(b, 'C')) {
+                rc = hot_fast_dispatch(h, hb, hl, b->buf, b->len, pl);
+            }
+        }
+    }
+    if (rc == 1) {
+        PyObject *r = PyObject_Vectorcall(h->py_dispatch, msg, 2, NULL);
+        if (r == NULL) {
+            return -1;
+        }
+        Py_DECREF(r);
+        rc = 0;
+    }
+    return rc;
+}
+
+/* The engine's drain_net when it has nothing of its own to do (no message held back, no
+ * wait): up to BUDGET messages of the conduit's recv(), each run at once, until pred() holds;
+ * the throttle rearmed when it brought something. How many ran, -1 on error. */
+int
+hot_drain_net(HotObject *h, PyObject *pred)
+{
+    int n = 0;
+    while (n < BUDGET) {
+        PyObject *m = PyObject_CallNoArgs(h->net_recv);
+        if (m == NULL) {
+            return -1;
+        }
+        if (m == Py_None) {
+            Py_DECREF(m);
+            break;
+        }
+        if (!PyTuple_Check(m) || PyTuple_GET_SIZE(m) != 2) {
+            Py_DECREF(m);
+            PyErr_SetString(PyExc_TypeError, "a conduit's recv() returns (header, payload)");
+            return -1;
+        }
+        int rc = hot_net_dispatch(h, &PyTuple_GET_ITEM(m, 0));
+        Py_DECREF(m);
+        if (rc < 0) {
+            return -1;
+        }
+        n++;
+        if (pred != NULL && pred != Py_None) {
+            int v = pred_true(pred);
+            if (v != 0) {
+                if (v < 0) {
+                    return -1;
+                }
+                break;
+            }
+        }
+    }
+    if (n) {
+        conduit_rearm(h);  /* it brought something: look again next time */
+    }
+    return n;
+}
+
 /* Drain the queues, and the conduit (with a throttle when faster paths exist); now: the
  * monotonic clock (0 to read it here). The caller holds the drain lock (or the engine is
  * lock-free). */
@@ -47,6 +121,10 @@ drain_all(HotObject *h, PyObject *pred, double now)
             if (poll(&pfd, 1, 0) == 0) {
                 return n;
             }
+        }
+        if (h->net_recv != NULL) {  /* nothing held back: the engine's drain_net, here */
+            int k = hot_drain_net(h, pred);
+            return k < 0 ? -1 : n + k;
         }
         /* the engine's drain_net rearms the throttle when the conduit brought something */
         PyObject *r = PyObject_CallOneArg(h->py_net, pred);

@@ -71,14 +71,19 @@ class Progress:
                 # messages that did (a look at it costs as much as a small collective)
                 if pred is not None and pred():
                     return n
-        if wait is None and not self.hot.conduit_due():
-            return n  # the throttle: the conduit was looked at less than CONDUIT_POLL_S ago
+        if wait is None:
+            if not self.hot.conduit_due():
+                return n  # the throttle: the conduit was looked at less than CONDUIT_POLL_S ago
+            if self.net_in_c:  # the common case of drain_net, in C
+                return n + self.hot.drain_net(pred)
         return n + self.drain_net(pred, wait, pure)
 
     def drain_net(self, pred: Callable[[], Any] | None, wait: float | None = None,
                   pure: bool = False) -> int:
         """Run what the conduit brought (and delayed messages now due); return how many ran.
-        The C hot path calls this (throttled) after draining the shared-memory queues."""
+        The C hot path calls this (throttled) after draining the shared-memory queues when
+        messages may be held back (``AMNET_NET_LATENCY_US``); else it runs its common case
+        itself (``Hot.drain_net``: no wait, nothing held back), and this serves waits."""
         n = 0
         delayed = self.delayed
         if delayed:
