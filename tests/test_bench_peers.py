@@ -16,10 +16,10 @@ import sys
 
 import pytest
 
-from amnet.bench import BenchError
-from amnet.bench import _mpipeer as mpipeer
-from amnet.bench import _shmpeer as shmpeer
-from amnet.bench._report import find_mpiexec
+from amnet_bench import BenchError
+from amnet_bench import _mpipeer as mpipeer
+from amnet_bench import _shmpeer as shmpeer
+from amnet_bench._report import find_mpiexec
 
 
 def _dev_shm() -> set[str]:
@@ -92,12 +92,12 @@ def test_raw_shm_timeout_kills_both_sides(shm_clean):
 
 
 def test_shmpeer_command_line(shm_clean):
-    out = subprocess.run([sys.executable, "-m", "amnet.bench._shmpeer", "rtt", "20", "2",
+    out = subprocess.run([sys.executable, "-m", "amnet_bench._shmpeer", "rtt", "20", "2",
                           "none", "10"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     line = out.stdout.strip().splitlines()[-1]
     assert line.startswith(shmpeer.PREFIX)
-    bad = subprocess.run([sys.executable, "-m", "amnet.bench._shmpeer", "nope"],
+    bad = subprocess.run([sys.executable, "-m", "amnet_bench._shmpeer", "nope"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "usage" in bad.stderr
 
@@ -204,7 +204,7 @@ def test_mpi_plan_defaults_and_errors():
 def test_mpi_peer_missing_mpiexec(monkeypatch):
     # mpi4py present or not (the test extra does not install it): the check for mpiexec is
     # what is tested, so mpi4py is made to look installed
-    import amnet.bench._report as report
+    import amnet_bench._report as report
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",

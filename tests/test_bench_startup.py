@@ -11,11 +11,11 @@ import sys
 
 import pytest
 
-from amnet.bench import SUITES, BenchError
-from amnet.bench import startup as startup_mod
-from amnet.bench._report import find_mpiexec, median
+from amnet_bench import SUITES, BenchError
+from amnet_bench import startup as startup_mod
+from amnet_bench._report import find_mpiexec, median
 
-BENCH = [sys.executable, "-m", "amnet.bench"]
+BENCH = [sys.executable, "-m", "amnet_bench"]
 
 
 def _check_summary(s: dict, reps: int) -> None:

@@ -13,11 +13,11 @@ import sys
 
 import pytest
 
-from amnet.bench import SUITES
-from amnet.bench import upc as upc_mod
-from amnet.bench._report import markdown, median
+from amnet_bench import SUITES
+from amnet_bench import upc as upc_mod
+from amnet_bench._report import markdown, median
 
-BENCH = [sys.executable, "-m", "amnet.bench"]
+BENCH = [sys.executable, "-m", "amnet_bench"]
 TINY = ["--reps", "2", "--threads", "2", "--block", "2048", "--batch", "32", "--min-time",
         "0.01", "--samples", "2", "--matmul-n", "8"]
 PEERS = ["x_remote_node", "x_remote_net", "x_local", "slice_contig", "slice_spread",

@@ -1,5 +1,5 @@
 """``amnet-bench am``'s aio section: amnet.aio's awaits beside the blocking forms, in the
-same job (jobs in :mod:`amnet.bench._aiojob`).
+same job (jobs in :mod:`amnet_bench._aiojob`).
 
 Rows, each within a node (2 processes, the shared-memory network) and across nodes (2
 simulated nodes, the ``--conduit``'s first conduit other than mpi, else zmq):

@@ -204,7 +204,7 @@ def markdown(result: dict[str, Any], machine: dict[str, Any] | None = None,
 def write(out: Path, result: dict[str, Any], machine: dict[str, Any], argv: Sequence[str],
           date: str | None = None, plots: bool = True) -> tuple[Path, Path]:
     """Write ``out/results.json`` (everything) and ``out/results.md`` and, with ``plots``, a
-    PNG per figure of ``result`` (:func:`amnet.bench._plot.plot`); return the first two.
+    PNG per figure of ``result`` (:func:`amnet_bench._plot.plot`); return the first two.
 
     Raises:
         BenchError: a figure to draw and matplotlib not installed.

@@ -1,7 +1,7 @@
 """The ranks' side of ``amnet-bench hybrid``: in one job of one procs x threads split, the AM
-round trips, the injection microbenchmark (:mod:`amnet.bench._injectjob`), the
-application kernels (:mod:`amnet.bench._appsjob`) and the collectives
-(:mod:`amnet.bench._hcolljob`), each part skipped when its plan is None (or absent).
+round trips, the injection microbenchmark (:mod:`amnet_bench._injectjob`), the
+application kernels (:mod:`amnet_bench._appsjob`) and the collectives
+(:mod:`amnet_bench._hcolljob`), each part skipped when its plan is None (or absent).
 
 The round trips: every rank pings a partner with Short AMs and serves its partner's pings,
 all pairs at once (every rank active, as in the hybrid paper's microbenchmarks): ``node``,

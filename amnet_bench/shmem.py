@@ -6,7 +6,7 @@ Every experiment of the paper's Figs. 13-24 in three forms measured in one run:
                Berkeley UPC on GASNet;
 ``upc-shmem``  upc_rt over shmem_rt (``upc.init(runtime="shmem")``): the paper's SHMEM-UPC;
 ``shmem4py``   the same operation in shmem4py on Open MPI's OpenSHMEM, the peer: this suite's
-               :mod:`amnet.bench._shmem4pyjob` run by ``oshrun -np N PEER_PYTHON``, on this
+               :mod:`amnet_bench._shmem4pyjob` run by ``oshrun -np N PEER_PYTHON``, on this
                one host only.
 
 Figures: put/get latency (``upc.memput`` + ``upc.fence`` / ``upc.memget``; ``put`` +

@@ -5,7 +5,7 @@ Support for Multicore Nodes", §5), with the interpreter lock's share measured.
 ``--ranks`` ranks on ``--nodes`` nodes (default 4 on 2), once per split (``--splits``) and
 repetition, fresh processes each: GUPS, Sobel, MCOP, a contended lock and pure-Python
 compute on upc_rt
-(:mod:`amnet.bench._appsjob`), each checked for its answer. A kernel's figure is the slowest
+(:mod:`amnet_bench._appsjob`), each checked for its answer. A kernel's figure is the slowest
 rank-thread's seconds per round (median of rounds, median over repetitions), and its ratio
 to the all-threads split from the same run (below 1: faster than all threads).
 

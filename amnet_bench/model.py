@@ -2,7 +2,7 @@
 C", Z. Zhang, ch. 6-7) applied to upc_rt, predicted against measured in the same job.
 
 For every ``--topology`` (``node``: ``--threads`` processes on one node; ``2nodes``: half on
-each of 2) and ``--cache`` setting, one job per repetition (:mod:`amnet.bench._modeljob`)
+each of 2) and ``--cache`` setting, one job per repetition (:mod:`amnet_bench._modeljob`)
 runs ``--samples`` rounds: in each, histogram, matrix multiply and Sobel run once, timed,
 and on private arrays (their computation), between two characterizations of the platform
 (the baseline, vector, coalesce, local and private access costs, read and write, a

@@ -1,7 +1,7 @@
 """The OpenSHMEM side of ``amnet-bench shmem``: every experiment written once against
 shmem4py's API, run by the peer (shmem4py on Open MPI's OpenSHMEM, this file as a script
 under ``oshrun`` with the peer virtualenv's Python) and, for the OSU basics, by shmem_rt
-(imported by :mod:`amnet.bench._shmemjob` and called with ``shmem_rt`` as ``shmem``).
+(imported by :mod:`amnet_bench._shmemjob` and called with ``shmem_rt`` as ``shmem``).
 
 Nothing here imports amnet: the peer's Python has numpy and shmem4py only. As a script::
 

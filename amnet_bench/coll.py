@@ -5,7 +5,7 @@ mpi4py's Bcast, Allgather, Alltoall and Allreduce measured the same way in the s
 
 For every ``--ranks`` count and ``--topology`` (one node: a process per rank; 2 nodes: half
 the ranks on each), one amnet job runs every ``--collectives`` x algorithm x ``--sizes``
-case on the world team (:mod:`amnet.bench._colljob`); mpi4py runs the same cases with
+case on the world team (:mod:`amnet_bench._colljob`); mpi4py runs the same cases with
 ``mpiexec -n P`` on this machine (one node). Naive algorithms (a message per byte) run only
 up to ``--naive-max`` bytes. Figures are µs per call; with ``--out``, ``coll_<collective>.png``
 plots each algorithm's time against the size per rank count and topology.
@@ -19,7 +19,7 @@ A second table, the node collectives (``--small-ranks``, ``none`` to skip, and
 ``--small-topologies``): broadcast, reduce_all, gather_all and barrier at 8 B and 64 B,
 broadcast and reduce_all at 64 KiB, OSU-style, on the node area beside the AM path and
 mpi4py; 2 rank-threads beside 2 processes; 2 nodes of 2 beside ``hier_am``
-(:mod:`amnet.bench._collsmall`, which has the targets and floors).
+(:mod:`amnet_bench._collsmall`, which has the targets and floors).
 """
 
 from __future__ import annotations

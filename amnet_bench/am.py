@@ -11,7 +11,7 @@ has run; rank 1 serves inside ``ep.wait_until``. Then the same with Medium AMs p
 size: ``request_medium(1, mping, payload, i)``, answered by ``reply_medium`` with the same
 payload. Each round trip is timed with ``time.perf_counter`` after ``--warmup`` untimed ones.
 
-**peer** (:mod:`amnet.bench._rawzmq`): two processes, each with a PULL socket bound on
+**peer** (:mod:`amnet_bench._rawzmq`): two processes, each with a PULL socket bound on
 127.0.0.1 and a PUSH connected to the other's (the conduit's sockets), exchanging the same
 message shapes (a 28-byte header, i.e. ``20 + 8 * nargs`` with one argument, plus the payload
 frame for Medium), once receiving with blocking ``recv()`` and once in a ``recv(NOBLOCK)``
@@ -25,21 +25,21 @@ Node section (the hybrid paper's Table 2).
 
 **amnet**: the same Short-AM ping-pong (``request_short(1, ping, i)``, rank 0 in
 ``ep.wait_until`` until the ``pong`` reply handler ran, rank 1 serving in ``ep.wait_until``),
-one fresh 2-rank job on one node per configuration of :data:`amnet.bench._node.CONFIGS`:
+one fresh 2-rank job on one node per configuration of :data:`amnet_bench._node.CONFIGS`:
 2 threads (one process, in-line AMs), 2 procs (PSHM), 2 procs + thread-safety,
 2 procs + loopback (``pshm=False``: the zmq conduit), 2 procs + thread-safety + loopback.
 Round trips are timed in batches of ``--node-batch`` (a ``perf_counter`` pair costs about
 0.1 µs, as much as what is measured); a sample is a batch's time / its size.
 
-**peers**, timed the same way: raw-shm (:func:`amnet.bench._shmpeer.raw_shm_rtt`, two
+**peers**, timed the same way: raw-shm (:func:`amnet_bench._shmpeer.raw_shm_rtt`, two
 processes spinning on a shared page: the floor), mpi4py Send/Recv ping-pong and mpi4py AM
-emulation (Iprobe + Recv + dict dispatch + reply Send) (:func:`amnet.bench._mpipeer.run_mpi`,
+emulation (Iprobe + Recv + dict dispatch + reply Send) (:func:`amnet_bench._mpipeer.run_mpi`,
 MPICH's shared-memory transport, mpi4py's default thread level).
 
 Every repetition runs each configuration (each wait mode), raw-shm and mpi4py one after the
 other, fresh processes each; targets are checked on the medians over repetitions.
 
-aio section (:mod:`amnet.bench._aio`, ``--no-aio`` skips it): amnet.aio's awaited 8 B get and
+aio section (:mod:`amnet_bench._aio`, ``--no-aio`` skips it): amnet.aio's awaited 8 B get and
 Short rpc beside their blocking forms, 1000 rpcs awaited with ``asyncio.gather`` beside
 handles, and the CPU of an idle awaiting rank, within a node and across nodes.
 """
@@ -306,8 +306,8 @@ def _network(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
     config = {"iters": opts.iters, "warmup": opts.warmup, "reps": opts.reps, "pin": opts.pin,
               "sizes": opts.sizes, "latency_us": opts.latency_us,
               "wait_modes": opts.wait_modes, "amnet_options": amnet_opts,
-              "amnet_job": "amnet.run(amnet.bench._jobs.am_job, n=2, nodes=2)",
-              "raw_peer": "python amnet/bench/_rawzmq.py server|client MODE",
+              "amnet_job": "amnet.run(amnet_bench._jobs.am_job, n=2, nodes=2)",
+              "raw_peer": "python amnet_bench/_rawzmq.py server|client MODE",
               "order": [f"{w} {m}" for w, m in variants],
               "timer": "time.perf_counter per round trip, in rank 0 / the raw client"}
     table = {"columns": ["AM", "amnet wait mode", "amnet µs", "raw-zmq block µs",
@@ -489,7 +489,7 @@ def _node_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
         "for amnet (request_short calls ping, whose token.reply_short calls pong; wait_until "
         "calls the predicate once): the same Python frames as an in-line round trip and "
         "nothing else, the floor for the 2 threads row in CPython "
-        "(amnet.bench._shmpeer.python_calls_rtt). The 2 threads job also times that loop in "
+        "(amnet_bench._shmpeer.python_calls_rtt). The 2 threads job also times that loop in "
         "turns with its own batches (a batch of one, a batch of the other, in rank 0's "
         "thread): 'in turns' is the median of those ratios, over runs, with the least and "
         "greatest run's; the machine's speed drifts between separate measurements.",
@@ -524,8 +524,8 @@ def _node_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
     config = {"iters": opts.node_iters, "warmup": opts.node_warmup, "batch": batch,
               "reps": opts.reps, "pin": pin, "wait_modes": opts.wait_modes,
               "configs": {label: {"n": 2, **kw} for label, _, kw in _node.CONFIGS},
-              "amnet_job": "amnet.run(amnet.bench._jobs.node_am_job, n=2, **config)",
-              "raw_shm": "amnet.bench._shmpeer.raw_shm_rtt", "mpi4py_plan": mpi_plan,
+              "amnet_job": "amnet.run(amnet_bench._jobs.node_am_job, n=2, **config)",
+              "raw_shm": "amnet_bench._shmpeer.raw_shm_rtt", "mpi4py_plan": mpi_plan,
               "mpi4py_missing": mpi_why, "peers": peer_info,
               "order": [f"{label} ({mode})" for label, _, _, mode in configs]
               + ["raw-shm"] + (["mpi4py"] if mpi_why is None else []),

@@ -1,4 +1,4 @@
-"""Jobs of ``amnet-bench am``'s aio section (:mod:`amnet.bench._aio`): an awaited 8 B get and
+"""Jobs of ``amnet-bench am``'s aio section (:mod:`amnet_bench._aio`): an awaited 8 B get and
 Short rpc beside their blocking forms, 1000 rpcs in flight awaited with ``asyncio.gather``
 and ``amnet.aio.when_all`` beside the same issued as handles and waited for with
 ``amnet.wait_all``, and the CPU an

@@ -3,9 +3,9 @@
 The upc_rt forms of the OpenSHMEM-for-UPC paper's experiments, each started with
 ``upc.init()`` (``plan["runtime"] == "amnet"``: upc_rt on amnet directly, the paper's
 Berkeley UPC on GASNet) or ``upc.init(runtime="shmem")`` (upc_rt over shmem_rt, the paper's
-SHMEM-UPC); the same experiments in shmem4py's API are :mod:`amnet.bench._shmem4pyjob`,
+SHMEM-UPC); the same experiments in shmem4py's API are :mod:`amnet_bench._shmem4pyjob`,
 which :func:`osu_job` also runs on shmem_rt. Every rank returns its own figures (seconds
-per operation, lists of samples; see :func:`amnet.bench._shmem4pyjob.batches`):
+per operation, lists of samples; see :func:`amnet_bench._shmem4pyjob.batches`):
 
 - :func:`putget_job` (2 threads; thread 0 times): ``upc.memput`` + ``upc.fence()`` and
   ``upc.memget`` of each size to / from thread 1's block (Figs. 13/14);
@@ -198,7 +198,7 @@ def apps_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any]:
 
 
 def osu_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any]:
-    """The OSU basics of :func:`amnet.bench._shmem4pyjob.osu` on shmem_rt; then, in the same
+    """The OSU basics of :func:`amnet_bench._shmem4pyjob.osu` on shmem_rt; then, in the same
     job, each operation again beside the same operation on amnet's endpoint, batch by batch
     (``out["amnet"]``; see :func:`_osu_amnet`)."""
     import shmem_rt

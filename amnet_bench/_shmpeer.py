@@ -27,11 +27,11 @@ Both run in a fresh interpreter (this file run as a script, no amnet import in t
 the fork happens there, never in the caller); the child prints one line starting with
 :data:`PREFIX` followed by the result as JSON. From the command line::
 
-    python -m amnet.bench._shmpeer rtt ITERS WARMUP PIN [BATCH]
-    python -m amnet.bench._shmpeer memcpy SIZE,SIZE,... REPS [PIN [MIN_BYTES]]
+    python -m amnet_bench._shmpeer rtt ITERS WARMUP PIN [BATCH]
+    python -m amnet_bench._shmpeer memcpy SIZE,SIZE,... REPS [PIN [MIN_BYTES]]
 
 Placement (``pin``): ``none`` (the scheduler's choice) or ``split`` (side A on the first
-usable core, side B on the second, via :func:`amnet.bench._rawzmq.pin_process`; memcpy on the
+usable core, side B on the second, via :func:`amnet_bench._rawzmq.pin_process`; memcpy on the
 first).
 """
 
@@ -236,8 +236,8 @@ def _memcpy_local(sizes: Sequence[int], reps: int, pin: str, min_bytes: int) -> 
 # -- the callers' side --------------------------------------------------------------------
 def _run_child(args: list[str], timeout: float) -> dict[str, Any]:
     """Run this file as a script with ``args`` in its own session; the result line's JSON.
-    Any failure is an :class:`amnet.bench.BenchError` naming the command."""
-    from amnet.bench import BenchError
+    Any failure is an :class:`amnet_bench.BenchError` naming the command."""
+    from amnet_bench import BenchError
 
     cmd = [sys.executable, os.path.abspath(__file__), *args]
     what = f"the shm peer `{' '.join(args)}`"
@@ -279,7 +279,7 @@ def raw_shm_rtt(iters: int = 100_000, warmup: int = 10_000, pin: str = "none",
     "unit": "s", "median", "p10", "p90", "min", "max", "mean", "n", "samples", ...}``: seconds
     per round trip, one sample per batch, plus the placement (``pin``, ``cores``), the wait
     (``spin``: ``busy`` or ``yield``) and the batching. Raises ``ValueError`` for bad
-    arguments, :class:`amnet.bench.BenchError` when the peer fails.
+    arguments, :class:`amnet_bench.BenchError` when the peer fails.
     """
     _check_pin(pin)
     if iters < 1 or warmup < 0 or batch < 1:
@@ -296,7 +296,7 @@ def memcpy_bw(sizes: Sequence[int], reps: int = 10, pin: str = "none",
     "copies_per_sample", "median", "p10", "p90", "min", "max", "mean", "n", "samples"}},
     ...}``: ``reps`` samples per size, each MB/s (10^6 bytes/s) over at least ``min_bytes``
     copied (at most :data:`MAX_COPIES` copies). Raises ``ValueError`` for bad arguments,
-    :class:`amnet.bench.BenchError` when the peer fails.
+    :class:`amnet_bench.BenchError` when the peer fails.
     """
     _check_pin(pin)
     sizes = [int(s) for s in sizes]

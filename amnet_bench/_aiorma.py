@@ -1,5 +1,5 @@
 """``amnet-bench rma``'s aio section: awaited puts and gets beside the blocking forms, in the
-same job (the job is :func:`amnet.bench._aiojob.rma_aio_job`).
+same job (the job is :func:`amnet_bench._aiojob.rma_aio_job`).
 
 Rows, each within a node (2 processes, the shared-memory network) and across nodes (2
 simulated nodes, the ``--conduit``'s first conduit other than mpi, else zmq):

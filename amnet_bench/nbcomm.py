@@ -3,9 +3,9 @@ memput/memget, run blocking, made nonblocking by hand, and under amnet.nbcomm's 
 scheduler ("Automatic Nonblocking Communication for Partitioned Global Address Space
 Programs", Chen, Iancu, Yelick; ICS 2007, §4.4).
 
-The kernels (:mod:`amnet.bench._nbkernels`): GUPS with bulk updates, a 3-D stencil's halo
+The kernels (:mod:`amnet_bench._nbkernels`): GUPS with bulk updates, a 3-D stencil's halo
 exchange, FT's transpose with large puts, BT's sweep of many small gets. Each runs in four
-forms in the same job, interleaved (:mod:`amnet.bench._nbjob`): ``blocking`` (the program as
+forms in the same job, interleaved (:mod:`amnet_bench._nbjob`): ``blocking`` (the program as
 written), ``manual`` (put_nbi/wait_nbi, get_nb placed by hand), ``auto`` (the program as
 written on an :class:`amnet.nbcomm.Scheduler`) and ``compute`` (no communication: the floor
 that overlap can at best reach). The job is ``amnet.run(fn, n=--ranks, nodes=--nodes)`` with

@@ -2,7 +2,7 @@
 
 Each job is a 2-rank job: :func:`am_job` and :func:`rma_job` one rank per simulated node,
 :func:`node_am_job` and :func:`node_rma_job` both ranks on one node (2 processes or 2 threads
-of one process, see :mod:`amnet.bench._node`). Rank 0 times, rank 1 serves (its handlers and
+of one process, see :mod:`amnet_bench._node`). Rank 0 times, rank 1 serves (its handlers and
 the system handlers run while it waits for rank 0's ``bench_stop`` AM). Rank 0
 returns its samples (seconds) as plain lists; rank 1 returns None. Handler state lives in
 the module, one :class:`_State` per rank (the ranks of these jobs are separate processes,
@@ -101,7 +101,7 @@ def am_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
     """Short AM round trips, then Medium round trips (echoed payload) per size.
 
     ``plan``: ``warmup``, ``iters``, ``sizes`` (Medium payload bytes), ``pin`` (see
-    :func:`~amnet.bench._rawzmq.pin_process`; rank r is side r).
+    :func:`~amnet_bench._rawzmq.pin_process`; rank r is side r).
     """
     core = pin_process(plan.get("pin", "none"), ep.rank)
     ep.register_handlers(HANDLERS)
@@ -255,7 +255,7 @@ def _short_batches(ep: Any, st: _State, warmup: int, iters: int, batch: int,
 
 def _pin_node(ep: Any, pin: str) -> int | None:
     """``split``: rank r on the r-th usable core; the whole process when the other rank is
-    another process (:func:`~amnet.bench._rawzmq.pin_process`), only this rank's thread when
+    another process (:func:`~amnet_bench._rawzmq.pin_process`), only this rank's thread when
     both ranks are threads of one process. ``none``: not pinned (None)."""
     import os
 
@@ -276,7 +276,7 @@ def node_am_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
     ``plan``: ``warmup``, ``iters``, ``batch``, ``pin``. Rank 1 serves in ``ep.wait_until``
     (with in-line AMs it has nothing to do: rank 0's sends run the handlers themselves).
     In-line, rank 0 also times the python calls loop (the in-line floor,
-    :func:`amnet.bench._shmpeer.python_calls_loop`) in turns with its batches, a batch of one
+    :func:`amnet_bench._shmpeer.python_calls_loop`) in turns with its batches, a batch of one
     then a batch of the other: ``calls`` (seconds per round trip per batch) and ``turns``
     (amnet / calls, batch by batch).
     """

@@ -2,7 +2,7 @@
 (the network section), and put/get latency and bandwidth between the two processes of one
 node beside mpi4py RMA and memcpy (the node section). ``--no-node`` / ``--no-network`` run
 one only. Then amnet.aio's awaited puts and gets beside the blocking forms, and 1000 gets in
-flight awaited together beside handles (the aio section, :mod:`amnet.bench._aiorma`;
+flight awaited together beside handles (the aio section, :mod:`amnet_bench._aiorma`;
 ``--no-aio`` skips it).
 
 Network section.
@@ -15,7 +15,7 @@ of S bytes (a preallocated numpy array) to consecutive offsets of rank 1's segme
 (10^6 bytes per MB). Latency: blocking ``ep.put(1, 0, data)`` and ``ep.get(1, 0, n, out)``
 round trips per size. Rank 1 serves inside ``ep.wait_until``.
 
-**peer** (:mod:`amnet.bench._rawzmq`): two processes with the conduit's sockets (PULL bound
+**peer** (:mod:`amnet_bench._rawzmq`): two processes with the conduit's sockets (PULL bound
 on 127.0.0.1, PUSH to the other's). Streaming: the sender sends the same window of S-byte
 messages (a 28-byte header frame + the payload frame, sent with a copy as ``put_nbi`` does),
 then waits for one ack per message; the receiver takes each payload without a copy, copies
@@ -37,9 +37,9 @@ per size timed in batches of ``--node-batch`` operations (a sample is a batch's 
 size); bandwidth per size as MB/s of back-to-back blocking operations moving at least
 ``--node-bytes`` per sample.
 
-**peers**: mpi4py RMA (:func:`amnet.bench._mpipeer.run_mpi`: ``Lock(1); Put/Get; Unlock(1)``
+**peers**: mpi4py RMA (:func:`amnet_bench._mpipeer.run_mpi`: ``Lock(1); Put/Get; Unlock(1)``
 per operation for latency, a ``Lock`` epoch of Puts/Gets for bandwidth, in a
-``MPI.Win.Allocate`` window) and memcpy (:func:`amnet.bench._shmpeer.memcpy_bw`: numpy
+``MPI.Win.Allocate`` window) and memcpy (:func:`amnet_bench._shmpeer.memcpy_bw`: numpy
 ``dst[:] = src`` of the same sizes, the floor for intra-node bandwidth).
 
 Every repetition runs each configuration (each wait mode), mpi4py and memcpy one after the
@@ -93,7 +93,7 @@ NODE_BW_WARMUP = 2  # untimed operations per size before a bandwidth's samples
 
 
 def _one_size(text: str | int) -> int:
-    from .._config import parse_size
+    from amnet._config import parse_size
 
     try:
         size = parse_size(text)
@@ -399,8 +399,8 @@ def _network(parser: argparse.ArgumentParser, opts: argparse.Namespace,
               "bytes": total, "max_windows": opts.max_windows, "windows": windows,
               "lat_sizes": opts.lat_sizes, "iters": opts.iters, "warmup": opts.warmup,
               "wait_modes": opts.wait_modes, "amnet_options": amnet_opts,
-              "amnet_job": "amnet.run(amnet.bench._jobs.rma_job, n=2, nodes=2)",
-              "raw_peer": "python amnet/bench/_rawzmq.py server|client MODE",
+              "amnet_job": "amnet.run(amnet_bench._jobs.rma_job, n=2, nodes=2)",
+              "raw_peer": "python amnet_bench/_rawzmq.py server|client MODE",
               "order": [f"{w} {m}" for w, m in variants],
               "timer": "time.perf_counter in rank 0 / the raw client"}
     table = {"columns": ["operation", "size", "amnet wait mode", "amnet", "raw-zmq block",
@@ -588,8 +588,8 @@ def _node_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
               "bw_samples": opts.node_samples, "bw_warmup": NODE_BW_WARMUP,
               "ops_per_sample": ops, "segment_size": seg, "threads": opts.node_threads,
               "configs": {labels[k]: {"n": 2, **runs[k]} for k in keys},
-              "amnet_job": "amnet.run(amnet.bench._jobs.node_rma_job, n=2, **config)",
-              "memcpy": "amnet.bench._shmpeer.memcpy_bw", "mpi4py_plan": mpi_plan,
+              "amnet_job": "amnet.run(amnet_bench._jobs.node_rma_job, n=2, **config)",
+              "memcpy": "amnet_bench._shmpeer.memcpy_bw", "mpi4py_plan": mpi_plan,
               "order": [f"{labels[k]} ({m})" for k, m in variants] + ["memcpy"]
               + (["mpi4py"] if mpi_why is None else []),
               "mpi4py_missing": mpi_why, "mpi4py": mpi_info,

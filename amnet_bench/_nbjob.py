@@ -1,6 +1,6 @@
 """The ranks' side of ``amnet-bench nbcomm``: every kernel in every form, interleaved.
 
-For each kernel (:mod:`amnet.bench._nbkernels`), ``samples + 1`` rounds (the first a
+For each kernel (:mod:`amnet_bench._nbkernels`), ``samples + 1`` rounds (the first a
 warm-up, not kept), each running the forms one after another in an order that rotates by
 round. A form's run: the segment zeroed, the kernel reset, a barrier, ``iters`` iterations
 timed, then its digest. The forms:

@@ -1,6 +1,6 @@
-"""``python -m amnet.bench`` is ``amnet-bench``."""
+"""``python -m amnet_bench`` is ``amnet-bench``."""
 
-from .._safepath import reexec_if_shadowed
+from amnet._safepath import reexec_if_shadowed
 
 reexec_if_shadowed()  # a folder 'amnet' in the current directory shadows amnet: again with -P
 

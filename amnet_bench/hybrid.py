@@ -4,8 +4,8 @@ kernels and amnet's collectives over every procs x threads split of ``--ranks`` 
 ``--nodes`` nodes, in one report that answers *which mapping to use for this message size
 and this pattern on this machine*.
 
-Per repetition and split, one job runs the four parts (:mod:`amnet.bench._hybridjob`,
-the collectives in :mod:`amnet.bench._hcolljob`) and,
+Per repetition and split, one job runs the four parts (:mod:`amnet_bench._hybridjob`,
+the collectives in :mod:`amnet_bench._hcolljob`) and,
 with ``--gil``, a second one runs the kernels in spin wait mode to measure the interpreter
 lock's and the drain lock's shares (as ``amnet-bench apps`` does). Every figure is compared
 with the other splits of the same run; the all-threads split is the reference the paper

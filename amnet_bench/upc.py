@@ -1,7 +1,7 @@
 """Suite ``upc``: upc_rt's access costs, the MuPC thesis's microbenchmarks and its peers.
 
 Two sections, each in fresh jobs per repetition (the ranks' side is
-:mod:`amnet.bench._upcjob`):
+:mod:`amnet_bench._upcjob`):
 
 - **peers** (the headline): upc_rt beside what a user would write instead, each amnet pair
   timed interleaved in one job, and mpi4py in its own MPICH job of the same repetition. A

@@ -25,12 +25,12 @@ Timing: after ``warmup`` untimed operations, operations run in batches of ``batc
 batch is timed as a whole (one ``perf_counter`` per operation would cost a few percent of a
 round trip); a latency sample is the batch's time divided by ``batch`` (seconds). Every
 figure is ``median``, ``p10``, ``p90`` (plus ``min``, ``max``, ``mean``, ``n``) over the
-samples, with every sample (:func:`amnet.bench._shmpeer.stats`).
+samples, with every sample (:func:`amnet_bench._shmpeer.stats`).
 
 The job's functions run inside the MPI job (this file run as a script by ``mpiexec``, no amnet
-import there): ``mpiexec -n 2 python -m amnet.bench._mpipeer job PLAN_JSON`` (or the file
+import there): ``mpiexec -n 2 python -m amnet_bench._mpipeer job PLAN_JSON`` (or the file
 path). Rank 0 prints one line, :data:`PREFIX` then the result as JSON. :func:`run_mpi` (the
-suites' side) starts such a job and returns that result; ``python -m amnet.bench._mpipeer``
+suites' side) starts such a job and returns that result; ``python -m amnet_bench._mpipeer``
 alone does the same with :data:`DEFAULT_PLAN` and prints it.
 
 The plan (JSON, every section optional, missing keys taken from :data:`DEFAULT_PLAN`'s)::
@@ -433,11 +433,11 @@ def full_plan(plan: dict[str, Any] | None = None) -> dict[str, Any]:
 
 def run_mpi(plan: dict[str, Any] | None = None, timeout: float = TIMEOUT_S) -> dict[str, Any]:
     """Start ``mpiexec -n 2`` of this file's job on ``plan`` (see :func:`full_plan`) and
-    return rank 0's result. Raises :class:`amnet.bench.BenchError` when mpi4py or mpiexec is
+    return rank 0's result. Raises :class:`amnet_bench.BenchError` when mpi4py or mpiexec is
     missing or the job fails or runs past ``timeout`` seconds (then the whole job is killed)."""
     import importlib.util
 
-    from amnet.bench import BenchError
+    from amnet_bench import BenchError
 
     full = full_plan(plan)
     if importlib.util.find_spec("mpi4py") is None:
@@ -452,8 +452,8 @@ def run_script(path: str, n: int, plan: Any, timeout: float = TIMEOUT_S,
     last line that starts with it (a rank prints it). The script's ranks may print
     :data:`SHM_PREFIX` lines naming /dev/shm files to remove if the job dies. Raises
     BenchError (mpiexec missing, the job failed or ran past ``timeout`` s: then killed)."""
-    from amnet.bench import BenchError
-    from amnet.bench._report import find_mpiexec
+    from amnet_bench import BenchError
+    from amnet_bench._report import find_mpiexec
 
     mpiexec = find_mpiexec()
     if mpiexec is None:
@@ -526,8 +526,8 @@ def main(argv: list[str]) -> None:
             print(PREFIX + json.dumps(res), flush=True)
         return
     if argv:
-        raise SystemExit("usage: mpiexec -n 2 python -m amnet.bench._mpipeer job PLAN_JSON | "
-                         "python -m amnet.bench._mpipeer")
+        raise SystemExit("usage: mpiexec -n 2 python -m amnet_bench._mpipeer job PLAN_JSON | "
+                         "python -m amnet_bench._mpipeer")
     print(json.dumps(run_mpi(), indent=1))
 
 

@@ -3,7 +3,7 @@ for Unified Parallel C", Z. Zhang, ch. 6-7) for upc_rt, platform and programs me
 the same job.
 
 1. **The platform**: the four access patterns of §6.4 and the private floor, read and write,
-   per element (:class:`amnet.bench._upcjob.Patterns`, the ``upc`` suite's), a
+   per element (:class:`amnet_bench._upcjob.Patterns`, the ``upc`` suite's), a
    read-modify-write of a cyclic table, with the cache on its miss, hit and write-back
    costs, and the cost of a barrier.
 2. **The programs** of §7.1, written as the thesis writes them, element by element, on 1-D
@@ -26,7 +26,7 @@ the same job.
    mean of the two, so a machine whose speed drifts over seconds (a shared or virtual one)
    moves the prediction and the run alike.
 
-The suite (:mod:`amnet.bench.model`) predicts ``T = T_comp + sum_j N_j x (c(pattern_j) -
+The suite (:mod:`amnet_bench.model`) predicts ``T = T_comp + sum_j N_j x (c(pattern_j) -
 c(private)) + wait + barriers x c(barrier)`` per thread and round (Equation 6.1 with rates as
 costs per access; the private cost is taken off because ``T_comp`` already made every
 access, privately; ``wait``: requests to other nodes waiting for a busy owner's next poll)
@@ -207,7 +207,7 @@ def _once(fn: Any, upc: Any, barrier: bool) -> float:
 class _Updates:
     """The platform's read-modify-write (``X[i] = X[i] + 1``) per element of a cyclic table
     for the baseline (random elements of other threads), local and private patterns, timed
-    as :class:`~amnet.bench._upcjob.Patterns` times reads and writes (batches of ``batch``
+    as :class:`~amnet_bench._upcjob.Patterns` times reads and writes (batches of ``batch``
     drawn ahead, a fence after each): a remote update waits for its read, and its write
     then queues before the next read to that thread, which separate read and write costs do
     not show."""

@@ -3,7 +3,7 @@
 A suite is a plain function registered with :func:`suite`. Like the commands of
 ``mpi4py.bench`` it parses its own options (``args``, a list of strings, with defaults taken
 from its keyword arguments) and *returns* its figures as a dict, so tests and scripts can call
-it directly; the command line (:mod:`amnet.bench.cli`) only adds the machine description,
+it directly; the command line (:mod:`amnet_bench.cli`) only adds the machine description,
 prints the Markdown table and writes ``results.json`` / ``results.md``.
 
 The dict a suite returns has these keys:
@@ -18,9 +18,10 @@ The dict a suite returns has these keys:
              in order, each under its title; ``table`` is then the first and ``notes`` all
              the tables' notes
 ``figures``  optional: plots that ``--out DIR`` draws as DIR/<file> PNGs (the keys are
-             :mod:`amnet.bench._plot`'s); such a suite names them in :func:`suite`
+             :mod:`amnet_bench._plot`'s); such a suite names them in :func:`suite`
 
-Nothing in :mod:`amnet` imports this package.
+A package of its own beside :mod:`amnet`, :mod:`upc_rt` and :mod:`shmem_rt`, not part of the
+library: it uses them, and nothing in them imports it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Suite ``vis``: the autoNB paper's Fig. 6 across two simulated nodes.
 
 A strided get of ``--elem``-byte elements (256) ``--stride`` bytes apart (850) at both ends,
-for totals of 1 KiB..4 MiB, done three ways in the same job (:mod:`amnet.bench._visjob`):
+for totals of 1 KiB..4 MiB, done three ways in the same job (:mod:`amnet_bench._visjob`):
 one ``ep.vis.get_strided`` call, a flood of single ``ep.get_nbi`` of one element each (then
 ``wait_nbi``), and one contiguous ``ep.get`` of the same number of bytes (the bandwidth
 ceiling). The job is ``amnet.run(fn, n=2, nodes=2)`` (TCP loopback between the nodes) once

@@ -5,7 +5,7 @@ Nodes", §4.1).
 ``--ranks`` ranks on ``--nodes`` simulated nodes (default 4 on 2), once per split of the
 ranks of a node into processes of rank-threads (``--splits``, default every one: ``1T-2P``,
 ``2T-1P`` for 2 a node) and repetition, fresh processes each. In each job every rank puts to
-ranks on other nodes at once (:mod:`amnet.bench._injectjob`): one partner (``p2p``) or the
+ranks on other nodes at once (:mod:`amnet_bench._injectjob`): one partner (``p2p``) or the
 next one for every message (``p2m``), blocking (``B``) or nonblocking with at most 8, 32, 128
 or any number in flight (``NB8``..``NB``). Figures: the aggregate bandwidth (every rank's
 bytes over the slowest rank's time, MB/s), and the injection overhead (µs inside ``put_nb``
@@ -103,7 +103,7 @@ def inject(args: Sequence[str] | None = None, *, ranks: int = 4, nodes: int = 2,
 
 
 def job_plan(opts: Any) -> dict[str, Any]:
-    """What :func:`amnet.bench._injectjob.inject_job` runs for parsed options (``patterns``,
+    """What :func:`amnet_bench._injectjob.inject_job` runs for parsed options (``patterns``,
     ``sizes``, ``modes``, ``samples``, ``nbytes``): ``nbytes`` a round per rank, in 16 to
     1024 puts of each size."""
     nbytes = opts.nbytes[0]

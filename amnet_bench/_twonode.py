@@ -2,7 +2,7 @@
 
 Both suites time amnet across two simulated nodes (``amnet.run(fn, n=2, nodes=2)``: one rank
 per node, all traffic over the zmq conduit on TCP loopback) beside the raw-zmq peer
-(:mod:`amnet.bench._rawzmq`) in its two wait strategies, interleaved in one run:
+(:mod:`amnet_bench._rawzmq`) in its two wait strategies, interleaved in one run:
 amnet, raw-zmq block, raw-zmq spin, amnet, ... Every repetition starts fresh processes.
 """
 
@@ -29,7 +29,7 @@ JOB_TIMEOUT_S = 300.0
 
 def parse_sizes(text: str | int | Iterable[Any]) -> list[int]:
     """``"8,1K,64K"`` (or ints) as a list of positive byte counts."""
-    from .._config import parse_size
+    from amnet._config import parse_size
 
     try:
         sizes = [parse_size(t) for t in comma_items(text)]
@@ -116,7 +116,7 @@ def merge_sections(suite: str, *sections: dict[str, Any] | None) -> dict[str, An
 
 def parse_conduits(text: Any) -> list[str]:
     """A comma list of registered conduit names (``--conduit``), duplicates dropped."""
-    from ..core.conduit import CONDUITS, load_plugins
+    from amnet.core.conduit import CONDUITS, load_plugins
 
     names = list(dict.fromkeys(t.strip() for t in str(text).split(",") if t.strip()))
     if any(n not in CONDUITS for n in names):

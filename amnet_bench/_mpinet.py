@@ -1,11 +1,11 @@
 """The ``mpi`` sections of ``amnet-bench am`` and ``rma`` (``--conduit ...,mpi``): amnet over
 the mpi conduit beside mpi4py on the same MPI with the same transport settings.
 
-**amnet**: the suites' 2-rank jobs (:func:`amnet.bench._jobs.am_job`,
-:func:`~amnet.bench._jobs.rma_job`) with one rank per simulated node, ``conduit="mpi"``: its
+**amnet**: the suites' 2-rank jobs (:func:`amnet_bench._jobs.am_job`,
+:func:`~amnet_bench._jobs.rma_job`) with one rank per simulated node, ``conduit="mpi"``: its
 processes are started by ``mpiexec`` and every AM crosses MPI.
 
-**peer**: ``mpiexec -n 2`` of :mod:`amnet.bench._mpipeer` with mpi4py: the AM emulation a
+**peer**: ``mpiexec -n 2`` of :mod:`amnet_bench._mpipeer` with mpi4py: the AM emulation a
 Python user would write (``Send``, ``Iprobe`` + ``Recv`` + dict dispatch, reply ``Send``) and
 the ``Send``/``Recv`` ping-pong for the round trip; ``Isend``/``Irecv`` windows with an ack per
 window (OSU's ``osu_bw``) for bandwidth, as amnet's ``put_nbi`` window + ``wait_nbi``.
@@ -51,7 +51,7 @@ def parse_paths(text: str) -> list[str]:
 
 def path_env(path: str) -> dict[str, str]:
     """The MPICH settings of a path (see the module)."""
-    from ..core._mpiconduit import MPICH_NETWORK_PATH
+    from amnet.core._mpiconduit import MPICH_NETWORK_PATH
 
     return dict(MPICH_NETWORK_PATH) if path == "tcp" else {"MPIR_CVAR_NOLOCAL": "1"}
 
@@ -60,7 +60,7 @@ def path_env(path: str) -> dict[str, str]:
 def network_path(path: str = "tcp") -> Iterator[dict[str, str]]:
     """MPICH's settings of ``path`` for every ``mpiexec`` started meanwhile (amnet's and
     mpi4py's); the other path's settings are out of the environment meanwhile."""
-    from ..core._mpiconduit import MPICH_NETWORK_PATH
+    from amnet.core._mpiconduit import MPICH_NETWORK_PATH
 
     env = path_env(path)
     keys = set(MPICH_NETWORK_PATH) | set(env)
