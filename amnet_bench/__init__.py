@@ -26,52 +26,19 @@ library: it uses them, and nothing in them imports it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
-
-Suite = Callable[..., dict[str, Any]]
-
-#: Every registered suite by name, in registration order.
-SUITES: dict[str, Suite] = {}
-
-
-class BenchError(RuntimeError):
-    """A suite could not measure: a command failed, a tool is unusable. The message says why."""
-
-
-def suite(name: str, plots: Sequence[str] = ()) -> Callable[[Suite], Suite]:
-    """Register the decorated function as the suite ``name``; ``plots`` names the PNG files
-    its figures become with ``--out`` (``<pattern>`` for a part that varies), none for a
-    suite that draws none: the command line checks for matplotlib before running a suite
-    that draws some.
-
-    Raises:
-        ValueError: another function is registered as ``name``.
-    """
-
-    def register(fn: Suite) -> Suite:
-        if name in SUITES and SUITES[name] is not fn:
-            raise ValueError(f"suite {name!r} is already registered")
-        SUITES[name] = fn
-        fn.suite_name = name  # type: ignore[attr-defined]
-        fn.plots = tuple(plots)  # type: ignore[attr-defined]
-        return fn
-
-    return register
-
-
 # The suites register themselves on import (`--list` shows them sorted by name).
-from . import am as am  # noqa: E402
-from . import apps as apps  # noqa: E402
-from . import coll as coll  # noqa: E402
-from . import hybrid as hybrid  # noqa: E402
-from . import inject as inject  # noqa: E402
-from . import model as model  # noqa: E402
-from . import nbcomm as nbcomm  # noqa: E402
-from . import rma as rma  # noqa: E402
-from . import shmem as shmem  # noqa: E402
-from . import startup as startup  # noqa: E402
-from . import upc as upc  # noqa: E402
-from . import vis as vis  # noqa: E402
+from . import am as am
+from . import apps as apps
+from . import coll as coll
+from . import hybrid as hybrid
+from . import inject as inject
+from . import model as model
+from . import nbcomm as nbcomm
+from . import rma as rma
+from . import shmem as shmem
+from . import startup as startup
+from . import upc as upc
+from . import vis as vis
+from ._registry import SUITES, BenchError, Suite, suite
 
-__all__ = ["SUITES", "BenchError", "suite"]
+__all__ = ["SUITES", "BenchError", "Suite", "suite"]

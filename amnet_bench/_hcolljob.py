@@ -157,7 +157,7 @@ def verify(recs: list[dict[str, Any]], split: str) -> None:
     """
     errs = [e for r in recs for e in r["errors"]]
     if errs:
-        from . import BenchError
+        from ._registry import BenchError
 
         raise BenchError(f"collectives ({split}) computed a wrong answer, not measured: "
                          f"{errs[0]} ({sum(r['wrong'] for r in recs)} wrong results in all)")

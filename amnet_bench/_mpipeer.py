@@ -437,7 +437,7 @@ def run_mpi(plan: dict[str, Any] | None = None, timeout: float = TIMEOUT_S) -> d
     missing or the job fails or runs past ``timeout`` seconds (then the whole job is killed)."""
     import importlib.util
 
-    from amnet_bench import BenchError
+    from amnet_bench._registry import BenchError
 
     full = full_plan(plan)
     if importlib.util.find_spec("mpi4py") is None:
@@ -452,7 +452,7 @@ def run_script(path: str, n: int, plan: Any, timeout: float = TIMEOUT_S,
     last line that starts with it (a rank prints it). The script's ranks may print
     :data:`SHM_PREFIX` lines naming /dev/shm files to remove if the job dies. Raises
     BenchError (mpiexec missing, the job failed or ran past ``timeout`` s: then killed)."""
-    from amnet_bench import BenchError
+    from amnet_bench._registry import BenchError
     from amnet_bench._report import find_mpiexec
 
     mpiexec = find_mpiexec()

@@ -15,7 +15,7 @@ import importlib.util
 from collections.abc import Callable
 from typing import Any
 
-from . import BenchError
+from ._registry import BenchError
 from ._report import find_mpiexec, rank_job, ranks_result
 from ._twonode import JOB_TIMEOUT_S, cpu_count
 

@@ -49,7 +49,7 @@ def require_matplotlib() -> Any:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        from . import BenchError
+        from ._registry import BenchError
 
         raise BenchError(MISSING) from None
     return plt

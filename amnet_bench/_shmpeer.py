@@ -237,7 +237,7 @@ def _memcpy_local(sizes: Sequence[int], reps: int, pin: str, min_bytes: int) -> 
 def _run_child(args: list[str], timeout: float) -> dict[str, Any]:
     """Run this file as a script with ``args`` in its own session; the result line's JSON.
     Any failure is an :class:`amnet_bench.BenchError` naming the command."""
-    from amnet_bench import BenchError
+    from amnet_bench._registry import BenchError
 
     cmd = [sys.executable, os.path.abspath(__file__), *args]
     what = f"the shm peer `{' '.join(args)}`"

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from . import BenchError
+from ._registry import BenchError
 from ._report import comma_items, median, rank_job, ranks_result
 
 RAW_MODES = ("block", "spin")  # the raw-zmq peer's wait strategies

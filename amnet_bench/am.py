@@ -51,10 +51,11 @@ from collections.abc import Iterable, Sequence
 from statistics import median
 from typing import Any
 
-from . import _mpinet, _node, suite
+from . import _mpinet, _node
 from ._aio import aio_section
 from ._jobs import am_job, node_am_job
 from ._mpipeer import run_mpi
+from ._registry import suite
 from ._report import Progress, nodes_topologies, quick_parse
 from ._shmpeer import python_calls_rtt, raw_shm_rtt
 from ._shmpeer import stats as batch_stats

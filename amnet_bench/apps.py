@@ -25,8 +25,8 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-from . import BenchError, suite
 from ._appsjob import KERNELS, apps_job
+from ._registry import BenchError, suite
 from ._report import Progress, choice_list, median, quick_parse
 from ._splits import add_options, check_options, split_caption
 from ._twonode import cpu_count, run_job

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from . import SUITES, BenchError
+from . import SUITES, BenchError  # the package: importing it registers every suite
 from . import _report as report
 from ._plot import require_matplotlib
 

@@ -29,11 +29,11 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-from . import suite
 from ._colljob import PREFIX, SYNC_MODES, coll_job, upc_sync_job
 from ._collsmall import PREFIX as SMALL_PREFIX
 from ._collsmall import SMALL, TOPOLOGIES, small_job, small_table
 from ._node import mpi_missing
+from ._registry import suite
 from ._report import (
     Progress,
     choice_list,

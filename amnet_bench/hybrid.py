@@ -22,10 +22,10 @@ from typing import Any
 
 from . import _hcolljob as hcoll
 from . import apps as apps_mod
-from . import suite
 from ._appsjob import KERNELS
 from ._hcolljob import COLLECTIVES
 from ._hybridjob import hybrid_job
+from ._registry import suite
 from ._report import Progress, choice_list, median, quick_parse
 from ._splits import add_options, check_options, split_caption
 from ._twonode import cpu_count, parse_sizes, run_job, segment_for, size_label

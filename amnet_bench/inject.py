@@ -23,8 +23,8 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-from . import suite
 from ._injectjob import inject_job
+from ._registry import suite
 from ._report import Progress, choice_list, median, quick_parse
 from ._splits import add_options, check_options, split_caption
 from ._twonode import cpu_count, parse_sizes, run_job, segment_for, size_label

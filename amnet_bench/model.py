@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from . import BenchError, suite
 from ._modeljob import KERNELS, model_job
+from ._registry import BenchError, suite
 from ._report import Progress, choice_list, median, nodes_topologies, quick_parse
 from ._twonode import parse_conduits, run_job
 

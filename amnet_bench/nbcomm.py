@@ -29,9 +29,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from . import suite
 from ._nbjob import FORMS, nb_job
 from ._nbkernels import DEFAULTS, KERNELS, check_params
+from ._registry import suite
 from ._report import Progress, choice_list, median, quick_parse
 from ._twonode import parse_conduits, run_job, segment_for
 

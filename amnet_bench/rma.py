@@ -52,10 +52,11 @@ import argparse
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from . import _mpinet, _node, suite
+from . import _mpinet, _node
 from ._aiorma import rma_aio_section
 from ._jobs import node_rma_job, rma_job
 from ._mpipeer import run_mpi
+from ._registry import suite
 from ._report import Progress, nodes_topologies, quick_parse
 from ._shmpeer import memcpy_bw
 from ._shmpeer import stats as batch_stats

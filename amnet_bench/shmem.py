@@ -37,8 +37,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import BenchError, suite
 from ._plot import bytes_label
+from ._registry import BenchError, suite
 from ._report import Progress, choice_list, int_list, median, nodes_topologies, quick_parse
 from ._shmemjob import JOBS, osu_job
 from ._twonode import cpu_count, parse_sizes, run_job

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import BenchError, suite
+from ._registry import BenchError, suite
 from ._report import Progress, comma_items, find_mpiexec, quick_parse, summary
 from ._splits import parse_threads
 

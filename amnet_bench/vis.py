@@ -20,7 +20,7 @@ import argparse
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from . import suite
+from ._registry import suite
 from ._report import Progress, comma_items, median, quick_parse
 from ._twonode import parse_conduits, parse_sizes, run_amnet, segment_for, size_label
 from ._visjob import vis_job
