@@ -1,6 +1,6 @@
 """``python -m amnet_bench`` is ``amnet-bench``."""
 
-from amnet._safepath import reexec_if_shadowed
+from ._amnet import reexec_if_shadowed
 
 reexec_if_shadowed()  # a folder 'amnet' in the current directory shadows amnet: again with -P
 

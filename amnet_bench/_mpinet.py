@@ -11,7 +11,7 @@ the ``Send``/``Recv`` ping-pong for the round trip; ``Isend``/``Irecv`` windows 
 window (OSU's ``osu_bw``) for bandwidth, as amnet's ``put_nbi`` window + ``wait_nbi``.
 
 **Transport** (``--mpi-paths``, each path its own table): ``tcp`` runs both with
-:data:`amnet.core._mpiconduit.MPICH_NETWORK_PATH` in their environment (MPICH's network
+:func:`amnet_bench._amnet.mpich_network_path` in their environment (MPICH's network
 module forced onto TCP by libfabric, no shared-memory shortcut between the two processes of
 this host: the path that crosses hosts on a TCP cluster); ``nolocal`` with
 ``MPIR_CVAR_NOLOCAL=1`` alone (MPICH's default network module, no shared-memory shortcut:
@@ -28,6 +28,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+from ._amnet import mpich_network_path
 from ._jobs import am_job, rma_job
 from ._mpipeer import run_mpi
 from ._report import Progress
@@ -51,19 +52,15 @@ def parse_paths(text: str) -> list[str]:
 
 def path_env(path: str) -> dict[str, str]:
     """The MPICH settings of a path (see the module)."""
-    from amnet.core._mpiconduit import MPICH_NETWORK_PATH
-
-    return dict(MPICH_NETWORK_PATH) if path == "tcp" else {"MPIR_CVAR_NOLOCAL": "1"}
+    return mpich_network_path() if path == "tcp" else {"MPIR_CVAR_NOLOCAL": "1"}
 
 
 @contextlib.contextmanager
 def network_path(path: str = "tcp") -> Iterator[dict[str, str]]:
     """MPICH's settings of ``path`` for every ``mpiexec`` started meanwhile (amnet's and
     mpi4py's); the other path's settings are out of the environment meanwhile."""
-    from amnet.core._mpiconduit import MPICH_NETWORK_PATH
-
     env = path_env(path)
-    keys = set(MPICH_NETWORK_PATH) | set(env)
+    keys = set(mpich_network_path()) | set(env)
     saved = {k: os.environ.get(k) for k in keys}
     for k in keys - set(env):
         os.environ.pop(k, None)

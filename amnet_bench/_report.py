@@ -74,8 +74,8 @@ def mpich_version(mpiexec: str | None = None) -> str | None:
 
 
 def amnet_version() -> str:
-    """amnet's version (see :func:`amnet._meta.package_version`)."""
-    from amnet._meta import package_version
+    """amnet's version (see :func:`amnet_bench._amnet.package_version`)."""
+    from ._amnet import package_version
 
     return package_version()
 

@@ -29,7 +29,7 @@ JOB_TIMEOUT_S = 300.0
 
 def parse_sizes(text: str | int | Iterable[Any]) -> list[int]:
     """``"8,1K,64K"`` (or ints) as a list of positive byte counts."""
-    from amnet._config import parse_size
+    from ._amnet import parse_size
 
     try:
         sizes = [parse_size(t) for t in comma_items(text)]
@@ -116,14 +116,13 @@ def merge_sections(suite: str, *sections: dict[str, Any] | None) -> dict[str, An
 
 def parse_conduits(text: Any) -> list[str]:
     """A comma list of registered conduit names (``--conduit``), duplicates dropped."""
-    from amnet.core.conduit import CONDUITS, load_plugins
+    from ._amnet import registered_conduits
 
     names = list(dict.fromkeys(t.strip() for t in str(text).split(",") if t.strip()))
-    if any(n not in CONDUITS for n in names):
-        load_plugins()
-    if not names or any(n not in CONDUITS for n in names):
+    known = registered_conduits(*names)
+    if not names or any(n not in known for n in names):
         raise argparse.ArgumentTypeError(f"expected a comma list of registered conduits "
-                                         f"({', '.join(sorted(CONDUITS))}), got {text!r}")
+                                         f"({', '.join(sorted(known))}), got {text!r}")
     return names
 
 

@@ -94,7 +94,7 @@ NODE_BW_WARMUP = 2  # untimed operations per size before a bandwidth's samples
 
 
 def _one_size(text: str | int) -> int:
-    from amnet._config import parse_size
+    from ._amnet import parse_size
 
     try:
         size = parse_size(text)

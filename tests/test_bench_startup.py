@@ -76,6 +76,24 @@ def test_the_registry_imports_nothing_back_and_no_import_cycle():
         visit(m, ())
 
 
+def test_amnets_private_modules_are_imported_in_one_place():
+    """amnet_bench's imports of amnet's private modules are all in amnet_bench/_amnet.py."""
+    import ast
+    from pathlib import Path
+
+    import amnet_bench
+
+    found = set()
+    for path in Path(amnet_bench.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level \
+                else [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            found |= {(path.name, n) for n in names
+                      if n.split(".")[0] == "amnet" and any(x.startswith("_")
+                                                            for x in n.split(".")[1:])}
+    assert found and {f for f, _ in found} == {"_amnet.py"}, found
+
+
 def test_startup_figures():
     res = startup_mod.startup(reps=2, ranks=[2], progress=False)
     assert res["suite"] == "startup"
