@@ -10,7 +10,7 @@ resolve to the calling PE's record; a team made by a split belongs to the PE tha
 
 When every PE is on one node, the world barrier is a dissemination barrier on words in
 shared memory (one store to a partner and one wait per round, no message); otherwise it is
-amnet.coll's barrier.
+amnet.coll's barrier (:class:`shmem_rt._state.Teams`, with the team records).
 """
 
 from __future__ import annotations
@@ -23,77 +23,8 @@ import numpy as np
 
 import amnet
 
-from . import _state
-
-WORLD, SHARED, INVALID = 0, 1, -1
-
-
-class TeamRec:
-    """One PE's view of one team."""
-
-    def __init__(self, coll_team: Any, members: list[int], me: int,
-                 num_contexts: int = 0) -> None:
-        self.coll = coll_team
-        self.members = members  # world PE numbers, in team order
-        self.index = members.index(me)
-        self.n = len(members)
-        self.valid = True
-        self.num_contexts = num_contexts
-
-    def sync(self) -> None:
-        self.coll.barrier()
-
-
-class Teams:
-    """A PE's predefined teams and its world barrier."""
-
-    def __init__(self, pe: _state.PE) -> None:
-        ep = pe.ep
-        self.pe = pe
-        node = [r for r in range(pe.npes) if ep.is_local(r)]
-        self.recs = {WORLD: TeamRec(ep.coll.world, list(range(pe.npes)), pe.me),
-                     SHARED: TeamRec(ep.coll.node, node, pe.me)}
-        self.n = pe.npes
-        self.rounds = max(0, (self.n - 1).bit_length())
-        self.shared = all(pe.local) and self.n > 1 and 8 * self.rounds <= _state.SLEEPING
-        self.epoch = 0
-        if self.shared:  # memoryviews: their items are plain ints, cheaper than numpy's
-            pe.seg[:8 * self.rounds] = 0
-            self.words = memoryview(pe.seg[:8 * self.rounds]).cast("q")
-            self.partners = []
-            self.partner_pes = []
-            for r in range(self.rounds):
-                p = (pe.me + (1 << r)) % self.n
-                self.partners.append(memoryview(pe.view(p)[:8 * self.rounds]).cast("q"))
-                self.partner_pes.append(p)
-
-    def world_barrier(self, what: str) -> None:
-        """The world's barrier; while it waits, a timeout's diagnosis says the PE waits in
-        ``what`` (the call the program made), on every mapping."""
-        if not self.shared:
-            with self.pe.port.waiting(what):
-                self.recs[WORLD].coll.barrier()
-            return
-        self.epoch += 1
-        e = self.epoch
-        w = self.words
-        for r, peer in enumerate(self.partners):
-            peer[r] = e  # the one writer of that word: a plain store
-            if self.pe.nudging:
-                self.pe.touched(self.partner_pes[r])
-            if w[r] < e:
-                from ._sync import SPIN_READS, wait
-
-                for _ in range(SPIN_READS):
-                    if w[r] >= e:
-                        break
-                else:
-                    wait(self.pe, lambda r=r: w[r] >= e, what)
-
-
-def setup_teams(pe: _state.PE) -> None:
-    """Make a PE's predefined teams (at init, before its first barrier)."""
-    pe.teams = Teams(pe)
+from ._init import current
+from ._state import INVALID, SHARED, WORLD, TeamRec
 
 
 def _config(config: Any, kwargs: Mapping[str, int], what: str) -> int:
@@ -176,7 +107,7 @@ class Team:
         if self._id is None or self._id < 0:
             raise ValueError(f"{what}: TEAM_INVALID is not a team (a PE outside a split "
                              "gets it)")
-        return _state.current().teams.recs[self._id]
+        return current().teams.recs[self._id]
 
     def destroy(self) -> None:
         """Destroy a team made by a split (nothing for the predefined ones, and nothing
@@ -300,9 +231,9 @@ class Team:
         """Wait until every member entered."""
         rec = self.rec("Team.sync()")
         if self._id == WORLD:
-            _state.current().teams.world_barrier("Team.sync() of TEAM_WORLD")
+            current().teams.world_barrier("Team.sync() of TEAM_WORLD")
         else:
-            with _state.current().port.waiting("Team.sync()"):
+            with current().port.waiting("Team.sync()"):
                 rec.sync()
 
 
@@ -474,9 +405,7 @@ class Ctx:
     def destroy(self) -> None:
         """Quiet the context and destroy it (nothing for CTX_DEFAULT)."""
         if self._rec is not None and self._rec.valid:
-            from ._sync import quiet
-
-            quiet()
+            current().complete("shmem.quiet()")  # as shmem.quiet()
             self._rec.valid = False  # equal to CTX_INVALID now, as in shmem4py
 
     def get_team(self) -> Team:
@@ -485,14 +414,14 @@ class Ctx:
         return self._rec.team if self else TEAM_INVALID
 
     def fence(self) -> None:
-        from ._sync import fence
-
-        fence(self)
+        """:meth:`quiet` (as :func:`shmem_rt.fence`)."""
+        self.quiet()
 
     def quiet(self) -> None:
-        from ._sync import quiet
-
-        quiet(self)
+        """Complete every operation of this PE (as :func:`shmem_rt.quiet`)."""
+        st = current()
+        check_ctx(self, "shmem.quiet()")
+        st.complete("shmem.quiet()")
 
 
 CTX_DEFAULT = Ctx()
@@ -509,8 +438,11 @@ def check_ctx(ctx: Any, what: str) -> Ctx:
     return ctx
 
 
-def ctx_pe(ctx: Any, pe: Any, what: str) -> int:
-    """``pe`` of ``ctx``'s team as a world PE (checked)."""
+def ctx_pe(ctx: Any, pe: Any, what: str) -> Any:
+    """``pe`` of ``ctx``'s team as a world PE (checked); ``pe`` itself without a context
+    (None)."""
+    if ctx is None:
+        return pe
     c = check_ctx(ctx, what)
     if c._default or c._rec.team._id == WORLD:
         return pe
