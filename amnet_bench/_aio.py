@@ -17,12 +17,12 @@ simulated nodes, the ``--conduit``'s first conduit other than mpi, else zmq):
 from __future__ import annotations
 
 import argparse
-from statistics import median
 from typing import Any
 
 from ._aiojob import idle_job, many_job, rtt_job
 from ._report import Progress
-from ._twonode import dist, over_reps, run_job, us
+from ._stats import median, over_reps, stats
+from ._twonode import run_job, us
 
 TARGET_AWAIT = 1.5
 TARGET_MANY = 1.0
@@ -93,7 +93,7 @@ def aio_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
             for place, topo in places.items():
                 got = run_job(rtt_job, plan, **topo)[0]
                 for key, samples in got.items():
-                    rtts[place].setdefault(key, []).append(dist(samples))
+                    rtts[place].setdefault(key, []).append(stats(samples, keep=False))
                 bar.step(f"{place} round trips rep {rep + 1}/{opts.reps}")
                 m = run_job(many_job, many, **{**topo, "n": 4})[0]
                 for k in ("handles", "gather", "when_all", "floor", "handles no loop"):

@@ -20,7 +20,8 @@ from typing import Any
 from ._aio import aio_places, await_row, many_row, rounds_of
 from ._aiojob import rma_aio_job
 from ._report import Progress
-from ._twonode import dist, over_reps, run_job, size_label
+from ._stats import over_reps, stats
+from ._twonode import run_job, size_label
 
 
 def rma_aio_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
@@ -38,7 +39,7 @@ def rma_aio_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
                 got = run_job(rma_aio_job, plan, segment_size=max(sizes) + (1 << 20), **topo)[0]
                 for key, samples in got.items():
                     per[place].setdefault(key, []).append(
-                        samples if key.startswith("gets") else dist(samples))
+                        samples if key.startswith("gets") else stats(samples, keep=False))
                 bar.step(f"{place} rep {rep + 1}/{opts.reps}")
     finally:
         bar.close()

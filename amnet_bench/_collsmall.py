@@ -159,7 +159,7 @@ def small_table(per: dict, ranks: list[int], topologies: list[str], plan: dict[s
     """The node table's rows (results, table) from ``per[(src, P, key)]`` (one value per
     repetition): src ``small`` (node, P processes), ``small-mpi``, ``small-threads`` and
     ``small-2nodes``."""
-    from ._report import median
+    from ._stats import median
     from ._twonode import cpu_count as _cores
     from ._twonode import size_label
 

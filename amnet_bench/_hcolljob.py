@@ -166,7 +166,7 @@ def verify(recs: list[dict[str, Any]], split: str) -> None:
 def job_seconds(recs: list[dict[str, Any]]) -> dict[str, float]:
     """One job's figure per case: the slowest rank's mean seconds per call in each round,
     the median over rounds."""
-    from ._report import median
+    from ._stats import median
 
     return {case: median([max(x) for x in zip(*(r["seconds"][case] for r in recs),
                                               strict=True)])

@@ -32,7 +32,8 @@ from ._amnet import mpich_network_path
 from ._jobs import am_job, rma_job
 from ._mpipeer import run_mpi
 from ._report import Progress
-from ._twonode import dist, over_reps, rate_over_reps, run_amnet, size_label, us
+from ._stats import over_reps, stats, summary
+from ._twonode import run_amnet, size_label, us
 
 #: Short-AM round trip <= this x mpi4py's AM emulation, by path (issue 31)
 TARGET_SHORT = {"nolocal": 1.5, "tcp": 1.0}
@@ -115,9 +116,9 @@ def am_section(opts: argparse.Namespace, progress: bool, path: str = "tcp") -> d
                 for mode in opts.wait_modes:
                     r = run_amnet(am_job, plan, wait_mode=mode, **amnet_opts)
                     resolved[mode].add(r["wait_mode"])
-                    got[mode]["short"].append(dist(r["short"]))
+                    got[mode]["short"].append(stats(r["short"], keep=False))
                     for s in opts.sizes:
-                        got[mode][str(s)].append(dist(r["medium"][str(s)]))
+                        got[mode][str(s)].append(stats(r["medium"][str(s)], keep=False))
                     bar.step(f"amnet mpi {mode} rep {rep + 1}/{opts.reps}")
                 m = run_mpi(mpi_plan)
                 peer["am"].append(m["am"])
@@ -219,7 +220,7 @@ def rma_section(opts: argparse.Namespace, progress: bool, seg: int,
                             bw[v][mode][s].append(moved / r[key][str(s)] / 1e6)
                     for op in ("put", "get"):
                         for s in opts.lat_sizes:
-                            lat[mode][(op, s)].append(dist(r[op][str(s)]))
+                            lat[mode][(op, s)].append(stats(r[op][str(s)], keep=False))
                     bar.step(f"amnet mpi {mode} rep {rep + 1}/{opts.reps}")
                 m = run_mpi(mpi_plan)
                 for s in opts.sizes:
@@ -231,9 +232,9 @@ def rma_section(opts: argparse.Namespace, progress: bool, seg: int,
     for v, key in VARIANTS.items():
         floor = key == "bw_copy"  # what the copying put adds: a floor, with no target
         for s in opts.sizes:
-            p = rate_over_reps(peer[s])
+            p = summary(peer[s])
             for mode in opts.wait_modes[:1] if floor else opts.wait_modes:  # one copy row
-                a = rate_over_reps(bw[v][mode][s])
+                a = summary(bw[v][mode][s])
                 ratio = a["median"] / p["median"]
                 target = ({"min_ratio": TARGET_BW, "met": ratio >= TARGET_BW}
                           if s == TARGET_SIZE and not floor else None)

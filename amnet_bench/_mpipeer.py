@@ -25,7 +25,7 @@ Timing: after ``warmup`` untimed operations, operations run in batches of ``batc
 batch is timed as a whole (one ``perf_counter`` per operation would cost a few percent of a
 round trip); a latency sample is the batch's time divided by ``batch`` (seconds). Every
 figure is ``median``, ``p10``, ``p90`` (plus ``min``, ``max``, ``mean``, ``n``) over the
-samples, with every sample (:func:`amnet_bench._shmpeer.stats`).
+samples, with every sample (:func:`amnet_bench._stats.stats`).
 
 The job's functions run inside the MPI job (this file run as a script by ``mpiexec``, no amnet
 import there): ``mpiexec -n 2 python -m amnet_bench._mpipeer job PLAN_JSON`` (or the file
@@ -60,10 +60,10 @@ from typing import Any
 
 try:
     from ._rawzmq import pin_process
-    from ._shmpeer import stats
+    from ._stats import stats
 except ImportError:  # run as a script: this directory is sys.path[0]
     from _rawzmq import pin_process  # type: ignore[no-redef]
-    from _shmpeer import stats  # type: ignore[no-redef]
+    from _stats import stats  # type: ignore[no-redef]
 
 PREFIX = "AMNET_MPIPEER_RESULT "
 SHM_PREFIX = "AMNET_MPIPEER_SHM "  # each rank: the named /dev/shm files it maps after MPI init

@@ -4,8 +4,8 @@ of the hybrid paper's Table 2, a 2-rank one-node amnet job, the intra-node peers
 Every node-local figure is timed in batches (one ``perf_counter`` pair per batch of
 operations, see :mod:`amnet_bench._jobs`), so a sample is a batch's time divided by its
 size; per repetition the figures are the median, p10 and p90 over the batches
-(:func:`amnet_bench._shmpeer.stats`, every sample kept), and over repetitions the median of
-each (:func:`amnet_bench._twonode.over_reps`).
+(:func:`amnet_bench._stats.stats`, every sample kept), and over repetitions the median of
+each (:func:`amnet_bench._stats.over_reps`).
 """
 
 from __future__ import annotations

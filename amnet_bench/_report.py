@@ -1,7 +1,8 @@
-"""Reporting for ``amnet-bench``: statistics, the machine description, Markdown and JSON.
+"""Reporting for ``amnet-bench``: the machine description, Markdown and JSON, progress.
 
-Small and dependency-free on purpose: suites call :func:`summary` and :class:`Progress`; the
-command line calls :func:`machine_info`, :func:`markdown` and :func:`write`.
+Small and dependency-free on purpose: suites call :class:`Progress`; the command line calls
+:func:`machine_info`, :func:`markdown` and :func:`write` (the statistics are
+:mod:`amnet_bench._stats`'s).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import platform
 import re
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import time
@@ -22,20 +22,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ._plot import plot
-
-
-def median(samples: Sequence[float]) -> float:
-    """The median of ``samples`` (at least one)."""
-    if not samples:
-        raise ValueError("median of no samples")
-    return statistics.median(samples)
-
-
-def summary(samples: Sequence[float]) -> dict[str, Any]:
-    """``{"median", "min", "max", "samples"}`` of a list of samples (seconds)."""
-    return {"median": median(samples), "min": min(samples), "max": max(samples),
-            "samples": list(samples)}
-
 
 # -- tools --------------------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ._shmem4pyjob import batches, cpi_part, iters_for, ra_expected, ra_initial, ra_stream
+from ._stats import median
 
 
 def _upc(plan: dict[str, Any]) -> Any:
@@ -250,7 +251,7 @@ def _osu_amnet(ep: Any, shmem: Any, plan: dict[str, Any]) -> dict[str, Any]:
         else:
             out[k] = ta
         r = [(a / s if inverse else s / a) for s, a in zip(ts, ta, strict=True)]
-        out["pair"][k] = sorted(r)[len(r) // 2]
+        out["pair"][k] = median(r)
 
     def put() -> None:
         shmem.put(word, one, 1)

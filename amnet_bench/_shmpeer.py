@@ -38,7 +38,6 @@ first).
 from __future__ import annotations
 
 import json
-import math
 import os
 import signal
 import subprocess
@@ -49,8 +48,10 @@ from typing import Any
 
 try:
     from ._rawzmq import pin_process
+    from ._stats import stats
 except ImportError:  # run as a script: this directory is sys.path[0]
     from _rawzmq import pin_process  # type: ignore[no-redef]
+    from _stats import stats  # type: ignore[no-redef]
 
 PREFIX = "AMNET_SHMPEER_RESULT "
 PINS = ("none", "split")
@@ -59,24 +60,6 @@ FLAG_A = 0  # q[0]: byte 0, A's store
 FLAG_B = 8  # q[8]: byte 64, B's answer (another cache line)
 STOP = -1
 MAX_COPIES = 10_000  # per memcpy sample: small sizes stop here (about a millisecond at 8 B)
-
-
-# -- statistics ---------------------------------------------------------------------------
-def stats(samples: Sequence[float]) -> dict[str, Any]:
-    """``median``, ``p10``, ``p90``, ``min``, ``max``, ``mean``, ``n`` and every sample
-    (percentiles interpolated linearly, as numpy's default)."""
-    s = sorted(samples)
-    if not s:
-        raise ValueError("no samples")
-
-    def pct(p: float) -> float:
-        k = (len(s) - 1) * p / 100
-        lo = math.floor(k)
-        hi = min(lo + 1, len(s) - 1)
-        return s[lo] + (s[hi] - s[lo]) * (k - lo)
-
-    return {"median": pct(50), "p10": pct(10), "p90": pct(90), "min": s[0], "max": s[-1],
-            "mean": sum(s) / len(s), "n": len(s), "samples": list(samples)}
 
 
 def _check_pin(pin: str) -> None:

@@ -11,13 +11,11 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any
 
-import numpy as np
-
 from ._registry import BenchError
-from ._report import comma_items, median, rank_job, ranks_result
+from ._report import comma_items, rank_job, ranks_result
 
 RAW_MODES = ("block", "spin")  # the raw-zmq peer's wait strategies
 PINS = ("none", "same", "split")  # where the two sides' threads run (see _rawzmq.pin_process)
@@ -176,29 +174,6 @@ def cpu_count() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
-
-
-def dist(samples: Sequence[float]) -> dict[str, float]:
-    """Median, p10, p90, min, mean of one repetition's samples (seconds)."""
-    a = np.asarray(samples, dtype=float)
-    p10, p50, p90 = np.percentile(a, [10, 50, 90])
-    return {"median": float(p50), "p10": float(p10), "p90": float(p90),
-            "min": float(a.min()), "mean": float(a.mean()), "n": int(a.size)}
-
-
-def over_reps(per_rep: list[dict[str, float]]) -> dict[str, Any]:
-    """Combine repetitions: the median over repetitions of each statistic, plus every
-    repetition's statistics (``reps``)."""
-    keys = ("median", "p10", "p90", "min", "mean")
-    out: dict[str, Any] = {k: median([r[k] for r in per_rep]) for k in keys}
-    out["reps"] = per_rep
-    return out
-
-
-def rate_over_reps(values: list[float]) -> dict[str, Any]:
-    """``{"median", "min", "max", "samples"}`` of one figure per repetition."""
-    return {"median": median(values), "min": min(values), "max": max(values),
-            "samples": list(values)}
 
 
 def cpu_cells(*figures: dict[str, Any] | None) -> str:

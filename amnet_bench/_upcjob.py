@@ -40,6 +40,8 @@ from typing import Any
 
 import numpy as np
 
+from ._stats import median
+
 PATTERNS = ("baseline", "vector", "coalesce", "local", "private", "slice")
 
 
@@ -147,7 +149,7 @@ class Patterns:
                 upc.barrier()
                 walls, cpu = _batches(one, min_s, least)
                 n = len(walls)
-                wall = sum(walls) / n if mean else float(np.median(walls))
+                wall = sum(walls) / n if mean else median(walls)
                 out[f"{pattern}/{op}"] = {"wall": wall / batch,
                                           "cpu": cpu / n / batch, "batches": n}
         upc.barrier()

@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterable, Sequence
-from statistics import median
 from typing import Any
 
 from . import _mpinet, _node
@@ -58,20 +57,17 @@ from ._mpipeer import run_mpi
 from ._registry import suite
 from ._report import Progress, nodes_topologies, quick_parse
 from ._shmpeer import python_calls_rtt, raw_shm_rtt
-from ._shmpeer import stats as batch_stats
+from ._stats import median, over_reps, stats, summary
 from ._twonode import (
     PIN_HELP,
     PINS,
     cpu_cells,
     cpu_count,
-    dist,
     merge_sections,
-    over_reps,
     parse_conduits,
     parse_modes,
     parse_sizes,
     pin_note,
-    rate_over_reps,
     raw_modes_for,
     run_amnet,
     run_raw,
@@ -224,9 +220,9 @@ def _network(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
                 else:
                     r = run_raw({"am": plan}, mode, opts.latency_us, pin=opts.pin)
                 got = per_rep[(who, mode)]
-                got["short"].append(dist(r["short"]))
+                got["short"].append(stats(r["short"], keep=False))
                 for s in opts.sizes:
-                    got[str(s)].append(dist(r["medium"][str(s)]))
+                    got[str(s)].append(stats(r["medium"][str(s)], keep=False))
                 for shape in shapes:
                     cpu[(who, mode)][shape].append(r["cpu"][shape])
                 if r.get("core") is None:
@@ -240,10 +236,10 @@ def _network(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
     for shape in shapes:
         raw = {m: over_reps(per_rep[("raw", m)][shape]) for m in raw_modes}
         fastest = min(raw_modes, key=lambda m: raw[m]["median"])
-        raw_cpu = {m: rate_over_reps(cpu[("raw", m)][shape]) for m in raw_modes}
+        raw_cpu = {m: summary(cpu[("raw", m)][shape]) for m in raw_modes}
         for mode in opts.wait_modes:
             a = over_reps(per_rep[("amnet", mode)][shape])
-            a_cpu = rate_over_reps(cpu[("amnet", mode)][shape])
+            a_cpu = summary(cpu[("amnet", mode)][shape])
             ratio = a["median"] / raw[fastest]["median"]
             ratios = {m: a["median"] / raw[m]["median"] for m in raw_modes}
             kind = "short" if shape == "short" else "medium"
@@ -356,7 +352,7 @@ def _node_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
         for rep in range(opts.reps):  # interleaved: every configuration, raw-shm, mpi4py
             for label, key, kw, mode in configs:
                 r = _node.run_node(node_am_job, plan, wait_mode=mode, **kw)
-                per_rep[(key, mode)].append(batch_stats(r["short"]))
+                per_rep[(key, mode)].append(stats(r["short"]))
                 cpu[(key, mode)].append(r["cpu"])
                 resolved[(key, mode)].add(r["wait_mode"])
                 if "turns" in r:
@@ -390,7 +386,7 @@ def _node_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
     ordering: dict[str, list[str]] = {}
     for mode in opts.wait_modes:
         figs = {key: over_reps(per_rep[(key, mode)]) for _, key, _ in _node.CONFIGS}
-        cpus = {key: rate_over_reps(cpu[(key, mode)]) for _, key, _ in _node.CONFIGS}
+        cpus = {key: summary(cpu[(key, mode)]) for _, key, _ in _node.CONFIGS}
         held: list[str] = []
         prev: tuple[str, str] | None = None
         for label, key, kw in _node.CONFIGS:

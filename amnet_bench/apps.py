@@ -27,8 +27,9 @@ from typing import Any
 
 from ._appsjob import KERNELS, apps_job
 from ._registry import BenchError, suite
-from ._report import Progress, choice_list, median, quick_parse
+from ._report import Progress, choice_list, quick_parse
 from ._splits import add_options, check_options, split_caption
+from ._stats import median
 from ._twonode import cpu_count, run_job
 
 DEFAULTS = {"gups": {"table": 1024, "updates": 128}, "sobel": {"rows": 16, "cols": 64},

@@ -40,10 +40,10 @@ from ._report import (
     int_list,
     interpreter_line,
     machine_info,
-    median,
     nodes_topologies,
     quick_parse,
 )
+from ._stats import median
 from ._twonode import JOB_TIMEOUT_S, cpu_count, parse_sizes, run_job, size_label
 
 COLLECTIVES = ("broadcast", "gather_all", "exchange", "reduce_all")

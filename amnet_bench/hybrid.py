@@ -26,8 +26,9 @@ from ._appsjob import KERNELS
 from ._hcolljob import COLLECTIVES
 from ._hybridjob import hybrid_job
 from ._registry import suite
-from ._report import Progress, choice_list, median, quick_parse
+from ._report import Progress, choice_list, quick_parse
 from ._splits import add_options, check_options, split_caption
+from ._stats import median
 from ._twonode import cpu_count, parse_sizes, run_job, segment_for, size_label
 from .inject import MODES, PATTERNS, job_figures, job_plan, modes_caption, plotted_modes
 

@@ -25,8 +25,9 @@ from typing import Any
 
 from ._injectjob import inject_job
 from ._registry import suite
-from ._report import Progress, choice_list, median, quick_parse
+from ._report import Progress, choice_list, quick_parse
 from ._splits import add_options, check_options, split_caption
+from ._stats import median
 from ._twonode import cpu_count, parse_sizes, run_job, segment_for, size_label
 
 MODES = ("B", "NB8", "NB32", "NB128", "NB")

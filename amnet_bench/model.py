@@ -27,11 +27,10 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from ._modeljob import KERNELS, model_job
 from ._registry import BenchError, suite
-from ._report import Progress, choice_list, median, nodes_topologies, quick_parse
+from ._report import Progress, choice_list, nodes_topologies, quick_parse
+from ._stats import median, percentiles
 from ._twonode import parse_conduits, run_job
 
 TARGET = 0.15
@@ -219,8 +218,8 @@ def pairs(res: list[dict[str, Any]], kernel: str) -> list[tuple[float, dict[str,
 
 
 def _quartiles(xs: list[float]) -> tuple[float, float]:
-    q1, q3 = np.percentile(xs, [25, 75])
-    return float(q1), float(q3)
+    q1, q3 = percentiles(xs, [25, 75])
+    return q1, q3
 
 
 def _misses(kernel: str, res: list[dict[str, Any]]) -> str:

@@ -32,7 +32,8 @@ from typing import Any
 from ._nbjob import FORMS, nb_job
 from ._nbkernels import DEFAULTS, KERNELS, check_params
 from ._registry import suite
-from ._report import Progress, choice_list, median, quick_parse
+from ._report import Progress, choice_list, quick_parse
+from ._stats import median
 from ._twonode import parse_conduits, run_job, segment_for
 
 TARGET_SPEEDUP = 1.16  # geometric mean of auto over blocking (the paper's 16%)

@@ -59,21 +59,18 @@ from ._mpipeer import run_mpi
 from ._registry import suite
 from ._report import Progress, nodes_topologies, quick_parse
 from ._shmpeer import memcpy_bw
-from ._shmpeer import stats as batch_stats
+from ._stats import over_reps, stats, summary
 from ._twonode import (
     PIN_HELP,
     PINS,
     SKIPPED,
     cpu_cells,
     cpu_count,
-    dist,
     merge_sections,
-    over_reps,
     parse_conduits,
     parse_modes,
     parse_sizes,
     pin_note,
-    rate_over_reps,
     raw_modes_for,
     run_amnet,
     run_raw,
@@ -297,7 +294,7 @@ def _network(parser: argparse.ArgumentParser, opts: argparse.Namespace,
                         r["bw_cpu"][str(s)] / (opts.window * windows[s]))
                 for op in ("put", "get"):
                     for s in opts.lat_sizes:
-                        lat[(who, mode)][(op, s)].append(dist(r[op][str(s)]))
+                        lat[(who, mode)][(op, s)].append(stats(r[op][str(s)], keep=False))
                 if r.get("core") is None:
                     unpinned.add(f"{who} {mode}")
                 bar.step(f"{who} {mode} rep {rep + 1}/{opts.reps}")
@@ -312,12 +309,12 @@ def _network(parser: argparse.ArgumentParser, opts: argparse.Namespace,
         return mode if modes == [mode] else f"{mode} ({'/'.join(modes)})"
 
     for s in opts.sizes:
-        raw = {m: rate_over_reps(bw[("raw", m)][s]) for m in raw_modes}
+        raw = {m: summary(bw[("raw", m)][s]) for m in raw_modes}
         fastest = max(raw_modes, key=lambda m: raw[m]["median"])
-        raw_cpu = {m: rate_over_reps(bw_cpu[("raw", m)][s]) for m in raw_modes}
+        raw_cpu = {m: summary(bw_cpu[("raw", m)][s]) for m in raw_modes}
         for mode in opts.wait_modes:
-            a = rate_over_reps(bw[("amnet", mode)][s])
-            a_cpu = rate_over_reps(bw_cpu[("amnet", mode)][s])
+            a = summary(bw[("amnet", mode)][s])
+            a_cpu = summary(bw_cpu[("amnet", mode)][s])
             ratio = a["median"] / raw[fastest]["median"]
             target = None
             if s == TARGET_SIZE:
@@ -462,9 +459,9 @@ def _node_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
                 direct[k].add(bool(r["direct"]))
                 for op in ("put", "get"):
                     for s in lat_sizes:
-                        lat[(k, mode, op, s)].append(batch_stats(r[op][str(s)]))
+                        lat[(k, mode, op, s)].append(stats(r[op][str(s)]))
                     for s in bw_sizes:
-                        bw[(k, mode, op, s)].append(batch_stats(r[f"{op}_bw"][str(s)]))
+                        bw[(k, mode, op, s)].append(stats(r[f"{op}_bw"][str(s)]))
                 bar.step(f"{labels[k]} ({mode}) rep {rep + 1}/{opts.reps}")
             m = memcpy_bw(bw_sizes, opts.node_samples, pin, opts.node_bytes)
             for s in bw_sizes:

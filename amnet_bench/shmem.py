@@ -39,8 +39,9 @@ from typing import Any
 
 from ._plot import bytes_label
 from ._registry import BenchError, suite
-from ._report import Progress, choice_list, int_list, median, nodes_topologies, quick_parse
+from ._report import Progress, choice_list, int_list, nodes_topologies, quick_parse
 from ._shmemjob import JOBS, osu_job
+from ._stats import median
 from ._twonode import cpu_count, parse_sizes, run_job
 
 FORMS = ("upc-amnet", "upc-shmem", "shmem4py")

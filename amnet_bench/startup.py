@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from ._registry import BenchError, suite
-from ._report import Progress, comma_items, find_mpiexec, quick_parse, summary
+from ._report import Progress, comma_items, find_mpiexec, quick_parse
 from ._splits import parse_threads
+from ._stats import summary
 
 PEER_MISSING = "not installed (pip install -e '.[peers]')"
 #: what each rank runs: (amnet script, peer ``python -c`` code, module the peer needs)

@@ -37,7 +37,8 @@ import numpy as np
 
 from ._node import mpi_missing, verdict
 from ._registry import suite
-from ._report import Progress, choice_list, int_list, median, nodes_topologies, quick_parse
+from ._report import Progress, choice_list, int_list, nodes_topologies, quick_parse
+from ._stats import median
 from ._twonode import cpu_count, run_job
 from ._upcjob import PATTERNS, matmul_job, net_peers_job, node_peers_job, patterns_job
 

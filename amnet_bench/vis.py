@@ -21,7 +21,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ._registry import suite
-from ._report import Progress, comma_items, median, quick_parse
+from ._report import Progress, comma_items, quick_parse
+from ._stats import median
 from ._twonode import parse_conduits, parse_sizes, run_amnet, segment_for, size_label
 from ._visjob import vis_job
 

@@ -18,7 +18,8 @@ import pytest
 from amnet_bench import SUITES, BenchError, _node
 from amnet_bench import am as am_mod
 from amnet_bench import rma as rma_mod
-from amnet_bench._report import markdown, median
+from amnet_bench._report import markdown
+from amnet_bench._stats import median
 from amnet_bench._twonode import run_raw
 
 BENCH = [sys.executable, "-m", "amnet_bench"]

@@ -14,7 +14,8 @@ import pytest
 import amnet
 from amnet_bench import SUITES, BenchError
 from amnet_bench import apps as apps_mod
-from amnet_bench._report import markdown, median
+from amnet_bench._report import markdown
+from amnet_bench._stats import median
 
 BENCH = [sys.executable, "-m", "amnet_bench"]
 

@@ -10,7 +10,8 @@ import pytest
 
 from amnet_bench import SUITES
 from amnet_bench import model as model_mod
-from amnet_bench._report import markdown, median
+from amnet_bench._report import markdown
+from amnet_bench._stats import median
 
 
 def _round(comp=2.0, cache=None, stats=None):

@@ -22,7 +22,8 @@ from amnet_bench import SUITES
 from amnet_bench import nbcomm as nb_mod
 from amnet_bench._nbjob import FORMS
 from amnet_bench._nbkernels import DEFAULTS, KERNELS, check_params
-from amnet_bench._report import markdown, median
+from amnet_bench._report import markdown
+from amnet_bench._stats import median
 
 BENCH = [sys.executable, "-m", "amnet_bench"]
 SMALL = {"gups": {"table_bits": 8, "batches": 2, "updates": 8, "work": 1},

@@ -13,7 +13,8 @@ import pytest
 
 from amnet_bench import SUITES, BenchError
 from amnet_bench import startup as startup_mod
-from amnet_bench._report import find_mpiexec, median
+from amnet_bench._report import find_mpiexec
+from amnet_bench._stats import median
 
 BENCH = [sys.executable, "-m", "amnet_bench"]
 

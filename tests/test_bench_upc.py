@@ -15,7 +15,8 @@ import pytest
 
 from amnet_bench import SUITES
 from amnet_bench import upc as upc_mod
-from amnet_bench._report import markdown, median
+from amnet_bench._report import markdown
+from amnet_bench._stats import median
 
 BENCH = [sys.executable, "-m", "amnet_bench"]
 TINY = ["--reps", "2", "--threads", "2", "--block", "2048", "--batch", "32", "--min-time",

@@ -16,7 +16,8 @@ import pytest
 
 from amnet_bench import SUITES, BenchError, _report
 from amnet_bench import vis as vis_mod
-from amnet_bench._report import markdown, median
+from amnet_bench._report import markdown
+from amnet_bench._stats import median
 
 BENCH = [sys.executable, "-m", "amnet_bench"]
 TINY = ["--reps", "2", "--sizes", "1K,16K,1M", "--latency", "0,10", "--samples", "1",
