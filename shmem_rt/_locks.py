@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ._init import current
-from ._memory import alloc_offset, free, sym_offset
+from ._memory import free, new_word, sym_offset
 from ._state import PE
 from ._sync import quiet
 
@@ -25,9 +25,7 @@ LOW = 0xFFFFFFFF
 
 def new_lock() -> np.ndarray:
     """A new lock, unlocked (collective: every PE calls it, as shmem4py's allocation is)."""
-    st = current()
-    off = alloc_offset(st, 8, 8, "shmem.new_lock()", True)
-    return st.heap.hand_out(np.ndarray((1,), np.int64, buffer=st.seg, offset=off), off)
+    return new_word(np.int64, "shmem.new_lock()")
 
 
 def _word(lock: Any, what: str) -> tuple[PE, int]:

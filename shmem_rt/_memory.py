@@ -1,6 +1,7 @@
 """The symmetric heap's API (alloc/free and the numpy constructors), addresses and
 accessibility (OpenSHMEM 1.5 §9.3-9.4, shmem4py's names and arguments), and what the
-layers above check: a PE number, a symmetric object's offset and a signal word's."""
+layers above check and allocate: a PE number, a symmetric object's offset, a symmetric
+word (a signal's, a lock's) and a signal word's offset."""
 
 from __future__ import annotations
 
@@ -168,6 +169,14 @@ def alloc_offset(st: PE, nbytes: int, align: int, what: str, clear: bool) -> int
     if off < 0:
         raise err
     return off
+
+
+def new_word(dtype: Any, what: str) -> np.ndarray:
+    """A symmetric word of ``dtype`` (8 bytes, zero; collective), as one numpy element: a
+    signal's or a lock's."""
+    st = current()
+    off = alloc_offset(st, 8, 8, what, True)
+    return st.heap.hand_out(np.ndarray((1,), dtype, buffer=st.seg, offset=off), off)
 
 
 def signal_word(signal: Any, what: str) -> np.ndarray:

@@ -198,9 +198,9 @@ def strides_of(tst: Any, sst: Any, what: str) -> tuple[int, int]:
 
 
 def _strided(what: str, target: Any, source: Any, pe: Any, tst: Any, sst: Any, size: Any,
-             ctx: Any, put: bool) -> tuple[PE, int, np.ndarray, np.ndarray, int, int]:
-    """iput's and iget's checks: the PE, both sides, the element count and the symmetric
-    side's offset."""
+             ctx: Any, put: bool) -> None:
+    """iput (``put``) or iget: the checks, then one strided copy on the target's segment
+    within the node, or a VIS transfer (a put completed by :func:`shmem_rt.quiet`)."""
     st = current()
     pe = ctx_pe(ctx, pe, what)
     tst, sst = strides_of(tst, sst, what)
@@ -208,7 +208,28 @@ def _strided(what: str, target: Any, source: Any, pe: Any, tst: Any, sst: Any, s
     s = buffer_of(source, what, "source", False)
     n = count_of(t, s, size, what, tst, sst)
     off = sym_offset(st, t if put else s, what, "target" if put else "source")
-    return st, check_pe(st, pe, what), t, s, n, off
+    pe = check_pe(st, pe, what)
+    if n == 0:
+        return
+    seg = st.view(pe)
+    isz = t.itemsize
+    if put:
+        data = s[::sst][:n]
+        if seg is not None:
+            np.ndarray((n,), t.dtype, buffer=seg, offset=off, strides=(tst * isz,))[:] = data
+            if st.nudging:
+                st.touched(pe)
+        else:
+            st.ep.vis.put_strided_nbi(pe, off, [tst * isz], np.ascontiguousarray(data), 0,
+                                      [isz], isz, [n])
+            st.pending = True
+    elif seg is not None:
+        t[::tst][:n] = np.ndarray((n,), t.dtype, buffer=seg, offset=off,
+                                  strides=(sst * isz,))
+    else:
+        tmp = np.empty(n, t.dtype)
+        st.ep.vis.get_strided(pe, tmp, None, None, off, [sst * isz], isz, [n])
+        t[::tst][:n] = tmp
 
 
 def iput(target: np.ndarray, source: np.ndarray, pe: int, tst: int = 1, sst: int = 1,
@@ -218,22 +239,7 @@ def iput(target: np.ndarray, source: np.ndarray, pe: int, tst: int = 1, sst: int
 
     Raises: as :func:`put`, and ValueError for a stride < 1.
     """
-    what = "shmem.iput()"
-    st, pe, t, s, n, off = _strided(what, target, source, pe, tst, sst, size, ctx, True)
-    tst, sst = int(tst), int(sst)
-    if n == 0:
-        return
-    data = s[::sst][:n]
-    seg = st.view(pe)
-    isz = t.itemsize
-    if seg is not None:
-        np.ndarray((n,), t.dtype, buffer=seg, offset=off, strides=(tst * isz,))[:] = data
-        if st.nudging:
-            st.touched(pe)
-    else:
-        st.ep.vis.put_strided_nbi(pe, off, [tst * isz], np.ascontiguousarray(data), 0,
-                                  [isz], isz, [n])
-        st.pending = True
+    _strided("shmem.iput()", target, source, pe, tst, sst, size, ctx, True)
 
 
 def iget(target: np.ndarray, source: np.ndarray, pe: int, tst: int = 1, sst: int = 1,
@@ -243,20 +249,7 @@ def iget(target: np.ndarray, source: np.ndarray, pe: int, tst: int = 1, sst: int
 
     Raises: as :func:`get`, and ValueError for a stride < 1.
     """
-    what = "shmem.iget()"
-    st, pe, t, _, n, off = _strided(what, target, source, pe, tst, sst, size, ctx, False)
-    tst, sst = int(tst), int(sst)
-    if n == 0:
-        return
-    seg = st.view(pe)
-    isz = t.itemsize
-    if seg is not None:
-        t[::tst][:n] = np.ndarray((n,), t.dtype, buffer=seg, offset=off,
-                                  strides=(sst * isz,))
-    else:
-        tmp = np.empty(n, t.dtype)
-        st.ep.vis.get_strided(pe, tmp, None, None, off, [sst * isz], isz, [n])
-        t[::tst][:n] = tmp
+    _strided("shmem.iget()", target, source, pe, tst, sst, size, ctx, False)
 
 
 # element types whose one-element p/g are one amnet atomic (a word store or load)

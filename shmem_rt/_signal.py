@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ._init import current
-from ._memory import alloc_offset, check_pe, free, signal_offset, signal_word, sym_offset
+from ._memory import check_pe, free, new_word, signal_offset, signal_word, sym_offset
 from ._rma import buffer_of, count_of
 from ._state import PUT_SIGNAL, SIG_ADD, SIG_SET
 from ._team import ctx_pe
@@ -32,9 +32,7 @@ SIGNAL_ADD = SIGNAL.ADD
 
 def new_signal() -> np.ndarray:
     """A symmetric signal word (uint64, zero; collective), for :func:`put_signal`."""
-    st = current()
-    off = alloc_offset(st, 8, 8, "shmem.new_signal()", True)
-    return st.heap.hand_out(np.ndarray((1,), np.uint64, buffer=st.seg, offset=off), off)
+    return new_word(np.uint64, "shmem.new_signal()")
 
 
 def del_signal(signal: np.ndarray) -> None:

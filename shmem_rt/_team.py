@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
@@ -25,6 +25,36 @@ import amnet
 
 from ._init import current
 from ._state import INVALID, SHARED, WORLD, TeamRec
+
+
+class _Handle:
+    """What a :class:`Team` and a :class:`Ctx` handle share: two handles of one class are
+    equal when their ``_key()`` names the same thing (a destroyed one is equal to the
+    invalid one), and ``with handle:`` destroys it at the end."""
+
+    __slots__ = ()
+
+    def _key(self) -> tuple:
+        raise NotImplementedError
+
+    def destroy(self) -> None:
+        raise NotImplementedError
+
+    def __eq__(self, other: Any) -> bool:
+        if not isinstance(other, type(self)):
+            return NotImplemented
+        a, b = self._key(), other._key()
+        return a[0] == b[0] and a[1] is b[1]
+
+    def __hash__(self) -> int:
+        a = self._key()
+        return hash((a[0], id(a[1])))
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *args: Any) -> None:
+        self.destroy()
 
 
 def _config(config: Any, kwargs: Mapping[str, int], what: str) -> int:
@@ -39,7 +69,7 @@ def _config(config: Any, kwargs: Mapping[str, int], what: str) -> int:
     return int(next(iter(conf.values()), 0))
 
 
-class Team:
+class Team(_Handle):
     """An OpenSHMEM team (shmem4py's class): ``TEAM_WORLD``, ``TEAM_SHARED``, or one made
     by :meth:`split_strided` / :meth:`split_2d`. ``Team()`` is TEAM_INVALID; a team is
     false when invalid."""
@@ -72,26 +102,10 @@ class Team:
             return (None, self._rec) if self._rec.valid else (INVALID, None)
         return (self._id, None)
 
-    def __eq__(self, other: Any) -> bool:
-        if not isinstance(other, Team):
-            return NotImplemented
-        a, b = self._key(), other._key()
-        return a[0] == b[0] and a[1] is b[1]
-
-    def __hash__(self) -> int:
-        a = self._key()
-        return hash((a[0], id(a[1])))
-
     def __bool__(self) -> bool:
         if self._rec is not None:
             return self._rec.valid
         return self._id is not None and self._id >= 0
-
-    def __enter__(self) -> Team:
-        return self
-
-    def __exit__(self, *args: Any) -> None:
-        self.destroy()
 
     def rec(self, what: str) -> TeamRec:
         """This PE's record of the team.
@@ -340,7 +354,7 @@ class CtxRec:
         self.valid = True
 
 
-class Ctx:
+class Ctx(_Handle):
     """A communication context (shmem4py's class). Operations on a context take PE numbers
     of its team. ``quiet``/``fence`` on a context complete every operation of the PE (more
     than the context's own, which OpenSHMEM allows): amnet tracks completion per rank."""
@@ -366,24 +380,8 @@ class Ctx:
             return (True, None)
         return (False, self._rec if self._rec is not None and self._rec.valid else None)
 
-    def __eq__(self, other: Any) -> bool:
-        if not isinstance(other, Ctx):
-            return NotImplemented
-        a, b = self._key(), other._key()
-        return a[0] == b[0] and a[1] is b[1]
-
-    def __hash__(self) -> int:
-        a = self._key()
-        return hash((a[0], id(a[1])))
-
     def __bool__(self) -> bool:
         return self._default or (self._rec is not None and self._rec.valid)
-
-    def __enter__(self) -> Ctx:
-        return self
-
-    def __exit__(self, *args: Any) -> None:
-        self.destroy()
 
     @staticmethod
     def create(options: int = 0, team: Team | None = None) -> Ctx:
