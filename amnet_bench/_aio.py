@@ -22,11 +22,8 @@ from typing import Any
 from ._aiojob import idle_job, many_job, rtt_job
 from ._report import Progress
 from ._stats import median, over_reps, stats
+from ._targets import AIO_AWAIT, AIO_IDLE, AIO_MANY
 from ._twonode import run_job, us
-
-TARGET_AWAIT = 1.5
-TARGET_MANY = 1.0
-TARGET_IDLE = 0.05
 
 
 def aio_places(opts: argparse.Namespace) -> tuple[str, dict[str, dict[str, Any]]]:
@@ -47,14 +44,14 @@ def await_row(place: str, what: str, label: str, aw: dict[str, Any], blk: dict[s
               blk_label: str, target: bool = True, **extra: Any
               ) -> tuple[dict[str, Any], list[str]]:
     """The result and table row of an awaited form beside its blocking one (``target``:
-    whether TARGET_AWAIT applies to it)."""
+    whether AIO_AWAIT applies to it)."""
     ratio = aw["median"] / blk["median"]
-    met = ratio <= TARGET_AWAIT
+    met = ratio <= AIO_AWAIT
     result = {"section": "aio", "place": place, "what": what, **extra, "aio": aw,
               "blocking": blk, "ratio": ratio,
-              "target": {"max_ratio": TARGET_AWAIT, "met": met} if target else None}
+              "target": {"max_ratio": AIO_AWAIT, "met": met} if target else None}
     return result, [place, label, us(aw), f"{blk_label}: {us(blk)}", f"{ratio:.2f}",
-                    (f"<= {TARGET_AWAIT:g}: " + ("met" if met else "missed")) if target
+                    (f"<= {AIO_AWAIT:g}: " + ("met" if met else "missed")) if target
                     else "-"]
 
 
@@ -69,11 +66,11 @@ def many_row(place: str, what: str, label: str, g: list[float], h: list[float],
     """The result and table row of 1000 operations awaited together (``g``) beside the
     handles and ``amnet.wait_all`` (``h``), seconds per round."""
     ratio = median(g) / median(h)
-    met = ratio <= TARGET_MANY
+    met = ratio <= AIO_MANY
     result = {"section": "aio", "place": place, "what": what, "aio_s": g, "handles_s": h,
-              **extra, "ratio": ratio, "target": {"max_ratio": TARGET_MANY, "met": met}}
+              **extra, "ratio": ratio, "target": {"max_ratio": AIO_MANY, "met": met}}
     return result, [place, label, ms(g, digits), f"handles + wait_all: {ms(h, digits)}",
-                    f"{ratio:.2f}", f"<= {TARGET_MANY:g}: " + ("met" if met else "missed")]
+                    f"{ratio:.2f}", f"<= {AIO_MANY:g}: " + ("met" if met else "missed")]
 
 
 def aio_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
@@ -141,13 +138,13 @@ def aio_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
                      "communication", ms(fl), "-", f"{median(fl) / median(h):.2f}", "-"])
         i = idles[place]
         frac = i["cpu"] / i["wall"]
-        met = frac < TARGET_IDLE
+        met = frac < AIO_IDLE
         results.append({"section": "aio", "place": place, "what": "idle await",
                         "cpu_s": i["cpu"], "wall_s": i["wall"], "fraction": frac,
-                        "target": {"max_fraction": TARGET_IDLE, "met": met}})
+                        "target": {"max_fraction": AIO_IDLE, "met": met}})
         rows.append([place, f"idle rank awaiting {idle['seconds']:g} s: CPU of its process",
                      f"{i['cpu'] * 1e3:.1f} ms ({frac * 100:.2f}% of a core)", "-", "-",
-                     f"< {TARGET_IDLE * 100:g}%: " + ("met" if met else "missed")])
+                     f"< {AIO_IDLE * 100:g}%: " + ("met" if met else "missed")])
     notes = [
         f"Round trips: µs, median (p10..p90) over {opts.reps} fresh jobs of each job's "
         f"{plan['batches']} batches of {plan['batch']} (after {plan['warmup']} of each form "

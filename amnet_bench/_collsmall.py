@@ -37,11 +37,6 @@ SMALL = ("broadcast", "reduce_all", "gather_all", "barrier")
 BIG = ("broadcast", "reduce_all")  # also at BIG_SIZE (issue 44's 64 KiB targets)
 BIG_SIZE = 1 << 16
 TOPOLOGIES = ("node", "threads", "2nodes")
-#: targets (ratio to the peer in the same repetition)
-TARGET_PAIR = 1.0  # 2 processes of a node: <= mpi4py
-TARGET_MANY = 1.5  # more processes of a node: <= 1.5x mpi4py
-TARGET_THREADS = 1.2  # 2 rank-threads: <= 1.2x the 2 processes
-TARGET_NODES = 1.0  # 2 nodes of 2: no slower than the AM algorithms
 MPI_SMALL = {"broadcast": "Bcast", "reduce_all": "Allreduce", "gather_all": "Allgather",
              "barrier": "Barrier"}
 _TURN: dict[int, list[int]] = {}  # the handoff floor's turn, by pair of rank-threads
@@ -160,6 +155,7 @@ def small_table(per: dict, ranks: list[int], topologies: list[str], plan: dict[s
     repetition): src ``small`` (node, P processes), ``small-mpi``, ``small-threads`` and
     ``small-2nodes``."""
     from ._stats import median
+    from ._targets import COLL_NODE_MANY, COLL_NODE_NODES, COLL_NODE_PAIR, COLL_NODE_THREADS
     from ._twonode import cpu_count as _cores
     from ._twonode import size_label
 
@@ -180,11 +176,11 @@ def small_table(per: dict, ranks: list[int], topologies: list[str], plan: dict[s
                 continue
             if topo == "node":
                 peer, pname = get("mpi4py", "small-mpi"), "mpi4py"
-                target = TARGET_PAIR if P == 2 else TARGET_MANY
+                target = COLL_NODE_PAIR if P == 2 else COLL_NODE_MANY
                 floor = [s / m for s, m in zip(so, peer, strict=False) if m]
                 fname = "team of one"
             elif topo == "threads":
-                peer, pname, target = get("amnet", "small", 2), "2 processes", TARGET_THREADS
+                peer, pname, target = get("amnet", "small", 2), "2 processes", COLL_NODE_THREADS
                 h = per.get((src, P, "handoff/floor/0"), [])
                 # the higher of two floors: the handoff, and the layer's own Python in the
                 # process of the rank-threads (its team of one)
@@ -195,7 +191,7 @@ def small_table(per: dict, ranks: list[int], topologies: list[str], plan: dict[s
                 else:
                     floor, fname = fh, "handoff"
             else:
-                peer, pname, target = path, "hier_am", TARGET_NODES
+                peer, pname, target = path, "hier_am", COLL_NODE_NODES
                 floor, fname = [], ""
             # the ratio of each repetition (amnet and its peer in the same repetition),
             # then the median: the machine's speed drifts between repetitions
@@ -225,10 +221,10 @@ def small_table(per: dict, ranks: list[int], topologies: list[str], plan: dict[s
     if why is not None:
         notes.append(f"mpi4py peer missing: {why}.")
     if results:
-        notes.append("targets: 2 processes of a node <= 1.0x mpi4py, more <= 1.5x; 2 "
-                     "rank-threads <= 1.2x the 2 processes; 2 nodes of 2 no slower than "
-                     "hier_am: " + ("met" if not missed else "missed for " + ", ".join(missed))
-                     + ".")
+        notes.append(f"targets: 2 processes of a node <= {COLL_NODE_PAIR:g}x mpi4py, more <= "
+                     f"{COLL_NODE_MANY:g}x; 2 rank-threads <= {COLL_NODE_THREADS:g}x the 2 "
+                     f"processes; 2 nodes of 2 <= {COLL_NODE_NODES:g}x hier_am: "
+                     + ("met" if not missed else "missed for " + ", ".join(missed)) + ".")
     notes.append(f"{interp}. OSU-style: {plan['warmup']} untimed calls, then {plan['calls']} "
                  "rounds of an untimed barrier and one timed call; the slowest rank's mean; "
                  f"ratio: the median of the {reps} repetitions' ratios (each repetition's "

@@ -33,15 +33,12 @@ from ._jobs import am_job, rma_job
 from ._mpipeer import run_mpi
 from ._report import Progress
 from ._stats import over_reps, stats, summary
+from ._targets import MPI_BW, MPI_BW_SIZE, MPI_SHORT
 from ._twonode import run_amnet, size_label, us
 
-#: Short-AM round trip <= this x mpi4py's AM emulation, by path (issue 31)
-TARGET_SHORT = {"nolocal": 1.5, "tcp": 1.0}
 PATHS = ("nolocal", "tcp")
 #: the section (and its table) of each path
 SECTION = {"tcp": "mpi", "nolocal": "mpi-nolocal"}
-TARGET_BW = 0.8  # put bandwidth at 1 MiB >= 0.8x mpi4py Send/Recv bandwidth
-TARGET_SIZE = 1 << 20
 
 
 def parse_paths(text: str) -> list[str]:
@@ -97,7 +94,7 @@ def _path_title(path: str) -> str:
 def am_section(opts: argparse.Namespace, progress: bool, path: str = "tcp") -> dict[str, Any]:
     """``am``'s mpi section on MPICH's ``path``: Short-AM round trip (and Medium sizes) over
     the mpi conduit beside mpi4py's AM emulation and Send/Recv ping-pong."""
-    target_short = TARGET_SHORT[path]
+    target_short = MPI_SHORT[path]
     plan = {"warmup": opts.warmup, "iters": opts.iters, "sizes": opts.sizes, "pin": opts.pin}
     step = {"warmup": opts.warmup, "iters": opts.iters, "batch": min(100, opts.iters)}
     mpi_plan = {"pin": "split" if opts.pin == "split" else "none", "pingpong": dict(step),
@@ -236,8 +233,8 @@ def rma_section(opts: argparse.Namespace, progress: bool, seg: int,
             for mode in opts.wait_modes[:1] if floor else opts.wait_modes:  # one copy row
                 a = summary(bw[v][mode][s])
                 ratio = a["median"] / p["median"]
-                target = ({"min_ratio": TARGET_BW, "met": ratio >= TARGET_BW}
-                          if s == TARGET_SIZE and not floor else None)
+                target = ({"min_ratio": MPI_BW, "met": ratio >= MPI_BW}
+                          if s == MPI_BW_SIZE and not floor else None)
                 results.append({"section": SECTION[path], "path": path,
                                 "op": f"{v} bandwidth", "unit": "MB/s",
                                 "bytes": s, "wait_mode": mode,
@@ -246,7 +243,7 @@ def rma_section(opts: argparse.Namespace, progress: bool, seg: int,
                                 "target": target})
                 verdict = ""
                 if target:
-                    verdict = f">= {TARGET_BW:g}: " + ("met" if target["met"] else "missed")
+                    verdict = f">= {MPI_BW:g}: " + ("met" if target["met"] else "missed")
                 rows.append([v if floor else f"{v} stream MB/s, W={opts.window}",
                              size_label(s), "-" if floor else _wm(mode, resolved[mode]),
                              _mbs(a), _mbs(p), f"{ratio:.2f} (higher is better)", verdict])
@@ -280,7 +277,7 @@ def rma_section(opts: argparse.Namespace, progress: bool, seg: int,
         "repetition's figure is their bytes over their time, as osu_bw reports and as "
         "amnet's streams are timed.",
         f"ratio = amnet / mpi4py Send/Recv (higher is better; target at 1 MiB: >= "
-        f"{TARGET_BW:g}). Latency rows: amnet's blocking put/get round trips, µs median "
+        f"{MPI_BW:g}). Latency rows: amnet's blocking put/get round trips, µs median "
         "(p10..p90); mpi4py has no shape of theirs here.",
         _env_note(env),
     ]

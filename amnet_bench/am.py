@@ -58,6 +58,13 @@ from ._registry import suite
 from ._report import Progress, nodes_topologies, quick_parse
 from ._shmpeer import python_calls_rtt, raw_shm_rtt
 from ._stats import median, over_reps, stats, summary
+from ._targets import (
+    AM_PROCS_VS_MPI_AM,
+    AM_PROCS_VS_RAW_SHM,
+    AM_SHORT,
+    AM_THREADS_VS_CALLS,
+    AM_THREADS_VS_PROCS,
+)
 from ._twonode import (
     PIN_HELP,
     PINS,
@@ -74,13 +81,6 @@ from ._twonode import (
     size_label,
     us,
 )
-
-TARGET_SHORT = 1.2  # the issue's target: short-AM RTT across nodes <= 1.2x raw-zmq RTT
-# The PSHM issue's targets for the node section (medians, ratios in one run):
-TARGET_PROCS_VS_MPI_AM = 0.5  # "2 procs" <= 0.5x mpi4py AM emulation
-TARGET_PROCS_VS_RAW_SHM = 3.0  # "2 procs" <= 3x raw-shm
-TARGET_THREADS_VS_PROCS = 0.25  # "2 threads" <= 0.25x "2 procs"
-TARGET_THREADS_VS_CALLS = 1.5  # "2 threads" <= 1.5x python calls in turns, in every run
 
 
 def _parser(iters: int, warmup: int, reps: int, sizes: Any, latency_us: float,
@@ -246,7 +246,7 @@ def _network(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
             size = 0 if shape == "short" else int(shape)
             target = None
             if kind == "short":
-                target = {"max_ratio": TARGET_SHORT, "met": ratio <= TARGET_SHORT}
+                target = {"max_ratio": AM_SHORT, "met": ratio <= AM_SHORT}
             modes = sorted(resolved[mode])
             results.append({"section": "network", "am": kind, "payload_bytes": size,
                             "wait_mode": mode,
@@ -260,7 +260,7 @@ def _network(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
             wm = mode if modes == [mode] else f"{mode} ({'/'.join(modes)})"
             verdict = ""
             if target:
-                verdict = (f"<= {TARGET_SHORT:g}: " + ("met" if target["met"] else "missed"))
+                verdict = (f"<= {AM_SHORT:g}: " + ("met" if target["met"] else "missed"))
             cpus = cpu_cells(a_cpu, raw_cpu["block"], raw_cpu.get("spin"))
             rows.append([what, wm, us(a), us(raw["block"]), us(raw.get("spin")),
                          f"{ratio:.2f} (vs {fastest})", verdict, cpus])
@@ -280,7 +280,7 @@ def _network(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
         "(received without a copy, sent with one, as amnet does). block: blocking recv(); "
         "spin: recv(NOBLOCK) in a loop.",
         "ratio = amnet median / the faster raw variant's median: lower is better; "
-        f"the Short-AM target is <= {TARGET_SHORT:g}.",
+        f"the Short-AM target is <= {AM_SHORT:g}.",
         "rank-0 thread CPU: time.thread_time() of the timing thread (amnet rank 0 / the raw "
         "client) over the timed round trips, per round trip, median over repetitions: the "
         "Python-side cost of one round trip on the initiator, without the libzmq I/O thread "
@@ -395,26 +395,26 @@ def _node_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
             note = ""
             if key == "procs":
                 r_mpi = _node.ratio(a, mpi_am)
-                targets.append({"what": f"<= {TARGET_PROCS_VS_MPI_AM:g}x mpi4py AM emulation",
-                                "ratio": r_mpi, "limit": TARGET_PROCS_VS_MPI_AM,
+                targets.append({"what": f"<= {AM_PROCS_VS_MPI_AM:g}x mpi4py AM emulation",
+                                "ratio": r_mpi, "limit": AM_PROCS_VS_MPI_AM,
                                 "met": None if r_mpi is None
-                                else r_mpi <= TARGET_PROCS_VS_MPI_AM})
+                                else r_mpi <= AM_PROCS_VS_MPI_AM})
                 r_shm = _node.ratio(a, raw_shm)
-                targets.append({"what": f"<= {TARGET_PROCS_VS_RAW_SHM:g}x raw-shm",
-                                "ratio": r_shm, "limit": TARGET_PROCS_VS_RAW_SHM,
-                                "met": r_shm <= TARGET_PROCS_VS_RAW_SHM})
+                targets.append({"what": f"<= {AM_PROCS_VS_RAW_SHM:g}x raw-shm",
+                                "ratio": r_shm, "limit": AM_PROCS_VS_RAW_SHM,
+                                "met": r_shm <= AM_PROCS_VS_RAW_SHM})
             if key == "threads":
                 r_t = _node.ratio(a, figs["procs"])
-                targets.append({"what": f"<= {TARGET_THREADS_VS_PROCS:g}x 2 procs",
-                                "ratio": r_t, "limit": TARGET_THREADS_VS_PROCS,
-                                "met": r_t <= TARGET_THREADS_VS_PROCS})
+                targets.append({"what": f"<= {AM_THREADS_VS_PROCS:g}x 2 procs",
+                                "ratio": r_t, "limit": AM_THREADS_VS_PROCS,
+                                "met": r_t <= AM_THREADS_VS_PROCS})
                 runs = turns[mode]
                 worst = max(runs) if runs else None
-                targets.append({"what": f"<= {TARGET_THREADS_VS_CALLS:g}x python calls in "
+                targets.append({"what": f"<= {AM_THREADS_VS_CALLS:g}x python calls in "
                                 "turns, every run", "ratio": worst,
-                                "limit": TARGET_THREADS_VS_CALLS, "runs": list(runs),
+                                "limit": AM_THREADS_VS_CALLS, "runs": list(runs),
                                 "met": None if worst is None
-                                else worst <= TARGET_THREADS_VS_CALLS})
+                                else worst <= AM_THREADS_VS_CALLS})
                 note = (f"{r_t:.2f}x 2 procs; {_node.ratio(a, calls):.2f}x python calls (the "
                         "in-line floor)" + ("" if not runs else
                                            f", in turns {median(runs):.2f}x (runs "
@@ -506,9 +506,9 @@ def _node_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
         notes.append(f"mpi4py peer missing: {mpi_why}; its rows and ratios say missing and "
                      "the target against it is not judged.")
     notes.append(
-        f"Targets (PSHM issue): 2 procs <= {TARGET_PROCS_VS_MPI_AM:g}x mpi4py AM emulation "
-        f"and <= {TARGET_PROCS_VS_RAW_SHM:g}x raw-shm; 2 threads <= "
-        f"{TARGET_THREADS_VS_PROCS:g}x 2 procs and <= {TARGET_THREADS_VS_CALLS:g}x python "
+        f"Targets (PSHM issue): 2 procs <= {AM_PROCS_VS_MPI_AM:g}x mpi4py AM emulation "
+        f"and <= {AM_PROCS_VS_RAW_SHM:g}x raw-shm; 2 threads <= "
+        f"{AM_THREADS_VS_PROCS:g}x 2 procs and <= {AM_THREADS_VS_CALLS:g}x python "
         "calls in turns in every run (fixed-costs issue); the paper's ordering 2 threads < "
         "2 procs < 2 procs + thread-safety < 2 procs + loopback < 2 procs + thread-safety + "
         "loopback (each row slower than the one before).")

@@ -44,13 +44,12 @@ from ._report import (
     quick_parse,
 )
 from ._stats import median
+from ._targets import COLL_MPI, COLL_PUSH
 from ._twonode import JOB_TIMEOUT_S, cpu_count, parse_sizes, run_job, size_label
 
 COLLECTIVES = ("broadcast", "gather_all", "exchange", "reduce_all")
 MPI_NAME = {"broadcast": "Bcast", "gather_all": "Allgather", "exchange": "Alltoall",
             "reduce_all": "Allreduce"}
-TARGET_PUSH = 2.0  # best >= 2x the reference memcpy push (broadcast, exchange)
-TARGET_MPI = 1.5  # best <= 1.5x mpi4py within a node
 
 
 PLOTS = ("coll_<collective>.png",)
@@ -339,14 +338,14 @@ def _report(opts: argparse.Namespace, per: dict, why: str | None) -> dict[str, A
             eager = r["seconds"].get("push")
             notes.append(f"{r['collective']}, {r['topology']}, {P} ranks, {size_label(n)}: "
                          f"best ({r['best']}) = {x:.2f}x faster than the reference memcpy "
-                         f"push (target >= {TARGET_PUSH:g}x: "
-                         f"{'met' if x >= TARGET_PUSH else 'missed'})"
+                         f"push (target >= {COLL_PUSH:g}x: "
+                         f"{'met' if x >= COLL_PUSH else 'missed'})"
                          + (f"; {eager / best:.2f}x the eager push" if eager else ""))
         if r["topology"] == "node" and r["mpi4py"]:
             x = best / r["mpi4py"]
             notes.append(f"{r['collective']}, one node, {P} ranks, {size_label(n)}: best "
                          f"({r['best']}) = {x:.2f}x mpi4py {MPI_NAME[r['collective']]} "
-                         f"(target <= {TARGET_MPI:g}x: {'met' if x <= TARGET_MPI else 'missed'})")
+                         f"(target <= {COLL_MPI:g}x: {'met' if x <= COLL_MPI else 'missed'})")
     if why is not None:
         notes.append(f"mpi4py peer missing: {why}.")
     if max(opts.ranks) > cpu_count():

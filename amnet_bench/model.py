@@ -31,9 +31,9 @@ from ._modeljob import KERNELS, model_job
 from ._registry import BenchError, suite
 from ._report import Progress, choice_list, nodes_topologies, quick_parse
 from ._stats import median, percentiles
+from ._targets import MODEL_DELTA
 from ._twonode import parse_conduits, run_job
 
-TARGET = 0.15
 TOPOLOGIES = ("node", "2nodes")
 DEFAULTS = {"histogram": {"size": 4096, "updates": 1500}, "matmul": {"n": 16},
             "sobel": {"rows": 12}}
@@ -255,7 +255,7 @@ def _report(opts: Any, params: dict[str, Any],
             rows.append([topo, cache, k, f"{m * 1e3:.1f}", f"{pr * 1e3:.1f}",
                          f"{100 * delta:+.1f}%", f"{100 * lo:+.0f}..{100 * hi:+.0f}%",
                          f"{100 * comp / pr:.0f}%",
-                         "met" if abs(delta) <= TARGET else "missed"])
+                         "met" if abs(delta) <= MODEL_DELTA else "missed"])
         rds = [rd for res in reps for r in res for rd in r["rounds"]]
         plat = [rd["platform"] for rd in rds]
         prow.append([topo, cache] + [
@@ -285,8 +285,8 @@ def _report(opts: Any, params: dict[str, Any],
              "figures of the round (the mean of the two measurements); δ = (predicted - "
              "measured) / measured of each round, median and interquartile range over "
              "rounds; comp: T_comp's share of the prediction.",
-             f"|δ| at most {100 * worst:.1f}% (target <= {100 * TARGET:.0f}%: "
-             f"{'met' if worst <= TARGET else 'missed'})",
+             f"|δ| at most {100 * worst:.1f}% (target <= {100 * MODEL_DELTA:.0f}%: "
+             f"{'met' if worst <= MODEL_DELTA else 'missed'})",
              "The platform's own repeatability, the floor under δ: a baseline read (the "
              "interquartile range over rounds and threads) " + "; ".join(spreads) + ".",
              "Sizes: " + "; ".join(f"{k} " + ", ".join(f"{a}={b}" for a, b in

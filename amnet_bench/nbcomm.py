@@ -34,11 +34,9 @@ from ._nbkernels import DEFAULTS, KERNELS, check_params
 from ._registry import suite
 from ._report import Progress, choice_list, quick_parse
 from ._stats import median
+from ._targets import NB_CHECK, NB_SHARE, NB_SPEEDUP
 from ._twonode import parse_conduits, run_job, segment_for
 
-TARGET_SPEEDUP = 1.16  # geometric mean of auto over blocking (the paper's 16%)
-TARGET_SHARE = 0.75  # auto's gain >= 75% of manual's
-TARGET_CHECK = 0.01  # conflict checks < 1% of the automatic run
 MONOTONE = ("gups", "stencil", "transpose")  # puts at monotone addresses
 STAT_COLUMNS = (("puts_deferred", "puts deferred"), ("fast_checks", "box checks"),
                 ("scans", "scans"), ("conflicts", "conflicts"), ("cap_syncs", "cap syncs"),
@@ -200,16 +198,16 @@ def _report(opts: Any, params: dict[str, Any], segment: int,
              "blocking. auto share = (auto speedup - 1) / (manual speedup - 1). check = "
              "conflict-check time / the automatic run's time, the worst rank.",
              f"geometric-mean automatic speedup {geo['auto']:.2f}x (target >= "
-             f"{TARGET_SPEEDUP:g}x: {'met' if geo['auto'] >= TARGET_SPEEDUP else 'missed'}); "
+             f"{NB_SPEEDUP:g}x: {'met' if geo['auto'] >= NB_SPEEDUP else 'missed'}); "
              f"{_pct(gshare)} of the manual gain ({geo['manual']:.2f}x) (target >= "
-             f"{TARGET_SHARE:.0%}: "
-             f"{'met' if gshare is not None and gshare >= TARGET_SHARE else 'missed'})"]
+             f"{NB_SHARE:.0%}: "
+             f"{'met' if gshare is not None and gshare >= NB_SHARE else 'missed'})"]
     mono = [k for k in opts.kernels if k in MONOTONE]
     if mono:
         worst = max(checks[k] for k in mono)
         notes.append(f"conflict checks of the monotone kernels ({', '.join(mono)}): at most "
                      f"{100 * worst:.2f}% of the automatic run (target < "
-                     f"{TARGET_CHECK:.0%}: {'met' if worst < TARGET_CHECK else 'missed'})")
+                     f"{NB_CHECK:.0%}: {'met' if worst < NB_CHECK else 'missed'})")
     notes.append("The forms computed bit-identical results in every round (the job fails "
                  "otherwise).")
     stat_table = {"section": "stats", "title": "Scheduler statistics of the automatic form "

@@ -60,6 +60,14 @@ from ._registry import suite
 from ._report import Progress, nodes_topologies, quick_parse
 from ._shmpeer import memcpy_bw
 from ._stats import over_reps, stats, summary
+from ._targets import (
+    RMA_BW,
+    RMA_BW_SIZE,
+    RMA_NODE_BW,
+    RMA_NODE_BW_SIZE,
+    RMA_NODE_PUT,
+    RMA_NODE_PUT_SIZE,
+)
 from ._twonode import (
     PIN_HELP,
     PINS,
@@ -78,15 +86,8 @@ from ._twonode import (
     us,
 )
 
-TARGET_BW = 0.7  # the issue's target: 1 MiB put bandwidth >= 0.7x raw streaming
-TARGET_SIZE = 1 << 20
 MIN_WINDOWS = 4
 DEFAULT_SEGMENT = 64 << 20
-# The PSHM issue's targets for the node section (2 procs, medians, ratios in one run):
-TARGET_NODE_PUT = 0.3  # 8 B blocking put latency <= 0.3x mpi4py RMA put (lock/put/unlock)
-TARGET_NODE_PUT_SIZE = 8
-TARGET_NODE_BW = 0.8  # put and get bandwidth >= 0.8x memcpy for sizes >= 1 MiB
-TARGET_NODE_BW_SIZE = 1 << 20
 NODE_BW_WARMUP = 2  # untimed operations per size before a bandwidth's samples
 
 
@@ -317,8 +318,8 @@ def _network(parser: argparse.ArgumentParser, opts: argparse.Namespace,
             a_cpu = summary(bw_cpu[("amnet", mode)][s])
             ratio = a["median"] / raw[fastest]["median"]
             target = None
-            if s == TARGET_SIZE:
-                target = {"min_ratio": TARGET_BW, "met": ratio >= TARGET_BW}
+            if s == RMA_BW_SIZE:
+                target = {"min_ratio": RMA_BW, "met": ratio >= RMA_BW}
             results.append({"section": "network", "op": "put_nbi bandwidth", "unit": "MB/s",
                             "bytes": s,
                             "window": opts.window, "windows": windows[s],
@@ -331,7 +332,7 @@ def _network(parser: argparse.ArgumentParser, opts: argparse.Namespace,
                                             "raw_spin": raw_cpu.get("spin")}})
             verdict = ""
             if target:
-                verdict = f">= {TARGET_BW:g}: " + ("met" if target["met"] else "missed")
+                verdict = f">= {RMA_BW:g}: " + ("met" if target["met"] else "missed")
             rows.append([f"put_nbi stream MB/s, W={opts.window}", size_label(s),
                          wm_label(mode), _mbs(a), _mbs(raw["block"]), _mbs(raw.get("spin")),
                          f"{ratio:.2f} (vs {fastest}; higher is better)", verdict,
@@ -381,7 +382,7 @@ def _network(parser: argparse.ArgumentParser, opts: argparse.Namespace,
         "waiting included; the libzmq I/O thread not; a spinning thread's CPU time is its "
         "wall time).",
         "ratio = amnet / the better raw variant (higher bandwidth, lower latency): "
-        f"for bandwidth higher is better (target at 1 MiB: >= {TARGET_BW:g}); for latency "
+        f"for bandwidth higher is better (target at 1 MiB: >= {RMA_BW:g}); for latency "
         "lower is better.",
     ]
     if "auto" in opts.wait_modes:
@@ -494,10 +495,10 @@ def _node_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
                 a = over_reps(lat[(k, mode, op, s)])
                 r_mpi = _node.ratio(a, m_fig)
                 targets = []
-                if op == "put" and s == TARGET_NODE_PUT_SIZE and k == "procs":
-                    targets.append({"what": f"<= {TARGET_NODE_PUT:g}x mpi4py RMA put",
-                                    "ratio": r_mpi, "limit": TARGET_NODE_PUT,
-                                    "met": None if r_mpi is None else r_mpi <= TARGET_NODE_PUT})
+                if op == "put" and s == RMA_NODE_PUT_SIZE and k == "procs":
+                    targets.append({"what": f"<= {RMA_NODE_PUT:g}x mpi4py RMA put",
+                                    "ratio": r_mpi, "limit": RMA_NODE_PUT,
+                                    "met": None if r_mpi is None else r_mpi <= RMA_NODE_PUT})
                 results.append({"section": "node", "op": f"blocking {op} latency", "unit": "s",
                                 "bytes": s, "config": labels[k], "amnet_run": {"n": 2,
                                                                                **runs[k]},
@@ -519,9 +520,9 @@ def _node_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
                 a = over_reps(bw[(k, mode, op, s)])
                 r_mpi, r_cpy = _node.ratio(a, m_fig), _node.ratio(a, c_fig)
                 targets = []
-                if s >= TARGET_NODE_BW_SIZE and k == "procs":
-                    targets.append({"what": f">= {TARGET_NODE_BW:g}x memcpy", "ratio": r_cpy,
-                                    "limit": TARGET_NODE_BW, "met": r_cpy >= TARGET_NODE_BW})
+                if s >= RMA_NODE_BW_SIZE and k == "procs":
+                    targets.append({"what": f">= {RMA_NODE_BW:g}x memcpy", "ratio": r_cpy,
+                                    "limit": RMA_NODE_BW, "met": r_cpy >= RMA_NODE_BW})
                 results.append({"section": "node", "op": f"blocking {op} bandwidth",
                                 "unit": "MB/s", "bytes": s, "ops_per_sample": ops[s],
                                 "config": labels[k], "amnet_run": {"n": 2, **runs[k]},
@@ -572,9 +573,9 @@ def _node_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
         notes.append(f"mpi4py peer missing: {mpi_why}; its columns say missing and the "
                      "target against it is not judged.")
     notes.append(
-        f"Targets (PSHM issue, 2 procs): {size_label(TARGET_NODE_PUT_SIZE)} blocking put "
-        f"latency <= {TARGET_NODE_PUT:g}x mpi4py RMA put; put and get bandwidth >= "
-        f"{TARGET_NODE_BW:g}x memcpy for sizes >= {size_label(TARGET_NODE_BW_SIZE)}. Ratios: "
+        f"Targets (PSHM issue, 2 procs): {size_label(RMA_NODE_PUT_SIZE)} blocking put "
+        f"latency <= {RMA_NODE_PUT:g}x mpi4py RMA put; put and get bandwidth >= "
+        f"{RMA_NODE_BW:g}x memcpy for sizes >= {size_label(RMA_NODE_BW_SIZE)}. Ratios: "
         "amnet / peer, lower is better for latency, higher for bandwidth.")
     notes += _node.auto_and_pin_notes(
         opts, pin, resolved, "memcpy and mpi4py",

@@ -39,21 +39,13 @@ from ._node import mpi_missing, verdict
 from ._registry import suite
 from ._report import Progress, choice_list, int_list, nodes_topologies, quick_parse
 from ._stats import median
+from ._targets import UPC as UPC_TARGETS
 from ._twonode import cpu_count, run_job
 from ._upcjob import PATTERNS, matmul_job, net_peers_job, node_peers_job, patterns_job
 
 TOPOLOGIES = {"node": {}, "2nodes": {"nodes": 2}}
 TOPO_LABEL = {"node": "1 node", "2nodes": "2 nodes"}
 SLICE_BYTES = 1 << 20
-TARGETS = {  # figure: (comparison, bound)
-    "x_remote_node": ("<=", 0.5),  # X[i] in a node / mpi4py RMA 8 B Get
-    "x_remote_net": ("<=", 1.3),  # X[i] across nodes / ep.get 8 B
-    "x_local": ("<=", 8.0),  # local-affinity X[i] / numpy a[i]
-    "slice_contig": (">=", 0.8),  # slice MB/s / ep.get MB/s
-    "slice_spread": (">=", 0.8),  # slice MB/s / ep.vis MB/s
-    "matmul_messages": (">=", 5.0),  # messages cache off / cache on
-    "matmul_time": (">=", 2.0),  # seconds cache off / cache on
-}
 TABLE_PATTERNS = ("baseline", "vector", "coalesce", "local", "slice")
 MUPC_TABLE = {"baseline": "6.1", "vector": "6.2", "coalesce": "6.3", "local": "6.4"}
 
@@ -235,7 +227,7 @@ def _over(reps: list[dict[str, Any]], key: str) -> float | None:
 
 
 def _judge(name: str, ratio: float | None) -> str:
-    cmp, bound = TARGETS[name]
+    cmp, bound = UPC_TARGETS[name]
     if ratio is None:
         return verdict(None)
     return verdict(ratio <= bound if cmp == "<=" else ratio >= bound)
@@ -278,7 +270,7 @@ def _peers_table(opts: argparse.Namespace,
         ratio = None
         if mine is not None and peer is not None and mine > 0 and peer > 0:
             ratio = peer / mine if inverse else mine / peer
-        cmp, bound = TARGETS[name]
+        cmp, bound = UPC_TARGETS[name]
         rows.append([what, "missing" if mine is None else fmt(mine), peer_what,
                      "missing" if peer is None else fmt(peer),
                      "missing" if ratio is None else f"{ratio:.2f}", f"{cmp} {bound:g}",

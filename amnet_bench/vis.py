@@ -23,12 +23,10 @@ from typing import Any
 from ._registry import suite
 from ._report import Progress, comma_items, quick_parse
 from ._stats import median
+from ._targets import VIS_CONTIG, VIS_FLOOD, VIS_SIZE
 from ._twonode import parse_conduits, parse_sizes, run_amnet, segment_for, size_label
 from ._visjob import vis_job
 
-TARGET_SIZE = 1 << 20
-TARGET_FLOOD = 20.0  # VIS >= 20x the flood of single gets at 1 MiB
-TARGET_CONTIG = 0.5  # VIS >= 0.5x one contiguous get of the same bytes at 1 MiB
 METHODS = ("vis", "flood", "contig")
 
 
@@ -142,12 +140,12 @@ def vis(args: Sequence[str] | None = None, *, reps: int = 3,
                 rows.append([cd, f"{lat:g}", size_label(size), f"{mbs['vis']:.1f}",
                              f"{mbs['flood']:.1f}", f"{mbs['contig']:.1f}", f"{vf:.1f}x",
                              f"{vc:.2f}x"])
-                if size == TARGET_SIZE:
+                if size == VIS_SIZE:
                     notes.append(
                         f"{cd}, latency {lat:g} µs, 1 MiB: VIS = {vf:.1f}x the flood (target "
-                        f">= {TARGET_FLOOD:g}x: {'met' if vf >= TARGET_FLOOD else 'missed'}), "
-                        f"{vc:.2f}x the contiguous get (target >= {TARGET_CONTIG:g}x: "
-                        f"{'met' if vc >= TARGET_CONTIG else 'missed'})")
+                        f">= {VIS_FLOOD:g}x: {'met' if vf >= VIS_FLOOD else 'missed'}), "
+                        f"{vc:.2f}x the contiguous get (target >= {VIS_CONTIG:g}x: "
+                        f"{'met' if vc >= VIS_CONTIG else 'missed'})")
             style = "-" if lat == opts.latencies[0] else "--"
             for m, label in (("vis", "VIS get_strided"), ("flood", "flood of single gets"),
                              ("contig", "contiguous get")):

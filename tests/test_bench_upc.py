@@ -60,7 +60,7 @@ def test_upc_figures(marked):
         assert r["ratio"] == pytest.approx(want)
     rows = {row[0]: row for row in res["tables"][0]["rows"]}
     for r, row in zip(peers, res["tables"][0]["rows"], strict=True):
-        cmp, bound = upc_mod.TARGETS[r["figure"]]
+        cmp, bound = upc_mod.UPC_TARGETS[r["figure"]]
         assert row[5] == f"{cmp} {bound:g}"
         if r["ratio"] is not None:
             met = r["ratio"] <= bound if cmp == "<=" else r["ratio"] >= bound
