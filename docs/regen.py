@@ -287,7 +287,7 @@ def shims(root: Path) -> Path:
     bindir.mkdir(exist_ok=True)
     here = Path(sys.executable).parent
     for name, module in (("python", None), ("amnet-run", "amnet.run"),
-                         ("amnet-bench", "amnet.bench")):
+                         ("amnet-bench", "amnet_bench")):
         if (here / name).exists():
             continue
         call = shlex.quote(sys.executable) + (f" -m {module}" if module else "")

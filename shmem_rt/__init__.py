@@ -112,20 +112,13 @@ from ._memory import (
                    zeros,
 )
 from ._rc import Rc, rc
-from ._rma import (
+from ._rma import g, get, get_nbi, iget, iput, p, put, put_nbi
+from ._signal import (
                    SIGNAL,
                    SIGNAL_ADD,
                    SIGNAL_SET,
                    del_signal,
-                   g,
-                   get,
-                   get_nbi,
-                   iget,
-                   iput,
                    new_signal,
-                   p,
-                   put,
-                   put_nbi,
                    put_signal,
                    put_signal_nbi,
                    signal_fetch,

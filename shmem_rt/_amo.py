@@ -13,9 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from . import _state
+from ._context import CONTEXT
+from ._init import current
 from ._memory import check_pe, sym_offset
-from ._state import _tls
+from ._state import PE
+from ._team import ctx_pe
 
 _ND = np.ndarray
 
@@ -24,7 +26,7 @@ _INT = {np.dtype(np.int32): "i4", np.dtype(np.int64): "i8", np.dtype(np.uint32):
 _ANY = {**_INT, np.dtype(np.float32): "f4", np.dtype(np.float64): "f8"}
 
 
-def _target(st: _state.PE, a: Any, what: str, table: dict, name: str = "target",
+def _target(st: PE, a: Any, what: str, table: dict, name: str = "target",
             symmetric: bool = True) -> tuple[int, str]:
     if not isinstance(a, np.ndarray):
         raise TypeError(f"{what}: {name} must be a numpy array, got {type(a).__name__}")
@@ -58,7 +60,7 @@ def _value(v: Any, dt: str, what: str, name: str = "value") -> int | float:
 
 def _run(what: str, op: str, target: Any, pe: Any, value: Any = None, value2: Any = None,
          table: dict = _INT, ctx: Any = None) -> Any:
-    st = getattr(_tls, "pe", None)
+    st = CONTEXT.pe
     if ctx is None and st is not None and not st.finalized and type(target) is _ND \
             and target.dtype.kind in ("iu" if table is _INT else "iuf"):
         # a PE on my node: one C call (plain values, one native word in my segment)
@@ -76,10 +78,8 @@ def _run(what: str, op: str, target: Any, pe: Any, value: Any = None, value2: An
                 off = st.ep.segment_offset(target)
                 if off >= st.heap.lo:
                     return st.ep.atomic(pe, off, op, value, value2, dt)
-    st = _state.current()
+    st = current()
     if ctx is not None:
-        from ._team import ctx_pe
-
         pe = ctx_pe(ctx, pe, what)
     off, dt = _target(st, target, what, table)
     if type(pe) is not int or not 0 <= pe < st.npes:
@@ -125,7 +125,7 @@ def atomic_inc(target: np.ndarray, pe: int, ctx: Any = None) -> None:
 
 def atomic_fetch_add(target: np.ndarray, value: Any, pe: int, ctx: Any = None) -> Any:
     """Add ``value`` to ``target`` on ``pe``; return the old value."""
-    st = getattr(_tls, "pe", None)
+    st = CONTEXT.pe
     # the OSU figure's operation: a PE on my node in one C call, without _run's layers
     if ctx is None and st is not None and not st.finalized and type(target) is _ND \
             and target.dtype.kind in "iu":
@@ -167,7 +167,7 @@ def atomic_xor(target: np.ndarray, value: Any, pe: int, ctx: Any = None) -> None
 
 # -- the nbi fetching forms: the old value lands in ``fetch`` (local), complete by quiet ----
 def _nbi(what: str, fetch: Any, result_of: Any) -> None:
-    _state.current()
+    current()
     if not isinstance(fetch, np.ndarray) or fetch.size != 1 or not fetch.flags.writeable:
         raise TypeError(f"{what}: fetch must be a writable numpy array of one element")
     old = result_of()

@@ -13,7 +13,9 @@ import numpy as np
 import amnet
 import amnet.coll as C
 
-from ._team import TEAM_WORLD, WORLD, Team, TeamRec, team_rec
+from ._rma import buffer_of, strides_of
+from ._state import WORLD, TeamRec
+from ._team import TEAM_WORLD, Team, team_rec
 
 
 # -- collectives ----------------------------------------------------------------------------
@@ -23,10 +25,8 @@ def _team_of(team: Any, what: str) -> tuple[TeamRec, bool]:
 
 
 def _arrays(target: Any, source: Any, what: str) -> tuple[np.ndarray, np.ndarray]:
-    from ._rma import _buffer
-
-    t = _buffer(target, what, "target", True)
-    s = _buffer(source, what, "source", False)
+    t = buffer_of(target, what, "target", True)
+    s = buffer_of(source, what, "source", False)
     if t.dtype != s.dtype:
         raise TypeError(f"{what}: target has dtype {t.dtype} and source {s.dtype}; they "
                         "must be the same")
@@ -128,11 +128,9 @@ def alltoalls(target: np.ndarray, source: np.ndarray, tst: int = 1, sst: int = 1
               size: int | None = None, team: Team | None = None) -> None:
     """:func:`alltoall` with strides: element k of the block for member j is
     ``source[(j * size + k) * sst]``, and it lands at ``target[(i * size + k) * tst]``."""
-    from ._rma import _strides
-
     what = "shmem.alltoalls()"
     rec, _ = _team_of(team, what)
-    tst, sst = _strides(tst, sst, what)
+    tst, sst = strides_of(tst, sst, what)
     t, s = _arrays(target, source, what)
     tsize, ssize = -(-t.size // tst), -(-s.size // sst)
     if size is None:

@@ -1,4 +1,9 @@
-"""Start and end, thread levels and the library's identity (OpenSHMEM 1.5 §9.1)."""
+"""Start and end, thread levels and the library's identity (OpenSHMEM 1.5 §9.1), and
+:func:`current`, the calling rank-thread's PE, which starts it on its first call.
+
+The lowest of shmem_rt's layers (docs/design.md §11, "shmem_rt"): it imports only what
+they all share (the PE's state, the per-thread context, ``rc``).
+"""
 
 from __future__ import annotations
 
@@ -7,8 +12,9 @@ from typing import NoReturn
 
 import amnet
 
-from . import _state
+from ._context import CONTEXT
 from ._rc import rc
+from ._state import PE, Teams
 
 MAJOR_VERSION = 1
 MINOR_VERSION = 5
@@ -44,6 +50,24 @@ def info_get_name() -> str:
     return VENDOR_STRING
 
 
+def current() -> PE:
+    """The calling rank-thread's PE, initialised on its first call as shmem4py initialises
+    on import (``shmem.init()`` made explicitly is the same, and collective; ``shmem_rt.rc``
+    says how, or that the program does it).
+
+    Raises:
+        amnet.InitError: after ``shmem.finalize()`` on this PE, or before ``shmem.init()``
+            with ``shmem_rt.rc.initialize`` False.
+    """
+    pe = CONTEXT.pe
+    if pe is None:
+        start()
+        pe = CONTEXT.pe
+    if pe.finalized:
+        raise amnet.InitError(f"shmem_rt call after {pe.ended_by} on this PE")
+    return pe
+
+
 def init() -> None:
     """Join the job as a PE (collective): ``amnet.init()`` unless this rank already made
     its endpoint, then a barrier. Any shmem_rt call does it first if it was not done, as
@@ -52,7 +76,7 @@ def init() -> None:
     Raises:
         amnet.InitError: after :func:`finalize` on this PE.
     """
-    pe = _state.peek()
+    pe = CONTEXT.pe
     if pe is not None:
         if pe.finalized:
             raise amnet.InitError("shmem.init() after shmem.finalize() on this PE: a PE "
@@ -60,11 +84,9 @@ def init() -> None:
         return
     ep = amnet.endpoint() or amnet.init()
     pe = ep.extension("shmem")
-    from ._team import setup_teams
-
-    setup_teams(pe)
+    pe.teams = Teams(pe)  # the predefined teams, before the first barrier
     pe.initialized = True
-    _state.set_current(pe)
+    CONTEXT.pe = pe
     pe.port.add_sync_hook(_at_rank_end)
     ep.coll.barrier()
 
@@ -99,7 +121,7 @@ def _at_rank_end(event: str) -> None:
     later call raises instead of waiting for PEs that are gone)."""
     if event != "finalize":
         return
-    pe = _state.peek()
+    pe = CONTEXT.pe
     if pe is None or pe.finalized:
         return
     if rc.finalizes():
@@ -118,14 +140,14 @@ def init_thread(requested: int = THREAD_MULTIPLE) -> THREAD:
     """
     req = _level(requested, "shmem.init_thread()")
     init()
-    pe = _state.peek()
+    pe = CONTEXT.pe
     pe.thread_level = min(req, PROVIDED)
     return THREAD(pe.thread_level)
 
 
 def query_thread() -> THREAD:
     """The thread level this PE was given (:func:`init` gives FUNNELED)."""
-    pe = _state.current()
+    pe = current()
     return THREAD(PROVIDED if pe.thread_level is None else pe.thread_level)
 
 
@@ -141,12 +163,10 @@ def finalize() -> None:
     """Leave (collective): complete this PE's operations, then a barrier. Later calls on
     this PE raise ``amnet.InitError``; amnet's own endpoint stays for the rest of the
     program (it ends at exit)."""
-    pe = _state.peek()
+    pe = CONTEXT.pe
     if pe is None or pe.finalized:
         return
-    from ._sync import quiet
-
-    quiet()
+    pe.complete("shmem.quiet()")  # what shmem.quiet() does
     pe.ep.coll.barrier()
     pe.finalized = True
 

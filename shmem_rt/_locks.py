@@ -13,8 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from . import _state
-from ._memory import alloc_offset, free, sym_offset
+from ._init import current
+from ._memory import free, new_word, sym_offset
+from ._state import PE
+from ._sync import quiet
 
 HOME = 0
 TICKET = 1 << 32
@@ -23,13 +25,11 @@ LOW = 0xFFFFFFFF
 
 def new_lock() -> np.ndarray:
     """A new lock, unlocked (collective: every PE calls it, as shmem4py's allocation is)."""
-    st = _state.current()
-    off = alloc_offset(st, 8, 8, "shmem.new_lock()", True)
-    return st.heap.hand_out(np.ndarray((1,), np.int64, buffer=st.seg, offset=off), off)
+    return new_word(np.int64, "shmem.new_lock()")
 
 
-def _word(lock: Any, what: str) -> tuple[_state.PE, int]:
-    st = _state.current()
+def _word(lock: Any, what: str) -> tuple[PE, int]:
+    st = current()
     if not isinstance(lock, np.ndarray) or lock.dtype.itemsize != 8 or lock.size != 1 \
             or lock.dtype.kind not in "iu":
         raise TypeError(f"{what}: lock must be a symmetric 64-bit integer array of one "
@@ -49,16 +49,16 @@ def set_lock(lock: np.ndarray) -> None:
     st, off = _word(lock, what)
     ep = st.ep
     mine = (ep.atomic(HOME, off, "fadd", TICKET, dtype="u8") >> 32) & LOW
-    if ep.atomic(HOME, off, "get", dtype="u8") & LOW == mine:
-        return
-    from ._sync import wait, wait_remote
 
+    def served() -> bool:
+        return ep.atomic(HOME, off, "get", dtype="u8") & LOW == mine
+
+    if served():
+        return
     if st.local[HOME]:  # the word is read where it is: a condition a wait may poll
-        wait(st, lambda: ep.atomic(HOME, off, "get", dtype="u8") & LOW == mine,
-             f"{what} of the lock at offset {off}")
+        st.wait(served, f"{what} of the lock at offset {off}")
     else:  # a read of PE 0's word is a round trip: never inside a wait's condition
-        wait_remote(st, lambda: ep.atomic(HOME, off, "get", dtype="u8") & LOW == mine,
-                    f"{what} of the lock at offset {off}")
+        st.wait_remote(served, f"{what} of the lock at offset {off}")
 
 
 def test_lock(lock: np.ndarray) -> bool:
@@ -77,8 +77,6 @@ def test_lock(lock: np.ndarray) -> bool:
 def clear_lock(lock: np.ndarray) -> None:
     """Release the lock (quiet first: what this PE put while holding it is complete before
     the next holder gets it)."""
-    from ._sync import quiet
-
     st, off = _word(lock, "shmem.clear_lock()")
     quiet()
     ep = st.ep

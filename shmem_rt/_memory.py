@@ -1,5 +1,7 @@
 """The symmetric heap's API (alloc/free and the numpy constructors), addresses and
-accessibility (OpenSHMEM 1.5 §9.3-9.4, shmem4py's names and arguments)."""
+accessibility (OpenSHMEM 1.5 §9.3-9.4, shmem4py's names and arguments), and what the
+layers above check and allocate: a PE number, a symmetric object's offset, a symmetric
+word (a signal's, a lock's) and a signal word's offset."""
 
 from __future__ import annotations
 
@@ -11,8 +13,10 @@ import numpy as np
 
 import amnet
 
-from . import _state
+from ._context import CONTEXT
 from ._heap import ALIGN, NotAllocated
+from ._init import current
+from ._state import PE
 
 
 class MALLOC(enum.IntFlag):
@@ -28,23 +32,23 @@ MALLOC_SIGNAL_REMOTE = MALLOC.SIGNAL_REMOTE
 
 def my_pe() -> int:
     """This PE's number (its amnet rank)."""
-    return _state.current().me
+    return current().me
 
 
 def n_pes() -> int:
     """How many PEs the job has."""
-    return _state.current().npes
+    return current().npes
 
 
 def pe_accessible(pe: int) -> bool:
     """Whether ``pe`` is a PE of the job (every PE is reachable)."""
-    st = _state.current()
+    st = current()
     return _is_int(pe) and 0 <= pe < st.npes
 
 
 def addr_accessible(addr: Any, pe: int) -> bool:
     """Whether ``addr`` (an array) is symmetric, so that ``pe`` has it too."""
-    st = _state.current()
+    st = current()
     return pe_accessible(pe) and isinstance(addr, np.ndarray) and offset_or_none(st, addr) \
         is not None
 
@@ -53,7 +57,7 @@ def _is_int(x: Any) -> bool:
     return isinstance(x, int | np.integer) and not isinstance(x, bool)
 
 
-def check_pe(st: _state.PE, pe: Any, what: str) -> int:
+def check_pe(st: PE, pe: Any, what: str) -> int:
     """``pe`` as an int in ``range(n_pes)``.
 
     Raises:
@@ -67,12 +71,12 @@ def check_pe(st: _state.PE, pe: Any, what: str) -> int:
     return pe
 
 
-def offset_or_none(st: _state.PE, a: Any) -> int | None:
+def offset_or_none(st: PE, a: Any) -> int | None:
     off = st.ep.segment_offset(a)
     return None if off < st.heap.lo else off
 
 
-def sym_offset(st: _state.PE, a: Any, what: str, name: str) -> int:
+def sym_offset(st: PE, a: Any, what: str, name: str) -> int:
     """The offset that names array ``a`` on every PE.
 
     Raises:
@@ -94,7 +98,7 @@ def ptr(target: np.ndarray, pe: int) -> np.ndarray | None:
     Raises:
         TypeError, ValueError, amnet.RankError: as for :func:`put`.
     """
-    st = _state.current()
+    st = current()
     pe = check_pe(st, pe, "shmem.ptr()")
     if not isinstance(target, np.ndarray):
         raise TypeError("shmem.ptr(): target must be a numpy array")
@@ -108,7 +112,7 @@ def ptr(target: np.ndarray, pe: int) -> np.ndarray | None:
 
 
 # -- allocation (collective) ----------------------------------------------------------------
-def _agree(st: _state.PE, what: str, *values: int) -> None:
+def _agree(st: PE, what: str, *values: int) -> None:
     """Every PE passed the same ``values`` to the collective ``what`` (a gather to all:
     also the barrier a symmetric allocation needs).
 
@@ -143,7 +147,7 @@ def _hints(hints: Any, what: str) -> None:
                          f"and MALLOC_SIGNAL_REMOTE, got {hints!r}")
 
 
-def alloc_offset(st: _state.PE, nbytes: int, align: int, what: str, clear: bool) -> int:
+def alloc_offset(st: PE, nbytes: int, align: int, what: str, clear: bool) -> int:
     """Allocate ``nbytes`` symmetric bytes (collective) and return their offset.
 
     Every PE allocates (and zeroes) first, then all agree, which is also the barrier that
@@ -167,6 +171,31 @@ def alloc_offset(st: _state.PE, nbytes: int, align: int, what: str, clear: bool)
     return off
 
 
+def new_word(dtype: Any, what: str) -> np.ndarray:
+    """A symmetric word of ``dtype`` (8 bytes, zero; collective), as one numpy element: a
+    signal's or a lock's."""
+    st = current()
+    off = alloc_offset(st, 8, 8, what, True)
+    return st.heap.hand_out(np.ndarray((1,), dtype, buffer=st.seg, offset=off), off)
+
+
+def signal_word(signal: Any, what: str) -> np.ndarray:
+    """``signal`` checked as a signal word (what :func:`shmem_rt.new_signal` makes).
+
+    Raises:
+        TypeError: it is no uint64 array of one element.
+    """
+    if not isinstance(signal, np.ndarray) or signal.dtype != np.uint64 or signal.size != 1:
+        raise TypeError(f"{what}: signal must be a symmetric uint64 array of one element "
+                        "(shmem.new_signal() makes one)")
+    return signal
+
+
+def signal_offset(st: PE, signal: Any, what: str) -> int:
+    """The offset of signal word ``signal`` (checked: :func:`signal_word`, symmetric)."""
+    return sym_offset(st, signal_word(signal, what), what, "signal")
+
+
 def alloc(count: int, size: int = 1, align: int | None = None, hints: int | None = None,
           clear: bool = True) -> memoryview:
     """Allocate ``count * size`` bytes of symmetric memory (collective: every PE passes the
@@ -179,7 +208,7 @@ def alloc(count: int, size: int = 1, align: int | None = None, hints: int | None
             different arguments (on every PE). MemoryError: the heap has no such block
             (on every PE).
     """
-    st = _state.current()
+    st = current()
     what = "shmem.alloc()"
     if not _is_int(count) or not _is_int(size) or count < 0 or size < 0:
         raise ValueError(f"{what}: count and size must be ints >= 0, got {count!r}, {size!r}")
@@ -205,7 +234,7 @@ def free(mem: memoryview | np.ndarray) -> None:
             one, or freed already (also when its memory was given to a later allocation,
             which is left alone). ValueError: PEs freed different allocations.
     """
-    st = _state.current()
+    st = current()
     if not isinstance(mem, memoryview | np.ndarray):
         raise TypeError("shmem.free() takes what shmem.alloc returned or a symmetric numpy "
                         f"array, got {type(mem).__name__}")
@@ -249,7 +278,7 @@ def fromalloc(mem: memoryview, shape: int | Sequence[int] | None = None, dtype: 
     a.shape = tmp.shape
     if tmp.ndim > 1:
         a.strides = tmp.strides
-    pe = _state.peek()
+    pe = CONTEXT.pe
     return a if pe is None else pe.heap.inherit(a, mem)
 
 
@@ -271,7 +300,7 @@ def del_array(a: np.ndarray) -> None:
 
 
 def _sync_all() -> None:
-    _state.current().ep.coll.barrier()
+    current().ep.coll.barrier()
 
 
 def array(obj: Any, dtype: Any = None, *, order: str = "K", align: int | None = None,

@@ -1,5 +1,6 @@
-"""Remote memory access: put/get, their nbi forms, strided iput/iget, scalar p/g, and
-put-with-signal (OpenSHMEM 1.5 §9.5, §9.9; shmem4py's argument order).
+"""Remote memory access: put/get, their nbi forms, strided iput/iget and scalar p/g
+(OpenSHMEM 1.5 §9.6; shmem4py's argument order), and the checks of their arrays that
+put-with-signal and the collectives share.
 
 Within the node a put or get is one direct copy to or from the target's segment (amnet's C
 ``ep.put``/``ep.get``). To another node a put goes out as amnet's ``put_nbi`` (the source
@@ -9,21 +10,22 @@ after :func:`shmem_rt.quiet`; a get there waits for its data.
 
 from __future__ import annotations
 
-import enum
 from typing import Any
 
 import numpy as np
 
-from . import _state
-from ._memory import alloc_offset, check_pe, sym_offset
-from ._state import PUT_SIGNAL, SIG_ADD, SIG_SET, _tls
+from ._context import CONTEXT
+from ._init import current
+from ._memory import check_pe, sym_offset
+from ._state import PE
+from ._team import ctx_pe
 
 _ND = np.ndarray
 
 _SHMEM_KINDS = frozenset("biufc")  # the numpy kinds OpenSHMEM has types for (and chars)
 
 
-def _buffer(a: Any, what: str, name: str, writable: bool) -> np.ndarray:
+def buffer_of(a: Any, what: str, name: str, writable: bool) -> np.ndarray:
     """``a`` as a flat array in memory order (a view), checked as shmem4py checks."""
     if not isinstance(a, np.ndarray):
         raise TypeError(f"{what}: {name} must be a numpy array, got {type(a).__name__}")
@@ -39,8 +41,13 @@ def _buffer(a: Any, what: str, name: str, writable: bool) -> np.ndarray:
     return a if a.ndim == 1 else a.reshape(-1, order="A")
 
 
-def _sizes(t: np.ndarray, s: np.ndarray, size: Any, what: str, tst: int = 1,
-           sst: int = 1) -> int:
+def count_of(t: np.ndarray, s: np.ndarray, size: Any, what: str, tst: int = 1,
+             sst: int = 1) -> int:
+    """How many elements move: ``size`` (default: as many as both hold at those strides).
+
+    Raises:
+        TypeError: different dtypes. ValueError: a bad ``size``, or more than one holds.
+    """
     if t.dtype != s.dtype:
         raise TypeError(f"{what}: target has dtype {t.dtype} and source {s.dtype}; they "
                         "must be the same")
@@ -56,24 +63,15 @@ def _sizes(t: np.ndarray, s: np.ndarray, size: Any, what: str, tst: int = 1,
     return int(size)
 
 
-def _ctx(ctx: Any, pe: Any, what: str) -> Any:
-    """``pe`` of ``ctx``'s team as a world PE (``pe`` itself without a context)."""
-    if ctx is None:
-        return pe
-    from ._team import ctx_pe
-
-    return ctx_pe(ctx, pe, what)
-
-
 def _checked(what: str, target: Any, source: Any, pe: Any, size: Any, ctx: Any,
-             put: bool) -> tuple[_state.PE, int, np.ndarray, int]:
+             put: bool) -> tuple[PE, int, np.ndarray, int]:
     """The general route's checks of a put (``put``) or get: the PE (a world PE), the
     local side cut to the elements that move, and the symmetric side's offset."""
-    st = _state.current()
-    pe = _ctx(ctx, pe, what)
-    t = _buffer(target, what, "target", True)
-    s = _buffer(source, what, "source", False)
-    n = _sizes(t, s, size, what)
+    st = current()
+    pe = ctx_pe(ctx, pe, what)
+    t = buffer_of(target, what, "target", True)
+    s = buffer_of(source, what, "source", False)
+    n = count_of(t, s, size, what)
     off = sym_offset(st, t if put else s, what, "target" if put else "source")
     pe = check_pe(st, pe, what)
     local = s if put else t
@@ -107,7 +105,7 @@ def _fast(target: Any, source: Any, pe: Any, size: Any, put: bool) -> bool:
     node one C call (``ep.put_symmetric``/``get_symmetric``); to another node amnet's
     ``put_nbi`` (completed by :func:`quiet`) or ``get`` at the symmetric side's offset.
     False: nothing was done (the general route raises what is wrong)."""
-    st = getattr(_tls, "pe", None)
+    st = CONTEXT.pe
     if st is None or st.finalized or type(target) is not _ND or type(source) is not _ND \
             or target.dtype != source.dtype:
         return False
@@ -187,7 +185,12 @@ def get_nbi(target: np.ndarray, source: np.ndarray, pe: int, size: int | None = 
     _get("shmem.get_nbi()", target, source, pe, size, ctx, True)
 
 
-def _strides(tst: Any, sst: Any, what: str) -> tuple[int, int]:
+def strides_of(tst: Any, sst: Any, what: str) -> tuple[int, int]:
+    """The target's and the source's strides, checked.
+
+    Raises:
+        ValueError: a stride that is no int >= 1.
+    """
     for name, v in (("tst", tst), ("sst", sst)):
         if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
             raise ValueError(f"{what}: {name} must be an int >= 1, got {v!r}")
@@ -195,17 +198,38 @@ def _strides(tst: Any, sst: Any, what: str) -> tuple[int, int]:
 
 
 def _strided(what: str, target: Any, source: Any, pe: Any, tst: Any, sst: Any, size: Any,
-             ctx: Any, put: bool) -> tuple[_state.PE, int, np.ndarray, np.ndarray, int, int]:
-    """iput's and iget's checks: the PE, both sides, the element count and the symmetric
-    side's offset."""
-    st = _state.current()
-    pe = _ctx(ctx, pe, what)
-    tst, sst = _strides(tst, sst, what)
-    t = _buffer(target, what, "target", True)
-    s = _buffer(source, what, "source", False)
-    n = _sizes(t, s, size, what, tst, sst)
+             ctx: Any, put: bool) -> None:
+    """iput (``put``) or iget: the checks, then one strided copy on the target's segment
+    within the node, or a VIS transfer (a put completed by :func:`shmem_rt.quiet`)."""
+    st = current()
+    pe = ctx_pe(ctx, pe, what)
+    tst, sst = strides_of(tst, sst, what)
+    t = buffer_of(target, what, "target", True)
+    s = buffer_of(source, what, "source", False)
+    n = count_of(t, s, size, what, tst, sst)
     off = sym_offset(st, t if put else s, what, "target" if put else "source")
-    return st, check_pe(st, pe, what), t, s, n, off
+    pe = check_pe(st, pe, what)
+    if n == 0:
+        return
+    seg = st.view(pe)
+    isz = t.itemsize
+    if put:
+        data = s[::sst][:n]
+        if seg is not None:
+            np.ndarray((n,), t.dtype, buffer=seg, offset=off, strides=(tst * isz,))[:] = data
+            if st.nudging:
+                st.touched(pe)
+        else:
+            st.ep.vis.put_strided_nbi(pe, off, [tst * isz], np.ascontiguousarray(data), 0,
+                                      [isz], isz, [n])
+            st.pending = True
+    elif seg is not None:
+        t[::tst][:n] = np.ndarray((n,), t.dtype, buffer=seg, offset=off,
+                                  strides=(sst * isz,))
+    else:
+        tmp = np.empty(n, t.dtype)
+        st.ep.vis.get_strided(pe, tmp, None, None, off, [sst * isz], isz, [n])
+        t[::tst][:n] = tmp
 
 
 def iput(target: np.ndarray, source: np.ndarray, pe: int, tst: int = 1, sst: int = 1,
@@ -215,22 +239,7 @@ def iput(target: np.ndarray, source: np.ndarray, pe: int, tst: int = 1, sst: int
 
     Raises: as :func:`put`, and ValueError for a stride < 1.
     """
-    what = "shmem.iput()"
-    st, pe, t, s, n, off = _strided(what, target, source, pe, tst, sst, size, ctx, True)
-    tst, sst = int(tst), int(sst)
-    if n == 0:
-        return
-    data = s[::sst][:n]
-    seg = st.view(pe)
-    isz = t.itemsize
-    if seg is not None:
-        np.ndarray((n,), t.dtype, buffer=seg, offset=off, strides=(tst * isz,))[:] = data
-        if st.nudging:
-            st.touched(pe)
-    else:
-        st.ep.vis.put_strided_nbi(pe, off, [tst * isz], np.ascontiguousarray(data), 0,
-                                  [isz], isz, [n])
-        st.pending = True
+    _strided("shmem.iput()", target, source, pe, tst, sst, size, ctx, True)
 
 
 def iget(target: np.ndarray, source: np.ndarray, pe: int, tst: int = 1, sst: int = 1,
@@ -240,20 +249,7 @@ def iget(target: np.ndarray, source: np.ndarray, pe: int, tst: int = 1, sst: int
 
     Raises: as :func:`get`, and ValueError for a stride < 1.
     """
-    what = "shmem.iget()"
-    st, pe, t, _, n, off = _strided(what, target, source, pe, tst, sst, size, ctx, False)
-    tst, sst = int(tst), int(sst)
-    if n == 0:
-        return
-    seg = st.view(pe)
-    isz = t.itemsize
-    if seg is not None:
-        t[::tst][:n] = np.ndarray((n,), t.dtype, buffer=seg, offset=off,
-                                  strides=(sst * isz,))
-    else:
-        tmp = np.empty(n, t.dtype)
-        st.ep.vis.get_strided(pe, tmp, None, None, off, [sst * isz], isz, [n])
-        t[::tst][:n] = tmp
+    _strided("shmem.iget()", target, source, pe, tst, sst, size, ctx, False)
 
 
 # element types whose one-element p/g are one amnet atomic (a word store or load)
@@ -264,7 +260,7 @@ _WORD = {np.dtype(np.int32): "i4", np.dtype(np.int64): "i8", np.dtype(np.uint32)
 def p(target: np.ndarray, value: Any, pe: int, ctx: Any = None) -> None:
     """Write one element, ``value``, to the first element of ``target`` (symmetric) on
     ``pe`` (OpenSHMEM's ``shmem_p``)."""
-    st = getattr(_tls, "pe", None)
+    st = CONTEXT.pe
     if ctx is None and st is not None and not st.finalized and type(target) is _ND \
             and type(pe) is int and 0 <= pe < st.npes:
         dt = _WORD.get(target.dtype)
@@ -275,14 +271,14 @@ def p(target: np.ndarray, value: Any, pe: int, ctx: Any = None) -> None:
                 if st.nudging:
                     st.touched(pe)
                 return
-    a = _buffer(target, "shmem.p()", "target", True)
+    a = buffer_of(target, "shmem.p()", "target", True)
     put(a[:1], np.array([value], dtype=a.dtype), pe, 1, ctx)
 
 
 def g(source: np.ndarray, pe: int, ctx: Any = None) -> Any:
     """The first element of ``source`` (symmetric) on ``pe``, as a numpy scalar
     (OpenSHMEM's ``shmem_g``)."""
-    st = getattr(_tls, "pe", None)
+    st = CONTEXT.pe
     if ctx is None and st is not None and not st.finalized and type(source) is _ND \
             and type(pe) is int and 0 <= pe < st.npes:
         dt = _WORD.get(source.dtype)
@@ -290,106 +286,7 @@ def g(source: np.ndarray, pe: int, ctx: Any = None) -> Any:
             off = st.ep.segment_offset(source)
             if off >= st.heap.lo and source.size:
                 return source.dtype.type(st.ep.atomic(pe, off, "get", None, None, dt))
-    a = _buffer(source, "shmem.g()", "source", False)
+    a = buffer_of(source, "shmem.g()", "source", False)
     out = np.empty(1, dtype=a.dtype)
     get(out, a[:1], pe, 1, ctx)
     return out[0]
-
-
-# -- signals --------------------------------------------------------------------------------
-class SIGNAL(enum.IntEnum):
-    SET = SIG_SET
-    ADD = SIG_ADD
-
-
-SIGNAL_SET = SIGNAL.SET
-SIGNAL_ADD = SIGNAL.ADD
-
-
-def new_signal() -> np.ndarray:
-    """A symmetric signal word (uint64, zero; collective), for :func:`put_signal`."""
-    st = _state.current()
-    off = alloc_offset(st, 8, 8, "shmem.new_signal()", True)
-    return st.heap.hand_out(np.ndarray((1,), np.uint64, buffer=st.seg, offset=off), off)
-
-
-def del_signal(signal: np.ndarray) -> None:
-    """Free a signal word (collective)."""
-    from ._memory import free
-
-    free(_signal(signal, "shmem.del_signal()"))
-
-
-def _signal(signal: Any, what: str) -> np.ndarray:
-    if not isinstance(signal, np.ndarray) or signal.dtype != np.uint64 or signal.size != 1:
-        raise TypeError(f"{what}: signal must be a symmetric uint64 array of one element "
-                        "(shmem.new_signal() makes one)")
-    return signal
-
-
-def signal_offset(st: _state.PE, signal: Any, what: str) -> int:
-    return sym_offset(st, _signal(signal, what), what, "signal")
-
-
-def signal_fetch(signal: np.ndarray) -> int:
-    """This PE's signal word, read atomically."""
-    st = _state.current()
-    off = signal_offset(st, signal, "shmem.signal_fetch()")
-    return st.ep.atomic(st.me, off, "get", dtype="u8")
-
-
-def _put_signal(what: str, target: np.ndarray, source: np.ndarray, pe: int,
-                signal: np.ndarray, value: int, sigop: int, size: int | None,
-                ctx: Any) -> None:
-    st = _state.current()
-    pe = _ctx(ctx, pe, what)
-    t = _buffer(target, what, "target", True)
-    s = _buffer(source, what, "source", False)
-    n = _sizes(t, s, size, what)
-    off = sym_offset(st, t, what, "target")
-    soff = signal_offset(st, signal, what)
-    pe = check_pe(st, pe, what)
-    if sigop not in (SIG_SET, SIG_ADD):
-        raise ValueError(f"{what}: sigop must be SIGNAL_SET or SIGNAL_ADD, got {sigop!r}")
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) \
-            or not -(1 << 63) <= value < (1 << 64):
-        raise ValueError(f"{what}: value must be an int that fits uint64, got {value!r}")
-    value = int(value) & 0xFFFFFFFFFFFFFFFF
-    data = s[:n]
-    if st.local[pe]:  # the data, then the signal: x86 stores become visible in order
-        st.ep.put(pe, off, data)
-        st.ep.atomic(pe, soff, "set" if sigop == SIG_SET else "fadd", value, dtype="u8")
-        if st.nudging:
-            st.touched(pe)
-        return
-    port = st.port
-    if data.nbytes > port.max_payload:
-        st.ep.put(pe, off, data)  # complete before the signal goes
-        data = None
-    opid, op = port.op(pe, nbi=True)
-    signed = value - (1 << 64) if value >= (1 << 63) else value
-    try:
-        port.send(pe, PUT_SIGNAL, (opid, off, soff, int(sigop), signed), data)
-    except BaseException as e:
-        port.finish(opid, op, error=e)
-        raise
-    st.pending = True
-
-
-def put_signal(target: np.ndarray, source: np.ndarray, pe: int, signal: np.ndarray,
-               value: int, sigop: int, size: int | None = None, ctx: Any = None) -> None:
-    """Put ``source`` into ``target`` on ``pe``, then update ``signal`` there (set to, or
-    add, ``value``): a PE that sees the signal sees the data.
-
-    Raises: as :func:`put`; TypeError for a signal that is no uint64 symmetric word;
-        ValueError for a bad ``sigop`` or ``value``.
-    """
-    _put_signal("shmem.put_signal()", target, source, pe, signal, value, sigop, size, ctx)
-
-
-def put_signal_nbi(target: np.ndarray, source: np.ndarray, pe: int, signal: np.ndarray,
-                   value: int, sigop: int, size: int | None = None, ctx: Any = None) -> None:
-    """:func:`put_signal`, complete after :func:`quiet`."""
-    _put_signal("shmem.put_signal_nbi()", target, source, pe, signal, value, sigop, size,
-                ctx)
-

@@ -1,26 +1,24 @@
 """Point-to-point synchronisation (wait_until/test and their all/any/some/vector forms,
 signal_wait_until), ordering (fence, quiet) and the barriers (OpenSHMEM 1.5 §9.10-9.11).
 
-A wait reads the word where it is: another PE's put or atomic within the node is a store
-into this PE's memory, seen without a message; from another node it arrives as an AM that
-the wait's progress runs. The wait spins while amnet spins (the ``spin`` wait mode) and
-otherwise re-reads the word after slices that grow from 20 µs to 1 ms, serving AMs
-meanwhile; with more PEs than cores (amnet's ``block`` wait mode) every slice is 2 ms of
-real sleep, so the PEs share the cores.
+A wait reads the word where it is (:meth:`shmem_rt._state.PE.wait`, which says how it
+spins, sleeps and is woken); a quiet completes the puts to other nodes
+(:meth:`shmem_rt._state.PE.complete`).
 """
 
 from __future__ import annotations
 
 import enum
 import operator
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from . import _state
-from ._state import SLEEPING
+from ._context import CONTEXT
+from ._init import current
+from ._memory import signal_offset
+from ._team import check_ctx, team_rec
 
 
 class CMP(enum.IntEnum):
@@ -43,21 +41,6 @@ _UFUNCS = {CMP.EQ: np.equal, CMP.NE: np.not_equal, CMP.GT: np.greater,
            CMP.LE: np.less_equal, CMP.LT: np.less, CMP.GE: np.greater_equal}
 _STR = {"==": CMP.EQ, "!=": CMP.NE, ">": CMP.GT, "<=": CMP.LE, "<": CMP.LT, ">=": CMP.GE}
 
-SLICE_S, MAX_SLICE_S = 20e-6, 1e-3
-#: With more ranks than cores (amnet's ``block`` wait mode) a slice really sleeps: amnet
-#: turns a wait shorter than its conduit's 1 ms poll into polling, which would keep every
-#: core busy while the PE that is to store the word waits for one.
-BLOCK_SLICE_S = 2e-3
-SPIN_READS = 50  # reads of the word (a few µs) before the first wait with progress
-NAP_S = 10e-6  # a wait's nap when other PEs share its process (the kernel makes it ~60 µs)
-
-
-def _slices(st: _state.PE) -> tuple[float, float]:
-    if st.ep.wait_mode == "block":
-        return BLOCK_SLICE_S, BLOCK_SLICE_S
-    return SLICE_S, MAX_SLICE_S
-
-
 def parse_cmp(cmp: Any, what: str) -> CMP:
     """``cmp`` as a :class:`CMP` (also ``"=="``... and ``"eq"``..., as shmem4py takes).
 
@@ -72,58 +55,6 @@ def parse_cmp(cmp: Any, what: str) -> CMP:
         return CMP(int(cmp))
     raise ValueError(f"{what}: cmp must be a CMP (CMP_EQ, CMP_NE, CMP_GT, CMP_LE, CMP_LT, "
                      f"CMP_GE) or one of '==', '!=', '>', '<=', '<', '>=', got {cmp!r}")
-
-
-def wait(st: _state.PE, pred: Callable[[], Any], what: str) -> None:
-    """Make progress until ``pred()`` holds (see the module's docstring)."""
-    for _ in range(SPIN_READS):  # a PE on my node may be about to store it
-        if pred():
-            return
-    port = st.port
-    s, top = _slices(st)
-    with port.waiting(what):
-        if st.siblings and s < BLOCK_SLICE_S:
-            # PEs of my process share one interpreter lock: a spinning wait would keep the
-            # sibling that is to store the word from running for a whole switch interval
-            # (5 ms). Sleeping a moment hands it the lock (and polls between the naps).
-            while True:
-                port.poll()
-                if pred():
-                    return
-                time.sleep(NAP_S)
-                if pred():
-                    return
-        if st.nudging:  # a sleep that a store into my memory can end: see PE.touched
-            ep = st.ep
-            while True:
-                ep.atomic(st.me, SLEEPING, "fadd", 1)
-                try:
-                    if port.wait_until(pred, timeout=s):
-                        return
-                finally:
-                    ep.atomic(st.me, SLEEPING, "fadd", -1)
-                s = min(2 * s, top)
-        if not st.any_other:  # only messages change my memory, and each one ends a wait
-            port.wait_until(pred)
-            return
-        while not port.wait_until(pred, timeout=s):
-            s = min(2 * s, top)
-
-
-def wait_remote(st: _state.PE, check: Callable[[], Any], what: str) -> None:
-    """Make progress until ``check()`` holds, where ``check`` itself communicates (reads a
-    word on another node): it runs between waits, never as a wait's condition (a
-    condition runs inside the progress engine, where a blocking call must not)."""
-    port = st.port
-    s, top = _slices(st)
-    with port.waiting(what):
-        while not check():
-            port.wait_until(_never, timeout=s)
-            s = min(2 * s, top)
-
-
-def _never() -> bool:
-    return False
 
 
 def _ivar(ivar: Any, what: str, one: bool) -> np.ndarray:
@@ -148,7 +79,7 @@ def wait_until(ivar: np.ndarray, cmp: Any, value: Any) -> None:
     what = "shmem.wait_until()"
     op = _OPS[parse_cmp(cmp, what)]
     flat = _ivar(ivar, what, True)
-    wait(_state.current(), lambda: op(flat[0], value), what)
+    current().wait(lambda: op(flat[0], value), what)
 
 
 def test(ivar: np.ndarray, cmp: Any, value: Any) -> bool:
@@ -156,7 +87,7 @@ def test(ivar: np.ndarray, cmp: Any, value: Any) -> bool:
     what = "shmem.test()"
     op = _OPS[parse_cmp(cmp, what)]
     flat = _ivar(ivar, what, True)
-    _state.current().port.poll()
+    current().port.poll()
     return bool(op(flat[0], value))
 
 
@@ -202,23 +133,23 @@ def _some(flat, uf, mask, v) -> list[int]:
 def _wait_form(kind: str, ivars, cmp, values, status, vector: bool):
     what = f"shmem.wait_until_{kind}{'_vector' if vector else ''}()"
     flat, uf, mask, v = _setup(ivars, cmp, status, what, values, vector)
-    st = _state.current()
+    st = current()
     if kind == "all":
-        wait(st, lambda: _all(flat, uf, mask, v), what)
+        st.wait(lambda: _all(flat, uf, mask, v), what)
         return None
     if not mask.any():  # nothing takes part: OpenSHMEM returns at once
         return None if kind == "any" else []
     if kind == "any":
-        wait(st, lambda: _first(flat, uf, mask, v) is not None, what)
+        st.wait(lambda: _first(flat, uf, mask, v) is not None, what)
         return _first(flat, uf, mask, v)
-    wait(st, lambda: bool(_some(flat, uf, mask, v)), what)
+    st.wait(lambda: bool(_some(flat, uf, mask, v)), what)
     return _some(flat, uf, mask, v)
 
 
 def _test_form(kind: str, ivars, cmp, values, status, vector: bool):
     what = f"shmem.test_{kind}{'_vector' if vector else ''}()"
     flat, uf, mask, v = _setup(ivars, cmp, status, what, values, vector)
-    _state.current().port.poll()
+    current().port.poll()
     if kind == "all":
         return _all(flat, uf, mask, v)
     return _first(flat, uf, mask, v) if kind == "any" else _some(flat, uf, mask, v)
@@ -293,14 +224,12 @@ def test_some_vector(ivars: np.ndarray, cmp: Any, values: Sequence[Any],
 def signal_wait_until(signal: np.ndarray, cmp: Any, value: int) -> int:
     """Wait until this PE's ``signal`` compares true with ``value``; return the signal's
     value then."""
-    from ._rma import signal_offset
-
     what = "shmem.signal_wait_until()"
     op = _OPS[parse_cmp(cmp, what)]
-    st = _state.current()
+    st = current()
     off = signal_offset(st, signal, what)
     flat = signal.reshape(-1)
-    wait(st, lambda: op(int(flat[0]), value), what)
+    st.wait(lambda: op(int(flat[0]), value), what)
     return st.ep.atomic(st.me, off, "get", dtype="u8")
 
 
@@ -308,23 +237,13 @@ def signal_wait_until(signal: np.ndarray, cmp: Any, value: int) -> int:
 def quiet(ctx: Any = None) -> None:
     """Complete every put, nbi operation and put-with-signal this PE started (on any
     context: completing more than a context's own is allowed)."""
-    st = getattr(_state._tls, "pe", None)
+    st = CONTEXT.pe
     if ctx is None and st is not None and not st.pending and not st.finalized:
         return
-    st = _state.current()
+    st = current()
     if ctx is not None:
-        from ._team import check_ctx
-
         check_ctx(ctx, "shmem.quiet()")
-    if st.pending:
-        _complete(st, "shmem.quiet()")
-
-
-def _complete(st: _state.PE, what: str) -> None:
-    """Complete this PE's puts (a timeout's diagnosis says the PE waits in ``what``)."""
-    with st.port.waiting(what):
-        st.ep.wait_nbi()
-    st.pending = False
+    st.complete("shmem.quiet()")
 
 
 def fence(ctx: Any = None) -> None:
@@ -336,23 +255,20 @@ def fence(ctx: Any = None) -> None:
 # -- barriers -------------------------------------------------------------------------------
 def barrier_all() -> None:
     """:func:`quiet`, then wait until every PE entered (OpenSHMEM's ``shmem_barrier_all``)."""
-    st = getattr(_state._tls, "pe", None)
+    st = CONTEXT.pe
     if st is None or st.pending or st.finalized:
-        st = _state.current()
-        if st.pending:
-            _complete(st, "shmem.barrier_all(), completing this PE's puts")
+        st = current()
+        st.complete("shmem.barrier_all(), completing this PE's puts")
     st.teams.world_barrier("shmem.barrier_all()")
 
 
 def sync_all() -> None:
     """Wait until every PE entered, without completing this PE's puts."""
-    _state.current().teams.world_barrier("shmem.sync_all()")
+    current().teams.world_barrier("shmem.sync_all()")
 
 
 def sync(team: Any = None) -> None:
     """Wait until every member of ``team`` (default: the world) entered."""
     if team is None:
         return sync_all()
-    from ._team import team_rec
-
     team_rec(team, "shmem.sync()").sync()

@@ -10,90 +10,51 @@ resolve to the calling PE's record; a team made by a split belongs to the PE tha
 
 When every PE is on one node, the world barrier is a dissemination barrier on words in
 shared memory (one store to a partner and one wait per round, no message); otherwise it is
-amnet.coll's barrier.
+amnet.coll's barrier (:class:`shmem_rt._state.Teams`, with the team records).
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
 import amnet
 
-from . import _state
-
-WORLD, SHARED, INVALID = 0, 1, -1
-
-
-class TeamRec:
-    """One PE's view of one team."""
-
-    def __init__(self, coll_team: Any, members: list[int], me: int,
-                 num_contexts: int = 0) -> None:
-        self.coll = coll_team
-        self.members = members  # world PE numbers, in team order
-        self.index = members.index(me)
-        self.n = len(members)
-        self.valid = True
-        self.num_contexts = num_contexts
-
-    def sync(self) -> None:
-        self.coll.barrier()
+from ._init import current
+from ._state import INVALID, SHARED, WORLD, TeamRec
 
 
-class Teams:
-    """A PE's predefined teams and its world barrier."""
+class _Handle:
+    """What a :class:`Team` and a :class:`Ctx` handle share: two handles of one class are
+    equal when their ``_key()`` names the same thing (a destroyed one is equal to the
+    invalid one), and ``with handle:`` destroys it at the end."""
 
-    def __init__(self, pe: _state.PE) -> None:
-        ep = pe.ep
-        self.pe = pe
-        node = [r for r in range(pe.npes) if ep.is_local(r)]
-        self.recs = {WORLD: TeamRec(ep.coll.world, list(range(pe.npes)), pe.me),
-                     SHARED: TeamRec(ep.coll.node, node, pe.me)}
-        self.n = pe.npes
-        self.rounds = max(0, (self.n - 1).bit_length())
-        self.shared = all(pe.local) and self.n > 1 and 8 * self.rounds <= _state.SLEEPING
-        self.epoch = 0
-        if self.shared:  # memoryviews: their items are plain ints, cheaper than numpy's
-            pe.seg[:8 * self.rounds] = 0
-            self.words = memoryview(pe.seg[:8 * self.rounds]).cast("q")
-            self.partners = []
-            self.partner_pes = []
-            for r in range(self.rounds):
-                p = (pe.me + (1 << r)) % self.n
-                self.partners.append(memoryview(pe.view(p)[:8 * self.rounds]).cast("q"))
-                self.partner_pes.append(p)
+    __slots__ = ()
 
-    def world_barrier(self, what: str) -> None:
-        """The world's barrier; while it waits, a timeout's diagnosis says the PE waits in
-        ``what`` (the call the program made), on every mapping."""
-        if not self.shared:
-            with self.pe.port.waiting(what):
-                self.recs[WORLD].coll.barrier()
-            return
-        self.epoch += 1
-        e = self.epoch
-        w = self.words
-        for r, peer in enumerate(self.partners):
-            peer[r] = e  # the one writer of that word: a plain store
-            if self.pe.nudging:
-                self.pe.touched(self.partner_pes[r])
-            if w[r] < e:
-                from ._sync import SPIN_READS, wait
+    def _key(self) -> tuple:
+        raise NotImplementedError
 
-                for _ in range(SPIN_READS):
-                    if w[r] >= e:
-                        break
-                else:
-                    wait(self.pe, lambda r=r: w[r] >= e, what)
+    def destroy(self) -> None:
+        raise NotImplementedError
 
+    def __eq__(self, other: Any) -> bool:
+        if not isinstance(other, type(self)):
+            return NotImplemented
+        a, b = self._key(), other._key()
+        return a[0] == b[0] and a[1] is b[1]
 
-def setup_teams(pe: _state.PE) -> None:
-    """Make a PE's predefined teams (at init, before its first barrier)."""
-    pe.teams = Teams(pe)
+    def __hash__(self) -> int:
+        a = self._key()
+        return hash((a[0], id(a[1])))
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *args: Any) -> None:
+        self.destroy()
 
 
 def _config(config: Any, kwargs: Mapping[str, int], what: str) -> int:
@@ -108,7 +69,7 @@ def _config(config: Any, kwargs: Mapping[str, int], what: str) -> int:
     return int(next(iter(conf.values()), 0))
 
 
-class Team:
+class Team(_Handle):
     """An OpenSHMEM team (shmem4py's class): ``TEAM_WORLD``, ``TEAM_SHARED``, or one made
     by :meth:`split_strided` / :meth:`split_2d`. ``Team()`` is TEAM_INVALID; a team is
     false when invalid."""
@@ -141,26 +102,10 @@ class Team:
             return (None, self._rec) if self._rec.valid else (INVALID, None)
         return (self._id, None)
 
-    def __eq__(self, other: Any) -> bool:
-        if not isinstance(other, Team):
-            return NotImplemented
-        a, b = self._key(), other._key()
-        return a[0] == b[0] and a[1] is b[1]
-
-    def __hash__(self) -> int:
-        a = self._key()
-        return hash((a[0], id(a[1])))
-
     def __bool__(self) -> bool:
         if self._rec is not None:
             return self._rec.valid
         return self._id is not None and self._id >= 0
-
-    def __enter__(self) -> Team:
-        return self
-
-    def __exit__(self, *args: Any) -> None:
-        self.destroy()
 
     def rec(self, what: str) -> TeamRec:
         """This PE's record of the team.
@@ -176,7 +121,7 @@ class Team:
         if self._id is None or self._id < 0:
             raise ValueError(f"{what}: TEAM_INVALID is not a team (a PE outside a split "
                              "gets it)")
-        return _state.current().teams.recs[self._id]
+        return current().teams.recs[self._id]
 
     def destroy(self) -> None:
         """Destroy a team made by a split (nothing for the predefined ones, and nothing
@@ -300,9 +245,9 @@ class Team:
         """Wait until every member entered."""
         rec = self.rec("Team.sync()")
         if self._id == WORLD:
-            _state.current().teams.world_barrier("Team.sync() of TEAM_WORLD")
+            current().teams.world_barrier("Team.sync() of TEAM_WORLD")
         else:
-            with _state.current().port.waiting("Team.sync()"):
+            with current().port.waiting("Team.sync()"):
                 rec.sync()
 
 
@@ -409,7 +354,7 @@ class CtxRec:
         self.valid = True
 
 
-class Ctx:
+class Ctx(_Handle):
     """A communication context (shmem4py's class). Operations on a context take PE numbers
     of its team. ``quiet``/``fence`` on a context complete every operation of the PE (more
     than the context's own, which OpenSHMEM allows): amnet tracks completion per rank."""
@@ -435,24 +380,8 @@ class Ctx:
             return (True, None)
         return (False, self._rec if self._rec is not None and self._rec.valid else None)
 
-    def __eq__(self, other: Any) -> bool:
-        if not isinstance(other, Ctx):
-            return NotImplemented
-        a, b = self._key(), other._key()
-        return a[0] == b[0] and a[1] is b[1]
-
-    def __hash__(self) -> int:
-        a = self._key()
-        return hash((a[0], id(a[1])))
-
     def __bool__(self) -> bool:
         return self._default or (self._rec is not None and self._rec.valid)
-
-    def __enter__(self) -> Ctx:
-        return self
-
-    def __exit__(self, *args: Any) -> None:
-        self.destroy()
 
     @staticmethod
     def create(options: int = 0, team: Team | None = None) -> Ctx:
@@ -474,9 +403,7 @@ class Ctx:
     def destroy(self) -> None:
         """Quiet the context and destroy it (nothing for CTX_DEFAULT)."""
         if self._rec is not None and self._rec.valid:
-            from ._sync import quiet
-
-            quiet()
+            current().complete("shmem.quiet()")  # as shmem.quiet()
             self._rec.valid = False  # equal to CTX_INVALID now, as in shmem4py
 
     def get_team(self) -> Team:
@@ -485,14 +412,14 @@ class Ctx:
         return self._rec.team if self else TEAM_INVALID
 
     def fence(self) -> None:
-        from ._sync import fence
-
-        fence(self)
+        """:meth:`quiet` (as :func:`shmem_rt.fence`)."""
+        self.quiet()
 
     def quiet(self) -> None:
-        from ._sync import quiet
-
-        quiet(self)
+        """Complete every operation of this PE (as :func:`shmem_rt.quiet`)."""
+        st = current()
+        check_ctx(self, "shmem.quiet()")
+        st.complete("shmem.quiet()")
 
 
 CTX_DEFAULT = Ctx()
@@ -509,8 +436,11 @@ def check_ctx(ctx: Any, what: str) -> Ctx:
     return ctx
 
 
-def ctx_pe(ctx: Any, pe: Any, what: str) -> int:
-    """``pe`` of ``ctx``'s team as a world PE (checked)."""
+def ctx_pe(ctx: Any, pe: Any, what: str) -> Any:
+    """``pe`` of ``ctx``'s team as a world PE (checked); ``pe`` itself without a context
+    (None)."""
+    if ctx is None:
+        return pe
     c = check_ctx(ctx, what)
     if c._default or c._rec.team._id == WORLD:
         return pe

@@ -15,13 +15,14 @@ import sys
 
 import pytest
 
-from amnet.bench import SUITES, BenchError, _node
-from amnet.bench import am as am_mod
-from amnet.bench import rma as rma_mod
-from amnet.bench._report import markdown, median
-from amnet.bench._twonode import run_raw
+from amnet_bench import SUITES, BenchError, _node
+from amnet_bench import am as am_mod
+from amnet_bench import rma as rma_mod
+from amnet_bench._report import markdown
+from amnet_bench._stats import median
+from amnet_bench._twonode import run_raw
 
-BENCH = [sys.executable, "-m", "amnet.bench"]
+BENCH = [sys.executable, "-m", "amnet_bench"]
 
 
 def _check_dist(s: dict, reps: int, n: int) -> None:
@@ -200,7 +201,7 @@ def test_cli_help_lists_suite_options():
         assert p.returncode == 0 and opt in p.stdout
     p = subprocess.run([*BENCH, "--list"], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0
-    from amnet.bench import SUITES
+    from amnet_bench import SUITES
 
     listed = [line.split()[0] for line in p.stdout.splitlines()]
     assert listed == sorted(SUITES) and {"am", "rma"} <= set(listed)

@@ -12,11 +12,12 @@ import sys
 import pytest
 
 import amnet
-from amnet.bench import SUITES, BenchError
-from amnet.bench import apps as apps_mod
-from amnet.bench._report import markdown, median
+from amnet_bench import SUITES, BenchError
+from amnet_bench import apps as apps_mod
+from amnet_bench._report import markdown
+from amnet_bench._stats import median
 
-BENCH = [sys.executable, "-m", "amnet.bench"]
+BENCH = [sys.executable, "-m", "amnet_bench"]
 
 
 @pytest.fixture(scope="module")

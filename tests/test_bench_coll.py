@@ -7,11 +7,12 @@ import math
 
 import pytest
 
-from amnet.bench import SUITES
-from amnet.bench import coll as coll_mod
-from amnet.bench._plot import draw, require_matplotlib
-from amnet.bench._report import markdown, median
 from amnet.coll import ALGORITHMS
+from amnet_bench import SUITES
+from amnet_bench import coll as coll_mod
+from amnet_bench._plot import draw, require_matplotlib
+from amnet_bench._report import markdown
+from amnet_bench._stats import median
 
 TINY = ["--ranks", "2", "--sizes", "8,600", "--calls", "2", "--warmup", "1",
         "--collectives", "broadcast,exchange", "--naive-max", "8", "--small-ranks", "2",

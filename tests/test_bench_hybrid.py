@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 
 import amnet
-from amnet.bench import SUITES, BenchError
-from amnet.bench import _hcolljob as hcoll
-from amnet.bench import hybrid as hybrid_mod
-from amnet.bench._plot import draw, require_matplotlib, wants_log
-from amnet.bench._report import markdown
+from amnet_bench import SUITES, BenchError
+from amnet_bench import _hcolljob as hcoll
+from amnet_bench import hybrid as hybrid_mod
+from amnet_bench._plot import draw, require_matplotlib, wants_log
+from amnet_bench._report import markdown
 
-BENCH = [sys.executable, "-m", "amnet.bench"]
+BENCH = [sys.executable, "-m", "amnet_bench"]
 
 
 @pytest.fixture(scope="module")

@@ -10,12 +10,13 @@ import sys
 
 import pytest
 
-from amnet.bench import SUITES
-from amnet.bench import inject as inject_mod
-from amnet.bench._report import markdown, median
-from amnet.bench._splits import Split, choose, parse_threads, splits_of
+from amnet_bench import SUITES
+from amnet_bench import inject as inject_mod
+from amnet_bench._report import markdown
+from amnet_bench._splits import Split, choose, parse_threads, splits_of
+from amnet_bench._stats import median
 
-BENCH = [sys.executable, "-m", "amnet.bench"]
+BENCH = [sys.executable, "-m", "amnet_bench"]
 TINY = ["--sizes", "8,4K", "--modes", "B,NB8,NB", "--reps", "2", "--samples", "1",
         "--bytes", "8K"]
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from amnet.bench import SUITES
-from amnet.bench import model as model_mod
-from amnet.bench._report import markdown, median
+from amnet_bench import SUITES
+from amnet_bench import model as model_mod
+from amnet_bench._report import markdown
+from amnet_bench._stats import median
 
 
 def _round(comp=2.0, cache=None, stats=None):

@@ -18,13 +18,14 @@ import nbjobs
 import pytest
 
 import amnet
-from amnet.bench import SUITES
-from amnet.bench import nbcomm as nb_mod
-from amnet.bench._nbjob import FORMS
-from amnet.bench._nbkernels import DEFAULTS, KERNELS, check_params
-from amnet.bench._report import markdown, median
+from amnet_bench import SUITES
+from amnet_bench import nbcomm as nb_mod
+from amnet_bench._nbjob import FORMS
+from amnet_bench._nbkernels import DEFAULTS, KERNELS, check_params
+from amnet_bench._report import markdown
+from amnet_bench._stats import median
 
-BENCH = [sys.executable, "-m", "amnet.bench"]
+BENCH = [sys.executable, "-m", "amnet_bench"]
 SMALL = {"gups": {"table_bits": 8, "batches": 2, "updates": 8, "work": 1},
          "stencil": {"nz": 4, "n": 8, "pieces": 2},
          "transpose": {"planes": 2, "n": 8},

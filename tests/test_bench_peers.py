@@ -16,10 +16,11 @@ import sys
 
 import pytest
 
-from amnet.bench import BenchError
-from amnet.bench import _mpipeer as mpipeer
-from amnet.bench import _shmpeer as shmpeer
-from amnet.bench._report import find_mpiexec
+from amnet_bench import BenchError
+from amnet_bench import _mpipeer as mpipeer
+from amnet_bench import _shmpeer as shmpeer
+from amnet_bench import _stats as stats
+from amnet_bench._report import find_mpiexec
 
 
 def _dev_shm() -> set[str]:
@@ -46,16 +47,22 @@ def _check_figures(d: dict, n: int) -> None:
     assert d["median"] == pytest.approx(statistics.median(d["samples"]))
 
 
-def test_stats_percentiles_match_numpy():
+def test_the_statistics_are_numpys():
+    """One module owns the statistics: percentiles interpolated as numpy's default."""
     import numpy as np
 
-    xs = [5.0, 1.0, 4.0, 2.0, 3.0, 9.0, 7.0]
-    s = shmpeer.stats(xs)
-    p10, p50, p90 = np.percentile(xs, [10, 50, 90])
-    assert (s["p10"], s["median"], s["p90"]) == pytest.approx((p10, p50, p90))
-    assert s["samples"] == xs and s["n"] == 7 and (s["min"], s["max"]) == (1.0, 9.0)
-    with pytest.raises(ValueError):
-        shmpeer.stats([])
+    for xs in ([5.0, 1.0, 4.0, 2.0, 3.0, 9.0, 7.0], [3.0, 1.0], [2.5]):
+        s = stats.stats(xs)
+        want = np.percentile(xs, [10, 50, 90, 25, 75])
+        assert [s["p10"], s["median"], s["p90"]] == pytest.approx(list(want[:3]))
+        assert stats.percentiles(xs, [25, 75]) == pytest.approx(list(want[3:]))
+        assert stats.median(xs) == s["median"] == pytest.approx(statistics.median(xs))
+        assert s["samples"] == xs and s["n"] == len(xs) and (s["min"], s["max"]) == (
+            min(xs), max(xs))
+        assert "samples" not in stats.stats(xs, keep=False)
+    for empty in (stats.stats, stats.median):
+        with pytest.raises(ValueError):
+            empty([])
 
 
 # -- raw-shm ------------------------------------------------------------------------------
@@ -92,12 +99,12 @@ def test_raw_shm_timeout_kills_both_sides(shm_clean):
 
 
 def test_shmpeer_command_line(shm_clean):
-    out = subprocess.run([sys.executable, "-m", "amnet.bench._shmpeer", "rtt", "20", "2",
+    out = subprocess.run([sys.executable, "-m", "amnet_bench._shmpeer", "rtt", "20", "2",
                           "none", "10"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     line = out.stdout.strip().splitlines()[-1]
     assert line.startswith(shmpeer.PREFIX)
-    bad = subprocess.run([sys.executable, "-m", "amnet.bench._shmpeer", "nope"],
+    bad = subprocess.run([sys.executable, "-m", "amnet_bench._shmpeer", "nope"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "usage" in bad.stderr
 
@@ -204,7 +211,7 @@ def test_mpi_plan_defaults_and_errors():
 def test_mpi_peer_missing_mpiexec(monkeypatch):
     # mpi4py present or not (the test extra does not install it): the check for mpiexec is
     # what is tested, so mpi4py is made to look installed
-    import amnet.bench._report as report
+    import amnet_bench._report as report
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from amnet.bench import SUITES
-from amnet.bench import hybrid as hybrid_mod
-from amnet.bench._plot import LOG_SPAN, draw, plot, wants_log
+from amnet_bench import SUITES
+from amnet_bench import hybrid as hybrid_mod
+from amnet_bench._plot import LOG_SPAN, draw, plot, wants_log
 
-BENCH = [sys.executable, "-m", "amnet.bench"]
+BENCH = [sys.executable, "-m", "amnet_bench"]
 DOCS_HYBRID = Path(__file__).resolve().parent.parent / "docs" / "hybrid"
 PLOTTING = sorted(name for name, fn in SUITES.items() if fn.plots)
 

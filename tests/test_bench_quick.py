@@ -13,11 +13,11 @@ import sys
 
 import pytest
 
-from amnet.bench import SUITES
-from amnet.bench._plot import draw, wants_log
-from amnet.bench._report import free_threaded
+from amnet_bench import SUITES
+from amnet_bench._plot import draw, wants_log
+from amnet_bench._report import free_threaded
 
-BENCH = [sys.executable, "-m", "amnet.bench"]
+BENCH = [sys.executable, "-m", "amnet_bench"]
 KEYS = {"suite", "date", "argv", "machine", "config", "results", "notes"}
 
 

@@ -14,9 +14,10 @@ import sys
 
 import pytest
 
-from amnet.bench import SUITES
-from amnet.bench import shmem as shmem_mod
-from amnet.bench._report import markdown, median
+from amnet_bench import SUITES
+from amnet_bench import shmem as shmem_mod
+from amnet_bench._report import markdown
+from amnet_bench._stats import median
 
 TINY = ["--reps", "1", "--sizes", "8,4K", "--threads", "2", "--coll-sizes", "8,1K",
         "--app-threads", "1,2", "--iters", "4", "--samples", "2", "--cpi-n", "4096",

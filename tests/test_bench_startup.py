@@ -11,11 +11,12 @@ import sys
 
 import pytest
 
-from amnet.bench import SUITES, BenchError
-from amnet.bench import startup as startup_mod
-from amnet.bench._report import find_mpiexec, median
+from amnet_bench import SUITES, BenchError
+from amnet_bench import startup as startup_mod
+from amnet_bench._report import find_mpiexec
+from amnet_bench._stats import median
 
-BENCH = [sys.executable, "-m", "amnet.bench"]
+BENCH = [sys.executable, "-m", "amnet_bench"]
 
 
 def _check_summary(s: dict, reps: int) -> None:
@@ -27,6 +28,71 @@ def _check_summary(s: dict, reps: int) -> None:
 
 def test_registry_has_startup():
     assert SUITES["startup"] is startup_mod.startup
+
+
+def _bench_imports() -> dict[str, set[str]]:
+    """Which modules of amnet_bench each of its modules imports (function-level imports
+    included); ``amnet_bench`` is the package itself, whose ``__init__`` imports the suites."""
+    import ast
+    from pathlib import Path
+
+    import amnet_bench
+
+    here = Path(amnet_bench.__file__).parent
+    mods = {p.stem for p in here.glob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for path in here.glob("*.py"):
+        got: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                mod = node.module or ""
+                if not node.level and not mod.startswith("amnet_bench"):
+                    continue
+                mod = mod.removeprefix("amnet_bench").lstrip(".")
+                if mod:
+                    got.add(mod)
+                else:  # from . import x: the module x, else a name of the package
+                    got |= {a.name if a.name in mods else "__init__" for a in node.names}
+            elif isinstance(node, ast.Import):
+                got |= {a.name.partition(".")[2] or "__init__" for a in node.names
+                        if a.name.split(".")[0] == "amnet_bench"}
+        graph[path.stem] = got - {path.stem}
+    return graph
+
+
+def test_the_registry_imports_nothing_back_and_no_import_cycle():
+    graph = _bench_imports()
+    assert graph["_registry"] == set()
+    assert [m for m, got in graph.items() if "__init__" in got] == ["cli"]  # nothing else
+    done: set[str] = set()
+
+    def visit(m: str, path: tuple[str, ...]) -> None:
+        assert m not in path, " -> ".join((*path, m))
+        if m not in done:
+            for n in sorted(graph.get(m, ())):
+                visit(n, (*path, m))
+            done.add(m)
+
+    for m in sorted(graph):
+        visit(m, ())
+
+
+def test_amnets_private_modules_are_imported_in_one_place():
+    """amnet_bench's imports of amnet's private modules are all in amnet_bench/_amnet.py."""
+    import ast
+    from pathlib import Path
+
+    import amnet_bench
+
+    found = set()
+    for path in Path(amnet_bench.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level \
+                else [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            found |= {(path.name, n) for n in names
+                      if n.split(".")[0] == "amnet" and any(x.startswith("_")
+                                                            for x in n.split(".")[1:])}
+    assert found and {f for f, _ in found} == {"_amnet.py"}, found
 
 
 def test_startup_figures():

@@ -14,11 +14,12 @@ import sys
 
 import pytest
 
-from amnet.bench import SUITES, BenchError, _report
-from amnet.bench import vis as vis_mod
-from amnet.bench._report import markdown, median
+from amnet_bench import SUITES, BenchError, _report
+from amnet_bench import vis as vis_mod
+from amnet_bench._report import markdown
+from amnet_bench._stats import median
 
-BENCH = [sys.executable, "-m", "amnet.bench"]
+BENCH = [sys.executable, "-m", "amnet_bench"]
 TINY = ["--reps", "2", "--sizes", "1K,16K,1M", "--latency", "0,10", "--samples", "1",
         "--min-time", "0.001"]
 

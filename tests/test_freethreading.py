@@ -20,7 +20,7 @@ import amnet
 
 ROOT = Path(__file__).resolve().parent.parent
 FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
-LAYERS = ("amnet", "upc_rt", "shmem_rt")
+LAYERS = ("amnet", "upc_rt", "shmem_rt", "amnet_bench")
 
 
 def extension_sources() -> dict[str, list[Path]]:

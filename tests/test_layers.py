@@ -1,20 +1,26 @@
-"""The imports inside amnet/core point one way (docs/design.md §1, "Inside core").
+"""Imports inside a package point one way: amnet/core (docs/design.md §1, "Inside core"),
+shmem_rt (§11, "shmem_rt": its modules in shmem4py's order), amnet.aio and upc_rt.
 
 Every import counts, also one inside a function (a late import that dodges a cycle at import
-time is still a cycle in the design), except those under ``if TYPE_CHECKING:``.
+time is still a cycle in the design), except those under ``if TYPE_CHECKING:``. Pure ast:
+the checked files are parsed, not run (finding a package imports only its parents).
 """
 
 import ast
+import importlib.util
 from pathlib import Path
 
-import amnet.core
 
-CORE = Path(amnet.core.__file__).resolve().parent
-PKG = "amnet.core"
+def package_dir(pkg: str) -> Path:
+    """Where package ``pkg`` (a dotted name) lives, found without importing it (a dotted
+    name's parents are imported, as ``find_spec`` does)."""
+    spec = importlib.util.find_spec(pkg)
+    assert spec is not None and spec.submodule_search_locations, f"{pkg} is no package"
+    return Path(next(iter(spec.submodule_search_locations))).resolve()
 
 
-def _module_name(path: Path) -> str:
-    return PKG if path.name == "__init__.py" else f"{PKG}.{path.stem}"
+def _module_name(path: Path, pkg: str) -> str:
+    return pkg if path.name == "__init__.py" else f"{pkg}.{path.stem}"
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -36,37 +42,43 @@ def _imports(tree: ast.AST):
         stack.extend(ast.iter_child_nodes(node))
 
 
-def _resolve(node: ast.ImportFrom, importer: str) -> str:
-    """The absolute module an ImportFrom names (before its ``import`` part)."""
+def _resolve(node: ast.ImportFrom, importer: str, is_package: bool) -> str:
+    """The absolute module an ImportFrom in ``importer`` names (before its ``import``
+    part); ``is_package``: the importer is a package's ``__init__``."""
     if not node.level:
         return node.module or ""
     parts = importer.split(".")
-    if importer != PKG:  # a module's package is its name less the last part
+    if not is_package:  # a module's package is its name less the last part
         parts = parts[:-1]
     base = parts[:len(parts) - (node.level - 1)]
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def import_graph() -> dict[str, set[str]]:
-    """amnet.core module -> the amnet.core modules it imports."""
-    modules = {_module_name(p): p for p in sorted(CORE.glob("*.py"))}
+def import_graph(path: Path, pkg: str) -> dict[str, set[str]]:
+    """Module of package ``pkg`` (its modules are the ``*.py`` files in ``path``) -> the
+    modules of ``pkg`` it imports."""
+    modules = {_module_name(p, pkg): p for p in sorted(path.glob("*.py"))}
     graph: dict[str, set[str]] = {m: set() for m in modules}
-    # C extensions (amnet.core._hot): leaves here, as they import no Python module of the core
-    native = {f"{PKG}.{p.name.split('.')[0]}" for p in CORE.iterdir()
+    # C extensions (amnet.core._hot): leaves here, as they import no Python module of pkg
+    native = {f"{pkg}.{p.name.split('.')[0]}" for p in path.iterdir()
               if p.suffix in (".c", ".so", ".pyd")}
     known = modules.keys() | native
-    for mod, path in modules.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    for mod, file in modules.items():
+        tree = ast.parse(file.read_text(encoding="utf-8"), str(file))
         for node in _imports(tree):
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             else:
-                base = _resolve(node, mod)
+                base = _resolve(node, mod, file.name == "__init__.py")
                 # ``from . import x``: x is a module when there is one of that name
                 targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base
                            for a in node.names]
             graph[mod].update(t for t in targets if t in modules and t != mod)
     return graph
+
+
+def package_graph(pkg: str) -> dict[str, set[str]]:
+    return import_graph(package_dir(pkg), pkg)
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -97,11 +109,29 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+def _no_cycle(pkg: str) -> None:
+    cycle = find_cycle(package_graph(pkg))
+    assert cycle is None, (f"{pkg}'s imports form a cycle (function-level imports count): "
+                           + " -> ".join(m.removeprefix(pkg + ".") for m in cycle))
+
+
 def test_the_graph_sees_the_core():
-    graph = import_graph()
+    graph = package_graph("amnet.core")
     assert "amnet.core._engine" in graph and "amnet.core.endpoint" in graph
     assert "amnet.core._wire" in graph["amnet.core._engine"]  # ``from . import _wire as W``
     assert any(graph.values())
+
+
+def test_the_graph_sees_a_package_init_and_absolute_imports(tmp_path):
+    (tmp_path / "__init__.py").write_text("from ._a import x\nfrom . import _b\n")
+    (tmp_path / "_a.py").write_text("def f():\n    import pkg._b\n")
+    (tmp_path / "_b.py").write_text("from typing import TYPE_CHECKING\n"
+                                    "if TYPE_CHECKING:\n    from ._a import f\n"
+                                    "from pkg import _c\n")
+    (tmp_path / "_c.py").write_text("from ..other import y\n")
+    assert import_graph(tmp_path, "pkg") == {"pkg": {"pkg._a", "pkg._b"},
+                                             "pkg._a": {"pkg._b"}, "pkg._b": {"pkg._c"},
+                                             "pkg._c": set()}
 
 
 def test_finds_a_cycle():
@@ -110,6 +140,36 @@ def test_finds_a_cycle():
 
 
 def test_core_imports_have_no_cycle():
-    cycle = find_cycle(import_graph())
-    assert cycle is None, ("amnet/core imports form a cycle (function-level imports count): "
-                           + " -> ".join(m.removeprefix(PKG + ".") for m in cycle))
+    _no_cycle("amnet.core")
+
+
+def test_shmem_rt_imports_have_no_cycle():
+    _no_cycle("shmem_rt")
+
+
+def test_aio_imports_have_no_cycle():
+    _no_cycle("amnet.aio")
+
+
+def test_upc_rt_imports_have_no_cycle():
+    _no_cycle("upc_rt")
+
+
+# shmem_rt's modules from the bottom up: first what the layers share (the heap, ``rc``, the
+# per-thread context, the PE's state), then the layers in shmem4py's order (the sections of
+# its shmem.py: init and threads, contexts and teams, memory, RMA, atomics, signals,
+# collectives, synchronisation and ordering, locks), then the package
+SHMEM_ORDER = ["_heap", "_rc", "_context", "_state",
+               "_init", "_team", "_memory", "_rma", "_amo", "_signal", "_coll", "_sync",
+               "_locks",
+               ""]
+
+
+def test_shmem_rt_modules_stand_in_shmem4py_order():
+    graph = package_graph("shmem_rt")
+    order = [f"shmem_rt.{m}" if m else "shmem_rt" for m in SHMEM_ORDER]
+    assert sorted(graph) == sorted(order), "a module of shmem_rt missing from SHMEM_ORDER"
+    for i, mod in enumerate(order):
+        later = sorted(graph[mod] - set(order[:i]))
+        assert not later, f"{mod} imports {later}, which stand above it in SHMEM_ORDER"
+

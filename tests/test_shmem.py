@@ -381,8 +381,8 @@ def test_a_contended_lock_with_more_pes_than_cores(runner, args):
 NUDGE_SCRIPT = """
 import numpy as np
 import shmem_rt as shmem
-from shmem_rt import _state
-st = _state.current()
+from shmem_rt import _init, _state
+st = _init.current()
 me = shmem.my_pe()
 assert st.nudging, "4 processes on this machine's cores should wait in block mode"
 flag = shmem.zeros(1, "i8")

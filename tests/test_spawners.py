@@ -301,7 +301,7 @@ import os, sys
 sys.path.insert(0, {data!r})
 import amnet
 import jobfns
-from amnet.bench._twonode import run_job
+from amnet_bench._twonode import run_job
 
 
 def bench_job(ep, plan):

@@ -66,6 +66,7 @@ from ._errors import BoundsError as BoundsError
 from ._errors import LockError as LockError
 from ._errors import NotInitialized as NotInitialized
 from ._errors import UPCError as UPCError
+from ._init import init as init
 from ._layout import SharedPtr as SharedPtr
 from ._layout import addrfield as addrfield
 from ._layout import affinitysize as _affinitysize
@@ -78,7 +79,6 @@ from ._locks import global_lock_alloc as global_lock_alloc
 from ._locks import lock_free as lock_free
 from ._rt import EXTENSION as EXTENSION
 from ._rt import current as _current
-from ._rt import init as init
 from ._sync import barrier as barrier
 from ._sync import fence as fence
 from ._sync import notify as notify

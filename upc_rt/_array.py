@@ -9,7 +9,6 @@ within a node), all in flight together; the index arithmetic is :mod:`upc_rt._la
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any
 
@@ -18,7 +17,7 @@ import numpy as np
 from amnet import AMContextError
 
 from ._alloc import Allocation, sym_alloc
-from ._bulk import as_bytes
+from ._bulk import as_bytes, fit
 from ._layout import Layout, SharedPtr
 from ._rt import Runtime, current
 
@@ -35,50 +34,6 @@ def _dtype(dtype: Any) -> np.dtype:
                         f"field to make it one element, e.g. [('v', {dt.subdtype[0].str!r}, "
                         f"{dt.subdtype[1]})], or add the dimension to the shape")
     return dt
-
-
-@functools.cache
-def _int_range(dt: np.dtype) -> tuple[int, int]:
-    info = np.iinfo(dt)
-    return int(info.min), int(info.max)
-
-
-def fit(value: Any, dt: np.dtype, what: str) -> np.ndarray:
-    """``value`` as an array of ``dt``, refusing what does not fit (an integer out of
-    range, a fraction for an integer type). For a structured dtype a tuple is one record
-    and a list a sequence of them, as numpy reads them."""
-    if dt.names is not None:
-        try:
-            return np.asarray(value, dtype=dt)
-        except (TypeError, ValueError, OverflowError) as e:
-            raise ValueError(f"{what}: {value!r} cannot be stored as {dt} ({e})") from None
-    if dt.kind in "iu" and (type(value) is int or isinstance(value, np.integer)):
-        lo, hi = _int_range(dt)  # one integer into an integer array: the common case
-        v = int(value)
-        if not lo <= v <= hi:
-            raise ValueError(f"{what}: {v} does not fit {dt} (range {lo}..{hi})")
-        return np.array(v, dt)
-    try:
-        arr = np.asarray(value)
-        if dt.kind in "iu":
-            if arr.dtype.kind == "f":
-                if not np.all(np.mod(arr, 1) == 0):
-                    raise ValueError(f"{what}: {value!r} is not an integer, the array holds "
-                                     f"{dt}")
-            elif arr.dtype.kind in "iu" and arr.size:
-                info = np.iinfo(dt)
-                lo, hi = int(arr.min()), int(arr.max())
-                if lo < info.min or hi > info.max:
-                    bad = lo if lo < info.min else hi
-                    raise ValueError(f"{what}: {bad} does not fit {dt} (range {info.min}.."
-                                     f"{info.max})")
-            elif arr.dtype.kind == "O":
-                raise ValueError(f"{what}: {value!r} does not fit {dt}")
-        return arr.astype(dt, copy=False)
-    except OverflowError as e:
-        raise ValueError(f"{what}: {value!r} does not fit {dt} ({e})") from None
-    except TypeError as e:
-        raise ValueError(f"{what}: {value!r} cannot be stored as {dt} ({e})") from None
 
 
 def _snapshot(v: np.ndarray, li: int) -> Any:

@@ -5,10 +5,14 @@ thread is on my node; otherwise one ``ep.get_nb``/``ep.put_nbi`` when its elemen
 contiguous in its segment, one strided VIS call when they are evenly spaced, one indexed VIS
 call otherwise. Reads complete before returning; writes are relaxed (complete at the next
 fence, barrier or lock operation, or strict access).
+
+Element access (:mod:`upc_rt._array`) shares two helpers of this module: :func:`fit` (a
+value checked against the array's dtype) and :func:`as_bytes`.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -244,6 +248,50 @@ def bulk_get(a: Any, key: Any) -> np.ndarray:
     return result.reshape(shape)
 
 
+@functools.cache
+def _int_range(dt: np.dtype) -> tuple[int, int]:
+    info = np.iinfo(dt)
+    return int(info.min), int(info.max)
+
+
+def fit(value: Any, dt: np.dtype, what: str) -> np.ndarray:
+    """``value`` as an array of ``dt``, refusing what does not fit (an integer out of
+    range, a fraction for an integer type). For a structured dtype a tuple is one record
+    and a list a sequence of them, as numpy reads them."""
+    if dt.names is not None:
+        try:
+            return np.asarray(value, dtype=dt)
+        except (TypeError, ValueError, OverflowError) as e:
+            raise ValueError(f"{what}: {value!r} cannot be stored as {dt} ({e})") from None
+    if dt.kind in "iu" and (type(value) is int or isinstance(value, np.integer)):
+        lo, hi = _int_range(dt)  # one integer into an integer array: the common case
+        v = int(value)
+        if not lo <= v <= hi:
+            raise ValueError(f"{what}: {v} does not fit {dt} (range {lo}..{hi})")
+        return np.array(v, dt)
+    try:
+        arr = np.asarray(value)
+        if dt.kind in "iu":
+            if arr.dtype.kind == "f":
+                if not np.all(np.mod(arr, 1) == 0):
+                    raise ValueError(f"{what}: {value!r} is not an integer, the array holds "
+                                     f"{dt}")
+            elif arr.dtype.kind in "iu" and arr.size:
+                info = np.iinfo(dt)
+                lo, hi = int(arr.min()), int(arr.max())
+                if lo < info.min or hi > info.max:
+                    bad = lo if lo < info.min else hi
+                    raise ValueError(f"{what}: {bad} does not fit {dt} (range {info.min}.."
+                                     f"{info.max})")
+            elif arr.dtype.kind == "O":
+                raise ValueError(f"{what}: {value!r} does not fit {dt}")
+        return arr.astype(dt, copy=False)
+    except OverflowError as e:
+        raise ValueError(f"{what}: {value!r} does not fit {dt} ({e})") from None
+    except TypeError as e:
+        raise ValueError(f"{what}: {value!r} cannot be stored as {dt} ({e})") from None
+
+
 def as_bytes(x: np.ndarray) -> np.ndarray:
     """``x`` itself, or for a structured dtype ``x`` viewed as plain void items of the same
     size: numpy assigns structured values field by field (leaving padding as it found it),
@@ -253,8 +301,6 @@ def as_bytes(x: np.ndarray) -> np.ndarray:
 
 def bulk_put(a: Any, key: Any, value: Any) -> None:
     """``a[key] = value`` for a slice or index array (relaxed)."""
-    from ._array import fit
-
     pieces, shape, (rows, lrow, prow) = _plan(a, key)
     vals = fit(value, a.dtype, f"{a.name}[{key!r}] = ...")
     try:

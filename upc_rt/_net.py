@@ -37,6 +37,7 @@ import numpy as np
 from amnet import BarrierMismatch
 
 from ._heap import Heap
+from ._rt import _pack, _unpack
 
 BLOB = 64 << 10  # bytes of a thread's allocator state (msgpack behind its length)
 FREED_LOCK = 0xDEADBEEF0BADF00D  # a lock word after upc.lock_free(): never a ticket state
@@ -243,6 +244,11 @@ class ShmemNet:
             cur = seen
 
     # -- the allocator state (a CALL of _alloc.py, run on thread t's state) ---------------
+    def start_call(self, t: int, fn: Any, args: tuple) -> _Done:
+        """:meth:`run_at`, as the handle of a call that completed when it started (what
+        the runtime's ``start_call`` returns over shmem)."""
+        return _Done(self.run_at(t, fn, args))
+
     def run_at(self, t: int, fn: Any, args: tuple) -> Any:
         sh = self.shmem
         lock = self.state_locks[t:t + 1]
@@ -256,8 +262,6 @@ class ShmemNet:
         return out
 
     def _load(self, t: int) -> _State:
-        from ._rt import _unpack
-
         sh, off = self.shmem, self.blob_off
         n = np.zeros(1, np.int64)
         sh.get(n, self.region[off:off + 8].view(np.int64), t)
@@ -278,8 +282,6 @@ class ShmemNet:
         return st
 
     def _store(self, t: int, st: _State) -> None:
-        from ._rt import _pack
-
         b = _pack({"local": _dump_heap(st.local_heap),
                    "sym": None if st.sym_heap is None else _dump_heap(st.sym_heap),
                    "floor": st.floor, "floor_epoch": st.floor_epoch,

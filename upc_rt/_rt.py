@@ -1,5 +1,6 @@
-"""The per-rank UPC runtime state, upc_rt's amnet extension (its system AMs), init and
-the per-thread identity.
+"""The per-rank UPC runtime state, upc_rt's amnet extension (its system AMs) and the
+per-thread identity (``upc.init()``, which makes the runtime's parts, is
+:mod:`upc_rt._init`).
 
 upc_rt is built the way an outside runtime would be: it declares an ``amnet.Extension``
 (entry point ``upc`` in the ``amnet.extensions`` group) and reaches amnet only through the
@@ -25,7 +26,7 @@ import msgpack
 
 import amnet
 
-from ._errors import NotInitialized
+from ._errors import LockError, NotInitialized
 from ._heap import Heap
 
 COLL_ARRIVE, COLL_RESULT, CALL, RESULT, LATE = range(5)
@@ -99,9 +100,7 @@ class Runtime:
         handle's ``wait()`` returns its result. Over shmem it runs here, at once, on
         ``dest``'s allocator state (read and written under its SHMEM lock)."""
         if self.shm is not None:
-            from ._net import _Done
-
-            return _Done(self.shm.run_at(dest, CALLS[name], args))
+            return self.shm.start_call(dest, CALLS[name], args)
         port = self.port
         opid, op = port.op(dest)
         try:
@@ -241,8 +240,6 @@ def _complete(port, src, args, payload) -> None:
         cls = {"MemoryError": MemoryError, "ValueError": ValueError,
                "TypeError": TypeError}.get(rest[0])
         if cls is None:
-            from ._errors import LockError
-
             cls = LockError if rest[0] == "LockError" else amnet.AMNetError
         port.finish(args[0], op, error=cls(rest[1]))
 
@@ -303,71 +300,14 @@ def current(what: str = "upc_rt") -> Runtime:
     return rt
 
 
-def init(auto_nb: bool | None = None, cache: bool | None = None,
-         runtime: str | None = None) -> None:
-    """Start UPC on this rank-thread (collective): ``amnet.init()`` unless the rank already
-    called it, then a barrier. ``upc.MYTHREAD`` and ``upc.THREADS`` are right afterwards,
-    in every rank-thread.
+def bound() -> Runtime | None:
+    """The calling rank-thread's runtime, None before ``upc.init()`` on it."""
+    return getattr(_tls, "rt", None)
 
-    Args:
-        auto_nb: route relaxed memget/memput/memcpy/memset to other nodes through the
-            automatic nonblocking scheduler, ``amnet.nbcomm.Scheduler`` (None: the
-            ``AMNET_AUTO_NB`` setting); every other access to other nodes tells it, and
-            every synchronization point of upc_rt is one of its synchronization events.
-        cache: turn the remote-reference cache on (None: the ``AMNET_UPC_CACHE`` setting).
-        runtime: ``"amnet"`` (upc_rt on amnet directly) or ``"shmem"`` (every remote
-            operation a public call of shmem_rt, the mapping of *An OpenSHMEM runtime for
-            UPC*; docs/upc.md); None: the ``AMNET_UPC_RUNTIME`` setting.
 
-    Raises:
-        amnet.InitError: upc.init() was already called on this rank-thread.
-        amnet.ConfigError: an unknown runtime, or runtime "shmem" with the cache or
-            auto_nb (they work on amnet's messages only).
-    """
-    if getattr(_tls, "rt", None) is not None:
-        raise amnet.InitError("upc.init() was called twice on this thread; call it once")
-    ep = amnet.endpoint() or amnet.init()
-    rt = ep.extension("upc")
-    if runtime is None:
-        runtime = ep.config.upc_runtime
-    if runtime not in ("amnet", "shmem"):
-        raise amnet.ConfigError(f"upc.init(runtime={runtime!r}): the runtime is 'amnet' or "
-                                "'shmem'")
-    if runtime == "shmem":
-        asked = [w for w, v, c in (("cache", cache, ep.config.upc_cache),
-                                   ("auto_nb", auto_nb, ep.config.auto_nb))
-                 if (c if v is None else v)]
-        if asked:
-            raise amnet.ConfigError(
-                f"upc.init(): runtime 'shmem' cannot run {' and '.join(asked)} (the cache "
-                "and the nonblocking scheduler work on amnet's own messages); turn "
-                f"{'them' if len(asked) > 1 else 'it'} off (AMNET_UPC_CACHE=0, "
-                "AMNET_AUTO_NB=0) or use runtime 'amnet'")
-        from ._net import ShmemNet
-
-        rt.shm = rt.net = ShmemNet(rt)
-        rt.segment_size = rt.shm.heap_size  # the heaps' state lives in the region
-        auto_nb = cache = False
-    if auto_nb is None:
-        auto_nb = bool(ep.config.auto_nb)
-    if auto_nb:
-        from amnet.nbcomm import Scheduler
-
-        rt.nb = Scheduler(ep)
-    if cache is None:
-        cache = bool(ep.config.upc_cache)
-    if cache:
-        from ._cache import Cache
-
-        rt.cache = Cache(rt, ep.config.upc_cache_blocks, ep.config.upc_cache_block_size)
-    if not all(ep.is_local(t) for t in range(rt.THREADS)):
-        # attentiveness: a thread computing on shared data serves other nodes' requests
-        # (MuPC's communication thread, upc_poll() in Berkeley UPC); within a node nothing
-        # waits on the owner (its memory is read and written directly)
-        rt.poll_every = int(ep.config.upc_poll_every)
-    rt.initialized = True
+def bind(rt: Runtime) -> None:
+    """Make ``rt`` the calling rank-thread's runtime (``upc.init()``, :mod:`upc_rt._init`)."""
     _tls.rt = rt
-    rt.net.barrier()
 
 
 def touch(rt: Runtime, t: int, addr: int, n: int, write: bool) -> None:

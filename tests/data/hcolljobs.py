@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 
-from amnet.bench import _hcolljob
+from amnet_bench import _hcolljob
 
 REAL = _hcolljob.expect  # taken when a rank's process imports this module, before any patch
 

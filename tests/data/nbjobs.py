@@ -85,7 +85,7 @@ def differential(ep, program, iterations, keep) -> dict:
 def nb_job_with_a_wrong_manual(ep, plan) -> dict:
     """amnet-bench nbcomm's rank side with a stencil whose hand-made form computes something
     else from its second iteration on: the job must refuse to report its times."""
-    from amnet.bench import _nbjob, _nbkernels
+    from amnet_bench import _nbjob, _nbkernels
 
     class Wrong(_nbkernels.Stencil):
         def manual(self, it: int) -> None:

@@ -1062,7 +1062,7 @@ def suite(ep, big: int = 20000) -> dict:
     check_locks(me, n)
     check_contexts(me, n)
     check_errors(me, n)
-    heap = shmem._state.current().heap
+    heap = shmem._init.current().heap
     left = dict(heap.used)  # everything was given back
     check_finalize()
     return {"rank": me, "tickets": tickets, "heap_left": left, **facts}

@@ -1,9 +1,0 @@
-"""``python -m amnet.bench`` is ``amnet-bench``."""
-
-from .._safepath import reexec_if_shadowed
-
-reexec_if_shadowed()  # a folder 'amnet' in the current directory shadows amnet: again with -P
-
-from .cli import main  # noqa: E402
-
-main()

@@ -1,0 +1,188 @@
+"""What the ``am`` and ``rma`` suites share: a 2-node amnet job, the raw-zmq peer, statistics.
+
+Both suites time amnet across two simulated nodes (``amnet.run(fn, n=2, nodes=2)``: one rank
+per node, all traffic over the zmq conduit on TCP loopback) beside the raw-zmq peer
+(:mod:`amnet_bench._rawzmq`) in its two wait strategies, interleaved in one run:
+amnet, raw-zmq block, raw-zmq spin, amnet, ... Every repetition starts fresh processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ._registry import BenchError
+from ._report import comma_items, rank_job, ranks_result
+
+RAW_MODES = ("block", "spin")  # the raw-zmq peer's wait strategies
+PINS = ("none", "same", "split")  # where the two sides' threads run (see _rawzmq.pin_process)
+PIN_HELP = ("none: where the scheduler puts them; same: every thread of both sides (Python and "
+            "libzmq) on one core; split: side 0 (amnet rank 0, the raw client) on one core, "
+            "side 1 on another (default: %(default)s)")
+JOB_TIMEOUT_S = 300.0
+
+
+def parse_sizes(text: str | int | Iterable[Any]) -> list[int]:
+    """``"8,1K,64K"`` (or ints) as a list of positive byte counts."""
+    from ._amnet import parse_size
+
+    try:
+        sizes = [parse_size(t) for t in comma_items(text)]
+    except (ValueError, TypeError):
+        raise argparse.ArgumentTypeError(f"expected a comma list of sizes such as 8,1K,64K, "
+                                         f"got {text!r}")
+    if not sizes or any(s < 1 for s in sizes):
+        raise argparse.ArgumentTypeError(f"sizes must be positive, got {text!r}")
+    return sizes
+
+
+def parse_modes(text: str | Iterable[str]) -> list[str]:
+    """``"auto,block"``: amnet wait modes to run (each is its own amnet row)."""
+    items = [t for t in text.replace(" ", "").split(",") if t] if isinstance(text, str) \
+        else list(text)
+    bad = [m for m in items if m not in ("auto", "spin", "block")]
+    if not items or bad:
+        raise argparse.ArgumentTypeError(f"wait modes are auto, spin, block; got {text!r}")
+    return list(dict.fromkeys(items))
+
+
+def size_label(n: int) -> str:
+    for unit, name in ((1 << 20, "MiB"), (1 << 10, "KiB")):
+        if n >= unit and n % unit == 0:
+            return f"{n // unit} {name}"
+    return f"{n} B"
+
+
+SKIPPED = "skipped (--pin same)"
+
+
+def raw_modes_for(pin: str) -> tuple[str, ...]:
+    """The raw-zmq variants a run measures: both, but no spinning when every thread shares
+    one core (two spinning processes on one core only progress at scheduler ticks, ms)."""
+    return ("block",) if pin == "same" else RAW_MODES
+
+
+def pin_note(pin: str) -> str | None:
+    """The note a pinned run adds under its table."""
+    if pin == "none":
+        return None
+    what = ("every thread of both processes (Python and libzmq I/O) on the first usable core"
+            if pin == "same" else "each process's threads on its own core (rank 0 / the raw "
+            "client on the first, rank 1 / the raw server on the second)")
+    note = (f"--pin {pin}: {what}, for amnet and the raw peer alike, set with "
+            "os.sched_setaffinity per thread once the sockets exist (amnet's auto wait mode "
+            "was resolved before, from the unpinned affinity).")
+    if pin == "same":
+        note += (" raw-zmq spin is not run: two spinning processes on one core only make "
+                 "progress when the scheduler switches them (milliseconds per message).")
+    return note
+
+
+def merge_sections(suite: str, *sections: dict[str, Any] | None) -> dict[str, Any]:
+    """A suite's result from its sections (each a dict of ``config``, ``results`` and
+    ``table``, or None when not run): every table, the first as ``table``. The config of
+    the first section across nodes is the suite's; the node section's goes under ``node``,
+    each later one's under its section's name (a second conduit's network section under
+    ``network:CONDUIT``)."""
+    tables: list[dict[str, Any]] = []
+    out: dict[str, Any] = {"suite": suite, "config": {}, "results": []}
+    placed = False  # the config of the first section across nodes is the suite's
+    for sec in sections:
+        if sec is None:
+            continue
+        name = sec["table"]["section"]
+        if name == "node":
+            out["config"]["node"] = sec["config"]
+        elif not placed:
+            out["config"].update(sec["config"])
+            placed = True
+        else:
+            key = name if name not in out["config"] else \
+                f"{name}:{sec['config'].get('amnet_options', {}).get('conduit')}"
+            out["config"][key] = sec["config"]
+        out["results"] += sec["results"]
+        tables.append(sec["table"])
+    out["config"]["sections"] = [t["section"] for t in tables]
+    out["tables"] = tables
+    out["table"] = {"columns": tables[0]["columns"], "rows": tables[0]["rows"]}
+    out["notes"] = [n for t in tables for n in t["notes"]]
+    return out
+
+
+def parse_conduits(text: Any) -> list[str]:
+    """A comma list of registered conduit names (``--conduit``), duplicates dropped."""
+    from ._amnet import registered_conduits
+
+    names = list(dict.fromkeys(t.strip() for t in str(text).split(",") if t.strip()))
+    known = registered_conduits(*names)
+    if not names or any(n not in known for n in names):
+        raise argparse.ArgumentTypeError(f"expected a comma list of registered conduits "
+                                         f"({', '.join(sorted(known))}), got {text!r}")
+    return names
+
+
+def segment_for(nbytes: int) -> int:
+    """The segment size for a job that addresses ``nbytes`` of it: the next power of two,
+    at least 1 MiB."""
+    return max(1 << 20, 1 << (max(nbytes, 1) - 1).bit_length())
+
+
+def run_amnet(fn: Callable, plan: dict[str, Any], **options: Any) -> dict[str, Any]:
+    """Run ``fn(ep, plan)`` as a 2-rank, 2-node amnet job; return rank 0's result."""
+    import amnet
+
+    try:
+        res = amnet.run(functools.partial(fn, plan=plan), n=2, nodes=2,
+                        timeout=JOB_TIMEOUT_S, **options)
+    except Exception as e:
+        raise BenchError(f"the amnet job {fn.__name__} (n=2, nodes=2, {options}) failed: "
+                         f"{type(e).__name__}: {e}") from e
+    return res[0]
+
+
+def run_job(fn: Callable, plan: dict[str, Any], **options: Any) -> list[Any]:
+    """Run ``fn(ep, plan)`` as ``amnet.run(..., **options)``; return every rank's result.
+    Raises BenchError naming the job when it fails."""
+    import amnet
+
+    try:
+        res = amnet.run(functools.partial(rank_job, fn, plan=plan), timeout=JOB_TIMEOUT_S,
+                        **options)
+    except Exception as e:
+        raise BenchError(f"the amnet job {fn.__name__} ({options}) failed: "
+                         f"{type(e).__name__}: {e}") from e
+    return ranks_result(res)
+
+
+def run_raw(plan: dict[str, Any], mode: str, latency_us: float = 0.0,
+            buf_size: int = 1 << 20, pin: str = "none") -> dict[str, Any]:
+    """Run the raw-zmq peer (two processes) through ``plan`` in wait ``mode``."""
+    from ._rawzmq import run_pair
+
+    try:
+        return run_pair(plan, mode, latency_us, buf_size, pin)
+    except Exception as e:
+        raise BenchError(f"the raw-zmq peer ({mode}) failed: {type(e).__name__}: {e}") from e
+
+
+def cpu_count() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def cpu_cells(*figures: dict[str, Any] | None) -> str:
+    """``a / b / c``: the medians in µs, ``-`` for a variant not run."""
+    return " / ".join("-" if f is None else f"{f['median'] * 1e6:.1f}" for f in figures)
+
+
+def us(s: dict[str, Any] | None) -> str:
+    """``median (p10..p90)`` in µs."""
+    if s is None:
+        return SKIPPED
+    return f"{s['median'] * 1e6:.1f} ({s['p10'] * 1e6:.1f}..{s['p90'] * 1e6:.1f})"
