@@ -1,5 +1,8 @@
 """Imports inside a package point one way: amnet/core (docs/design.md §1, "Inside core"),
-shmem_rt (§11, "shmem_rt": its modules in shmem4py's order), amnet.aio and upc_rt.
+shmem_rt (§11, "shmem_rt": its modules in shmem4py's order), amnet.aio, amnet.conduits,
+upc_rt and amnet_bench; and between packages they point down the layers (§1): pshm and the
+conduits import nothing of core, nothing below amnet.aio imports it, nothing imports
+amnet_bench.
 
 Every import counts, also one inside a function (a late import that dodges a cycle at import
 time is still a cycle in the design), except those under ``if TYPE_CHECKING:``. Pure ast:
@@ -153,6 +156,69 @@ def test_aio_imports_have_no_cycle():
 
 def test_upc_rt_imports_have_no_cycle():
     _no_cycle("upc_rt")
+
+
+def test_conduits_imports_have_no_cycle():
+    _no_cycle("amnet.conduits")
+
+
+def test_amnet_bench_imports_have_no_cycle():
+    _no_cycle("amnet_bench")
+
+
+def imports_of(pkg: str) -> dict[str, set[str]]:
+    """Every module of package ``pkg`` and its subpackages -> the absolute names it imports
+    (``from . import x`` gives both the package and ``package.x``)."""
+    root = package_dir(pkg)
+    out: dict[str, set[str]] = {}
+    for file in sorted(root.rglob("*.py")):
+        rel = file.relative_to(root).with_suffix("")
+        parts = [pkg, *rel.parts]
+        is_package = parts[-1] == "__init__"
+        mod = ".".join(parts[:-1] if is_package else parts)
+        names: set[str] = set()
+        for node in _imports(ast.parse(file.read_text(encoding="utf-8"), str(file))):
+            if isinstance(node, ast.Import):
+                names.update(a.name for a in node.names)
+            else:
+                base = _resolve(node, mod, is_package)
+                names.add(base)
+                names.update(f"{base}.{a.name}" for a in node.names)
+        out[mod] = names
+    return out
+
+
+def _importers(pkgs: list[str], of: str) -> list[str]:
+    """``module imports name`` for each module of ``pkgs`` importing ``of`` or below it."""
+    return [f"{mod} imports {name}" for pkg in pkgs for mod, names in imports_of(pkg).items()
+            for name in sorted(names) if name == of or name.startswith(of + ".")]
+
+
+def test_imports_of_resolves_relative_imports(tmp_path, monkeypatch):
+    (tmp_path / "pkg" / "sub").mkdir(parents=True)
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "sub" / "__init__.py").write_text("from .. import core\n")
+    (tmp_path / "pkg" / "sub" / "_m.py").write_text("def f():\n    from ..core._x import y\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert _importers(["pkg"], "pkg.core") == ["pkg.sub imports pkg.core",
+                                                "pkg.sub._m imports pkg.core._x",
+                                                "pkg.sub._m imports pkg.core._x.y"]
+
+
+def test_pshm_and_the_conduits_import_nothing_of_core():
+    assert _importers(["amnet.pshm", "amnet.conduits"], "amnet.core") == []
+
+
+def test_nothing_below_aio_imports_it():
+    """The core and the layers know no event loop: a handle's await asks the one hook
+    (``Port.awaitable``) that amnet.aio sets."""
+    below = ["amnet.core", "amnet.conduits", "amnet.pshm", "amnet.coll", "amnet.vis",
+             "amnet.nbcomm", "upc_rt", "shmem_rt"]
+    assert _importers(below, "amnet.aio") == []
+
+
+def test_nothing_imports_amnet_bench():
+    assert _importers(["amnet", "upc_rt", "shmem_rt"], "amnet_bench") == []
 
 
 # shmem_rt's modules from the bottom up: first what the layers share (the heap, ``rc``, the
