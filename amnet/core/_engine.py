@@ -59,7 +59,10 @@ FORWARD_HINT = ("; a request handler sends only its one reply to its source "
                 "(token.reply_*()); to forward to another rank, defer the send to after the "
                 "handler: ep.defer(fn, ...)")
 REPLY_HINT = ": a reply handler sends nothing; to send afterwards, ep.defer(fn, ...)"
-_hot.set_errors(InitError, AMContextError, FORWARD_HINT, REPLY_HINT)
+#: ... and any handler when it tries to poll, wait or block.
+RESTRICTED_HINT = (": handlers run in a restricted context (no polling, waiting, barriers or "
+                   "blocking communication)")
+_hot.set_errors(InitError, AMContextError, FORWARD_HINT, REPLY_HINT, RESTRICTED_HINT)
 _hot.set_handles(Handle, Done, DONE)  # what the C get_nb and put_nb return within the node
 INLINE, PSHM, NET = W.INLINE, W.PSHM, W.NET  # how a destination process is reached (route)
 class HotHooks(NamedTuple):
@@ -345,9 +348,7 @@ class Engine(Sending, Dispatching, Progress):
         tok = current_token()
         if tok is not None:
             kind = "request" if tok.is_request else "reply"
-            raise AMContextError(f"{what} inside {kind} handler {tok.handler}: handlers run in "
-                                 "a restricted context (no polling, waiting, barriers or "
-                                 "blocking communication)")
+            raise AMContextError(f"{what} inside {kind} handler {tok.handler}{RESTRICTED_HINT}")
 
     def forbid_send_in_handler(self, what: str) -> None:
         tok = current_token()

@@ -12,7 +12,7 @@
 PyObject *InitError, *AMContextError;
 /* what a handler is told when it sends anything but its one reply (set_errors: the engine's
  * FORWARD_HINT and REPLY_HINT, so that C and Python say the same words) */
-PyObject *ForwardHint, *ReplyHint;
+PyObject *ForwardHint, *ReplyHint, *RestrictedHint;
 Py_tss_t cur_token = Py_tss_NEEDS_INIT;
 PyObject *HandleClass, *DoneClass, *DoneObj, *KindGet, *KindPut;
 Py_ssize_t HandleSlots[3], DoneSlot;
@@ -46,14 +46,15 @@ current_token(PyObject *m, PyObject *Py_UNUSED(ignored))
 static PyObject *
 set_errors(PyObject *m, PyObject *args)
 {
-    PyObject *a, *b, *c, *d;
-    if (!PyArg_ParseTuple(args, "OOUU", &a, &b, &c, &d)) {
+    PyObject *a, *b, *c, *d, *e;
+    if (!PyArg_ParseTuple(args, "OOUUU", &a, &b, &c, &d, &e)) {
         return NULL;
     }
     Py_XSETREF(InitError, Py_NewRef(a));
     Py_XSETREF(AMContextError, Py_NewRef(b));
     Py_XSETREF(ForwardHint, Py_NewRef(c));
     Py_XSETREF(ReplyHint, Py_NewRef(d));
+    Py_XSETREF(RestrictedHint, Py_NewRef(e));
     Py_RETURN_NONE;
 }
 
@@ -119,9 +120,10 @@ PyInit__hot(void)
     AMContextError = Py_NewRef(PyExc_RuntimeError);
     ForwardHint = PyUnicode_FromString("");
     ReplyHint = PyUnicode_FromString("");
+    RestrictedHint = PyUnicode_FromString("");
     KindGet = PyUnicode_InternFromString("get");
     KindPut = PyUnicode_InternFromString("put");
-    if (ForwardHint == NULL || ReplyHint == NULL || KindGet == NULL || KindPut == NULL) {
+    if (ForwardHint == NULL || ReplyHint == NULL || RestrictedHint == NULL || KindGet == NULL || KindPut == NULL) {
         return NULL;
     }
     if (PyType_Ready(&Lock_Type) < 0 || PyType_Ready(&Hot_Type) < 0

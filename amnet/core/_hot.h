@@ -388,7 +388,7 @@ struct TokenObject {
 extern PyObject *InitError, *AMContextError;
 /* what a handler is told when it sends anything but its one reply (set_errors: the engine's
  * FORWARD_HINT and REPLY_HINT, so that C and Python say the same words) */
-extern PyObject *ForwardHint, *ReplyHint;
+extern PyObject *ForwardHint, *ReplyHint, *RestrictedHint;
 extern Py_tss_t cur_token;
 /* amnet.core._ops's Handle and Done classes, the kinds "get" and "put", and DONE (set_handles):
  * what get_nb and put_nb return when the copy happened at once within the node */

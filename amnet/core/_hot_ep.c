@@ -63,16 +63,10 @@ forbid(const char *what, int send)
         return 0;
     }
     PyObject *nm = hot_token_name(tok);
-    if (send) {
-        /* the engine's words (set_errors), as its forbid_send_in_handler says them */
-        PyErr_Format(AMContextError, "%s inside %s handler %S%S", what,
-                     tok->is_request ? "request" : "reply", nm,
-                     tok->is_request ? ForwardHint : ReplyHint);
-    } else {
-        PyErr_Format(AMContextError, "%s inside %s handler %S: handlers run in a restricted "
-                     "context (no polling, waiting, barriers or blocking communication)", what,
-                     tok->is_request ? "request" : "reply", nm);
-    }
+    /* the engine's words (set_errors), as its forbid_*_in_handler say them */
+    PyErr_Format(AMContextError, "%s inside %s handler %S%S", what,
+                 tok->is_request ? "request" : "reply", nm,
+                 !send ? RestrictedHint : tok->is_request ? ForwardHint : ReplyHint);
     Py_XDECREF(nm);
     return -1;
 }
