@@ -32,6 +32,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include "../_c/pyext.h"  /* what amnet's extensions share: type shapes, discard */
 #include <math.h>
 #include <sched.h>
 #include <stdint.h>
@@ -85,14 +86,7 @@ static PyTypeObject Area_Type, Cond_Type;
 static void
 Area_dealloc(AreaObject *a)
 {
-    if (a->bufs != NULL) {
-        for (int i = 0; i < a->P; i++) {
-            if (a->bufs[i].obj != NULL) {
-                PyBuffer_Release(&a->bufs[i]);
-            }
-        }
-        PyMem_Free(a->bufs);
-    }
+    release_buffers(a->bufs, a->P);
     PyMem_Free(a->w);
     Py_XDECREF(a->waker);
     if (a->wakers != NULL) {
@@ -192,12 +186,7 @@ call_waker(PyObject *w)
     if (w == NULL || w == Py_None) {
         return 0;
     }
-    PyObject *r = PyObject_CallNoArgs(w);
-    if (r == NULL) {
-        return -1;
-    }
-    Py_DECREF(r);
-    return 0;
+    return discard(PyObject_CallNoArgs(w));
 }
 
 static int
@@ -1057,28 +1046,15 @@ static PyMethodDef Area_methods[] = {
     {NULL},
 };
 
-static PyTypeObject Area_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "amnet.coll._shm.Area",
-    .tp_basicsize = sizeof(AreaObject),
-    .tp_dealloc = (destructor)Area_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+static PyTypeObject Area_Type = AMNET_TYPE(
+    Area, AreaObject, "amnet.coll._shm.Area", Py_TPFLAGS_DEFAULT,
     .tp_doc = "One member's view of its team's node area (see the module).",
-    .tp_methods = Area_methods,
-    .tp_getset = Area_getset,
-    .tp_new = Area_new,
-};
+    .tp_methods = Area_methods, .tp_getset = Area_getset, .tp_new = Area_new);
 
-static PyTypeObject Cond_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "amnet.coll._shm.Cond",
-    .tp_basicsize = sizeof(CondObject),
-    .tp_dealloc = (destructor)Cond_dealloc,
-    .tp_call = (ternaryfunc)Cond_call,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+static PyTypeObject Cond_Type = AMNET_TYPE(
+    Cond, CondObject, "amnet.coll._shm.Cond", Py_TPFLAGS_DEFAULT,
     .tp_doc = "A wait's condition on the node area's words (Area.cond).",
-    .tp_getset = Cond_getset,
-};
+    .tp_call = (ternaryfunc)Cond_call, .tp_getset = Cond_getset);
 
 static int
 shm_exec(PyObject *m)

@@ -66,6 +66,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "../_c/pyext.h"  /* what amnet's extensions share: type shapes, discard */
+
 #include <errno.h>
 #include <math.h>
 #include <poll.h>
@@ -468,12 +470,7 @@ run_deferred(HotObject *h)
         PyErr_Clear();
         return 0;
     }
-    PyObject *r = PyObject_CallNoArgs(h->py_deferred);
-    if (r == NULL) {
-        return -1;
-    }
-    Py_DECREF(r);
-    return 0;
+    return discard(PyObject_CallNoArgs(h->py_deferred));
 }
 
 /* After a drain (not lock-free): wake the threads waiting on the drainer, if any. */
@@ -483,12 +480,7 @@ wake_waiters(HotObject *h)
     if (__atomic_load_n(&h->waiters, __ATOMIC_RELAXED) <= 0) {
         return 0;
     }
-    PyObject *r = PyObject_CallNoArgs(h->py_wake);
-    if (r == NULL) {
-        return -1;
-    }
-    Py_DECREF(r);
-    return 0;
+    return discard(PyObject_CallNoArgs(h->py_wake));
 }
 
 static inline int

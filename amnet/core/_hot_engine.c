@@ -63,15 +63,8 @@ Hot_wait_until(HotObject *h, PyObject *const *args, Py_ssize_t nargs)
 static void
 Hot_release_all(HotObject *h)
 {
-    if (h->bufs != NULL) {
-        for (int s = 0; s < h->n; s++) {
-            if (h->bufs[s].obj != NULL) {
-                PyBuffer_Release(&h->bufs[s]);
-            }
-        }
-        PyMem_Free(h->bufs);
-        h->bufs = NULL;
-    }
+    release_buffers(h->bufs, h->n);
+    h->bufs = NULL;
     for (int k = 0; k < 2; k++) {
         if (h->out[k] != NULL) {
             for (int s = 0; s < h->n; s++) {
@@ -88,15 +81,8 @@ Hot_release_all(HotObject *h)
         PyMem_Free(h->ins);
         h->ins = NULL;
     }
-    if (h->seg_bufs != NULL) {
-        for (int r = 0; r < h->node_ranks; r++) {
-            if (h->seg_bufs[r].obj != NULL) {
-                PyBuffer_Release(&h->seg_bufs[r]);
-            }
-        }
-        PyMem_Free(h->seg_bufs);
-        h->seg_bufs = NULL;
-    }
+    release_buffers(h->seg_bufs, h->node_ranks);
+    h->seg_bufs = NULL;
     PyMem_Free(h->segs);
     h->segs = NULL;
     h->n = 0;
@@ -936,16 +922,7 @@ static PyGetSetDef Hot_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-PyTypeObject Hot_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "amnet.core._hot.Hot",
-    .tp_basicsize = sizeof(HotObject),
-    .tp_dealloc = (destructor)Hot_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+PyTypeObject Hot_Type = AMNET_GC_TYPE(
+    Hot, HotObject, "amnet.core._hot.Hot", Py_TPFLAGS_DEFAULT,
     .tp_doc = "The C half of one process's AM engine (see the module docstring).",
-    .tp_traverse = (traverseproc)Hot_traverse,
-    .tp_clear = (inquiry)Hot_clear,
-    .tp_methods = Hot_methods,
-    .tp_getset = Hot_getset,
-    .tp_new = Hot_new,
-};
+    .tp_methods = Hot_methods, .tp_getset = Hot_getset, .tp_new = Hot_new);

@@ -17,27 +17,10 @@ typedef struct {
     int local_ops;                   /* calls completed here until the next poll */
 } EPObject;
 
-static void
-EP_dealloc(EPObject *ep)
-{
-    PyObject_GC_UnTrack(ep);
-    Py_CLEAR(ep->hot);
-    Py_TYPE(ep)->tp_free((PyObject *)ep);
-}
-
-static int
-EP_traverse(EPObject *ep, visitproc visit, void *arg)
-{
-    Py_VISIT(ep->hot);
-    return 0;
-}
-
-static int
-EP_clear(EPObject *ep)
-{
-    Py_CLEAR(ep->hot);
-    return 0;
-}
+/* the one reference it owns: its engine's Hot */
+#define EP_REFS(X) X(hot)
+AMNET_GC_FUNCS(EP, EPObject, EP_REFS)
+AMNET_GC_DEALLOC(EP, EPObject)
 
 static int
 ep_live(EPObject *ep)
@@ -887,16 +870,8 @@ static PyMethodDef EP_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-PyTypeObject EndpointBase_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "amnet.core._hot.EndpointBase",
-    .tp_basicsize = sizeof(EPObject),
-    .tp_dealloc = (destructor)EP_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+PyTypeObject EndpointBase_Type = AMNET_GC_TYPE(
+    EP, EPObject, "amnet.core._hot.EndpointBase", Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_doc = "The C entry points of amnet.Endpoint (the AM round trip and node-local "
               "put/get).",
-    .tp_traverse = (traverseproc)EP_traverse,
-    .tp_clear = (inquiry)EP_clear,
-    .tp_methods = EP_methods,
-    .tp_new = PyType_GenericNew,
-};
+    .tp_methods = EP_methods, .tp_new = PyType_GenericNew);

@@ -226,15 +226,8 @@ static PyGetSetDef Token_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-PyTypeObject Token_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "amnet.Token",
-    .tp_basicsize = sizeof(TokenObject),
-    .tp_dealloc = (destructor)Token_dealloc,
-    .tp_repr = (reprfunc)Token_repr,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+PyTypeObject Token_Type = AMNET_TYPE(
+    Token, TokenObject, "amnet.Token", Py_TPFLAGS_DEFAULT,
     .tp_doc = "Handed to a handler: who sent the AM and how to reply. Valid only during the "
               "call; made by amnet, never by the user.",
-    .tp_methods = Token_methods,
-    .tp_getset = Token_getset,
-};
+    .tp_repr = (reprfunc)Token_repr, .tp_methods = Token_methods, .tp_getset = Token_getset);
