@@ -665,17 +665,25 @@ Hot_set_conduit_signal(HotObject *h, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* *slot = arg, a callable (a new reference) or None (NULL); what set_net_send and
+ * set_net_recv share */
+static PyObject *
+set_callable(PyObject **slot, PyObject *arg, const char *what)
+{
+    if (arg != Py_None && !PyCallable_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "%s needs a callable or None", what);
+        return NULL;
+    }
+    Py_XSETREF(*slot, arg == Py_None ? NULL : Py_NewRef(arg));
+    Py_RETURN_NONE;
+}
+
 /* set_net_send(send): the conduit's send(proc, header, payload), which user AMs to other
  * nodes go through from here (None: through the engine's send_user) */
 static PyObject *
 Hot_set_net_send(HotObject *h, PyObject *arg)
 {
-    if (arg != Py_None && !PyCallable_Check(arg)) {
-        PyErr_SetString(PyExc_TypeError, "set_net_send needs a callable or None");
-        return NULL;
-    }
-    Py_XSETREF(h->net_send, arg == Py_None ? NULL : Py_NewRef(arg));
-    Py_RETURN_NONE;
+    return set_callable(&h->net_send, arg, "set_net_send");
 }
 
 /* set_net_recv(recv): the conduit's recv(), which a drain calls here, without the engine's
@@ -684,12 +692,7 @@ Hot_set_net_send(HotObject *h, PyObject *arg)
 static PyObject *
 Hot_set_net_recv(HotObject *h, PyObject *arg)
 {
-    if (arg != Py_None && !PyCallable_Check(arg)) {
-        PyErr_SetString(PyExc_TypeError, "set_net_recv needs a callable or None");
-        return NULL;
-    }
-    Py_XSETREF(h->net_recv, arg == Py_None ? NULL : Py_NewRef(arg));
-    Py_RETURN_NONE;
+    return set_callable(&h->net_recv, arg, "set_net_recv");
 }
 
 /* drain_net(pred) -> int: the engine's drain_net without a wait, when nothing is held back
