@@ -276,6 +276,15 @@ def stranger_connects(ns: str | None, address: str, *, keys: dict[str, str] | No
     return "HANDSHAKE_SUCCEEDED" in seen
 
 
+def assert_each_starts(got: list[list[str]], want: list[str]) -> None:
+    """Every rank's lines (``got``: a list a rank, e.g. the errors a job caught, in order)
+    begin with the ``want`` ones, one for one."""
+    for out in got:
+        assert len(out) == len(want)
+        for o, w in zip(out, want, strict=True):
+            assert o.startswith(w), (o, w)
+
+
 _FRAMES_JOB = """
 import amnet, msgpack, zmq
 from amnet._security import apply_client
