@@ -273,15 +273,38 @@ enter(AreaObject *a, int64_t seq, int64_t dig)
     st_rel(&e[0], seq + 1);
 }
 
+/* A method's count of arguments checked: 0, or -1 with TypeError(usage). */
+static inline int
+takes(Py_ssize_t nargs, Py_ssize_t n, const char *usage)
+{
+    if (nargs != n) {
+        PyErr_SetString(PyExc_TypeError, usage);
+        return -1;
+    }
+    return 0;
+}
+
+/* The arguments (seq, digest) of enter and agree: 0, or -1 with an error set (TypeError
+ * usage when they are not two ints). */
+static int
+seq_digest(PyObject *const *args, Py_ssize_t nargs, const char *usage, int64_t *seq,
+           int64_t *dig)
+{
+    if (nargs != 2 || as_i64(args[0], seq) < 0 || as_i64(args[1], dig) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, usage);
+        }
+        return -1;
+    }
+    return 0;
+}
+
 /* enter(seq, digest): I enter call ``seq`` of the team with ``digest`` (the ring). */
 static PyObject *
 Area_enter(AreaObject *a, PyObject *const *args, Py_ssize_t nargs)
 {
     int64_t seq, dig;
-    if (nargs != 2 || as_i64(args[0], &seq) < 0 || as_i64(args[1], &dig) < 0) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_TypeError, "enter(seq, digest)");
-        }
+    if (seq_digest(args, nargs, "enter(seq, digest)", &seq, &dig) < 0) {
         return NULL;
     }
     enter(a, seq, dig);
@@ -315,13 +338,8 @@ static PyObject *
 Area_agree(AreaObject *a, PyObject *const *args, Py_ssize_t nargs)
 {
     int64_t seq, dig;
-    if (nargs != 2 || as_i64(args[0], &seq) < 0 || as_i64(args[1], &dig) < 0) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_TypeError, "agree(seq, digest)");
-        }
-        return NULL;
-    }
-    return PyLong_FromLong(agree(a, seq, dig));
+    return seq_digest(args, nargs, "agree(seq, digest)", &seq, &dig) < 0
+        ? NULL : PyLong_FromLong(agree(a, seq, dig));
 }
 
 static int
@@ -887,14 +905,10 @@ small_call(AreaObject *a, Small *c, int64_t seq, int64_t dig, PyObject *wait,
 static PyObject *
 Area_run(AreaObject *a, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 9) {
-        PyErr_SetString(PyExc_TypeError,
-                        "run(what, seq, digest, root, src, dst, red, wait, timeout)");
-        return NULL;
-    }
     int64_t seq, dig;
     Small c;
-    if (as_i64(args[1], &seq) < 0 || as_i64(args[2], &dig) < 0
+    if (takes(nargs, 9, "run(what, seq, digest, root, src, dst, red, wait, timeout)") < 0
+            || as_i64(args[1], &seq) < 0 || as_i64(args[2], &dig) < 0
             || small_args(a, &c, args[0], args[3], args[4], args[5], args[6]) < 0) {
         return NULL;
     }
@@ -912,12 +926,11 @@ Area_run(AreaObject *a, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 Area_call(AreaObject *a, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 10) {
-        PyErr_SetString(PyExc_TypeError,
-                        "call(what, name, start, key, root, src, dst, red, wait, timeout)");
+    Small c;
+    if (takes(nargs, 10, "call(what, name, start, key, root, src, dst, red, wait, timeout)")
+            < 0) {
         return NULL;
     }
-    Small c;
     if (small_args(a, &c, args[0], args[4], args[5], args[6], args[7]) < 0) {
         if (!PyErr_ExceptionMatches(PyExc_ValueError)
                 && !PyErr_ExceptionMatches(PyExc_BufferError)
