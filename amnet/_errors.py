@@ -149,7 +149,19 @@ class BarrierStateError(AMNetError, RuntimeError):
     """
 
 
-class JobAborted(AMNetError):
+class _JobEnd(AMNetError):
+    """An error that tells how a job ended: its text and the job's exit status ``code``,
+    which a pickle keeps too (both travel between processes)."""
+
+    def __init__(self, text: str, code: int) -> None:
+        super().__init__(text)
+        self.code = code
+
+    def __reduce__(self):
+        return type(self), (self.args[0], self.code)
+
+
+class JobAborted(_JobEnd):
     """Raised in a rank that waits in amnet while the job is being torn down.
 
     The job ends because another rank failed, called :func:`amnet.abort`, or the launcher
@@ -157,15 +169,11 @@ class JobAborted(AMNetError):
     """
 
     def __init__(self, reason: str, code: int = 1) -> None:
-        super().__init__(reason)
+        super().__init__(reason, code)
         self.reason = reason
-        self.code = code
-
-    def __reduce__(self):
-        return type(self), (self.reason, self.code)
 
 
-class JobFailed(AMNetError):
+class JobFailed(_JobEnd):
     """Raised by :func:`amnet.run` when the job failed without a Python exception to re-raise.
 
     A rank was killed by a signal, exited with a non-zero status, called
@@ -174,12 +182,8 @@ class JobFailed(AMNetError):
     """
 
     def __init__(self, diagnosis: str, code: int) -> None:
-        super().__init__(diagnosis)
+        super().__init__(diagnosis, code)
         self.diagnosis = diagnosis
-        self.code = code
-
-    def __reduce__(self):
-        return type(self), (self.diagnosis, self.code)
 
 
 class RemoteTraceback(Exception):

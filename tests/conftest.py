@@ -90,6 +90,17 @@ def new_shm_objects(before: set[str], settle: float = 2.0) -> set[str]:
     return left
 
 
+_FIRST = """
+import os, time, amnet
+try:
+    os.close(os.open({flag!r}, os.O_CREAT | os.O_EXCL))
+    first = True
+except FileExistsError:
+    first = False
+{body}
+"""
+
+
 class Runner:
     """Runs ``python -m amnet.run ARGS`` with a unique marker in its environment."""
 
@@ -113,6 +124,12 @@ class Runner:
         path = self.tmp / name
         path.write_text(text)
         return str(path)
+
+    def script_first(self, name: str, body: str) -> str:
+        """A script whose ranks know, as ``first``, whether they are the first to start (the
+        one that made the flag file ``first`` here), then run ``body`` (``os``, ``time`` and
+        ``amnet`` imported): one rank that does otherwise than the others."""
+        return self.script(name, _FIRST.format(flag=str(self.tmp / "first"), body=body))
 
     def cmd(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "amnet.run", *args]
@@ -257,6 +274,51 @@ def stranger_connects(ns: str | None, address: str, *, keys: dict[str, str] | No
     seen = json.loads(out.stdout.splitlines()[-1])
     assert "CONNECTED" in seen, f"the stranger never reached {address}: events {seen}"
     return "HANDSHAKE_SUCCEEDED" in seen
+
+
+def assert_each_starts(got: list[list[str]], want: list[str]) -> None:
+    """Every rank's lines (``got``: a list a rank, e.g. the errors a job caught, in order)
+    begin with the ``want`` ones, one for one."""
+    for out in got:
+        assert len(out) == len(want)
+        for o, w in zip(out, want, strict=True):
+            assert o.startswith(w), (o, w)
+
+
+_FRAMES_JOB = """
+import amnet, msgpack, zmq
+from amnet._security import apply_client
+from amnet.core import _runtime
+ep = amnet.init()
+if ep.rank == 0:  # sends its frames to the job's bootstrap service
+    secret = _runtime._process.spec["token"] if {member} else None
+{setup}
+    ctx = zmq.Context()
+    for f in {frames}:
+        s = ctx.socket(zmq.DEALER)
+        if secret is not None:
+            apply_client(s, None, secret)
+        s.connect(ep.bootstrap.address)
+        s.send_multipart(f)
+        s.close(linger={linger})
+    ctx.term()
+ep.barrier()
+print("went on", ep.rank)
+"""
+
+
+def frames_to_bootstrap(runner: Runner, name: str, frames: str, *, setup: str = "",
+                        member: bool = False, linger: int = 300) -> subprocess.CompletedProcess:
+    """Run a job of 2 ranks whose rank 0 sends the job's bootstrap service each message of
+    ``frames`` (Python source of a list of multipart messages, after the lines ``setup``,
+    indented for rank 0's block) on a connection of its own: as a stranger, or with
+    ``member`` as a process of the job (it holds the job's secret). The job must go on (every
+    rank passes a barrier after); returns the run, for its stderr."""
+    text = _FRAMES_JOB.format(member=member, setup=setup, frames=frames, linger=linger)
+    out = runner("-n", "2", runner.script(name, text))
+    assert out.returncode == 0, out.stderr
+    assert sorted(out.stdout.splitlines()) == ["went on 0", "went on 1"]
+    return out
 
 
 @pytest.fixture

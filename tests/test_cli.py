@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,24 @@ def read_ready(proc: subprocess.Popen, n: int) -> dict[int, int]:
             pids[int(r)] = int(pid)
     assert len(pids) == n, f"only {pids} became ready"
     return pids
+
+
+def hit_when_ready(proc: subprocess.Popen, n: int, hit: Callable[[dict[int, int]], object]
+                   ) -> tuple[dict[int, int], int, float, str]:
+    """Once the job's ``n`` ranks are ready (``read_ready``), ``hit(pids)`` (a signal); returns
+    the pids, the launcher's exit status, the seconds from the hit to its exit and its
+    stderr. The launcher is killed and reaped whatever happens."""
+    try:
+        pids = read_ready(proc, n)
+        t0 = time.monotonic()
+        hit(pids)
+        code = proc.wait(timeout=10)
+        elapsed = time.monotonic() - t0
+        err = proc.stderr.read()
+    finally:
+        proc.kill()
+        proc.communicate()
+    return pids, code, elapsed, err
 
 
 def test_hello_readme_command(runner):
@@ -159,14 +178,7 @@ def test_uncaught_exception_shows_traceback_and_diagnosis(runner):
 
 
 def test_script_raising_at_import_in_one_rank_only(runner):
-    flag = runner.tmp / "first"
-    s = runner.script("oneraise.py", f"""
-import os, amnet
-try:
-    os.close(os.open({str(flag)!r}, os.O_CREAT | os.O_EXCL))
-    first = True
-except FileExistsError:
-    first = False
+    s = runner.script_first("oneraise.py", """
 if first:
     raise ImportError("this rank cannot import its module")
 ep = amnet.init()
@@ -179,12 +191,8 @@ ep = amnet.init()
 
 
 def test_a_rank_that_never_calls_init_is_named(runner):
-    flag = runner.tmp / "first"
-    s = runner.script("noinit.py", f"""
-import os, amnet
-try:
-    os.close(os.open({str(flag)!r}, os.O_CREAT | os.O_EXCL))
-except FileExistsError:
+    s = runner.script_first("noinit.py", """
+if not first:
     amnet.init()
 """)
     out = runner("-n", "3", "--label", s)
@@ -195,13 +203,10 @@ except FileExistsError:
 
 
 def test_a_rank_that_hangs_before_init_is_named_at_timeout(runner):
-    flag = runner.tmp / "first"
-    s = runner.script("hanginit.py", f"""
-import os, time, amnet
-try:
-    os.close(os.open({str(flag)!r}, os.O_CREAT | os.O_EXCL))
+    s = runner.script_first("hanginit.py", """
+if first:
     time.sleep(120)
-except FileExistsError:
+else:
     amnet.init()
 """)
     t0 = time.monotonic()
@@ -227,16 +232,8 @@ def test_timeout_ends_a_hung_job(runner):
 def test_kill_9_of_one_rank_tears_the_job_down(runner, t):
     s = runner.script("wait.py", WAIT_SCRIPT)
     proc = runner.popen("-n", "4", "--nodes", "2", "--threads-per-proc", t, s, "0")
-    try:
-        pids = read_ready(proc, 4)
-        t0 = time.monotonic()
-        os.kill(pids[3], signal.SIGKILL)
-        code = proc.wait(timeout=10)
-        elapsed = time.monotonic() - t0
-        err = proc.stderr.read()
-    finally:
-        proc.kill()
-        proc.communicate()
+    pids, code, elapsed, err = hit_when_ready(proc, 4,
+                                              lambda pids: os.kill(pids[3], signal.SIGKILL))
     assert code == 137
     assert "killed by signal 9 (SIGKILL)" in err
     assert elapsed < 5, f"teardown took {elapsed:.1f} s"
@@ -257,16 +254,8 @@ def _is_zombie_free(pid: int) -> bool:
 def test_ctrl_c_and_sigterm_stop_everything(runner, sig, code, name):
     s = runner.script("wait.py", WAIT_SCRIPT)
     proc = runner.popen("-n", "3", s, "1")
-    try:
-        read_ready(proc, 3)
-        t0 = time.monotonic()
-        os.killpg(proc.pid, sig)  # as a terminal does: the whole foreground group
-        rc = proc.wait(timeout=10)
-        elapsed = time.monotonic() - t0
-        err = proc.stderr.read()
-    finally:
-        proc.kill()
-        proc.communicate()
+    # as a terminal does: the whole foreground group
+    _, rc, elapsed, err = hit_when_ready(proc, 3, lambda pids: os.killpg(proc.pid, sig))
     assert rc == code
     # where the ranks were: the diagnosis says what the launcher knew when the signal came
     assert re.search(rf"amnet-run: interrupted by {name}; (.* never reached it|ranks 0-2 still "
@@ -301,26 +290,13 @@ def test_abort_ends_the_job_with_its_code(runner):
 
 
 def test_stranger_connections_are_refused_and_the_job_goes_on(runner):
-    s = runner.script("stranger.py", """
-import amnet, msgpack, zmq
-ep = amnet.init()
-if ep.rank == 0:
-    ctx = zmq.Context()
-    for frames in ([b"garbage"], [b"a", b"b", b"c"],
-                   [msgpack.packb({"t": "hello", "kind": "proc", "token": "wrong", "proc": 1})],
-                   [msgpack.packb({"t": "coll", "rank": 1, "seq": 1, "op": "barrier"})],
-                   [msgpack.packb({"t": "abort", "rank": 1, "code": 3, "msg": "evil"})]):
-        s = ctx.socket(zmq.DEALER)
-        s.connect(ep.bootstrap.address)
-        s.send_multipart(frames)
-        s.close(linger=300)
-    ctx.term()
-ep.barrier()
-print("survived", ep.rank)
-""")
-    out = runner("-n", "2", s)
-    assert out.returncode == 0, out.stderr
-    assert sorted(out.stdout.splitlines()) == ["survived 0", "survived 1"]
+    from conftest import frames_to_bootstrap
+
+    out = frames_to_bootstrap(runner, "stranger.py", """(
+        [b"garbage"], [b"a", b"b", b"c"],
+        [msgpack.packb({"t": "hello", "kind": "proc", "token": "wrong", "proc": 1})],
+        [msgpack.packb({"t": "coll", "rank": 1, "seq": 1, "op": "barrier"})],
+        [msgpack.packb({"t": "abort", "rank": 1, "code": 3, "msg": "evil"})])""")
     assert "amnet-run: refused a bootstrap connection that did not prove it holds this " \
         "job's secret; the job goes on" in out.stderr
 
@@ -501,12 +477,8 @@ def test_only_compiling_is_checked_before_the_start(runner):
 
 def test_a_rank_that_ended_before_the_others_enter_init(runner):
     """The ended rank is known first; the others arrive later and must not wait forever."""
-    flag = runner.tmp / "first"
-    s = runner.script("late.py", f"""
-import os, time, amnet
-try:
-    os.close(os.open({str(flag)!r}, os.O_CREAT | os.O_EXCL))
-except FileExistsError:
+    s = runner.script_first("late.py", """
+if not first:
     time.sleep(1.0)
     amnet.init()
 """)

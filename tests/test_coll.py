@@ -10,6 +10,7 @@ import functools
 
 import colljobs
 import pytest
+from conftest import assert_each_starts
 
 import amnet
 from amnet.coll import ALGORITHMS, parse_choice
@@ -108,10 +109,7 @@ def test_bad_arguments_raise_before_anything_is_sent():
             "ValueError: broadcast: dst at segment offset 1099511627776 for 8 bytes leaves",
             "ValueError: reduce_all: dst must be a numpy array of float64 x 4 like src",
             "ValueError: reduce_all: FUNC needs func"]
-    for out in got:
-        assert len(out) == len(want)
-        for o, w in zip(out, want, strict=True):
-            assert o.startswith(w), (o, w)
+    assert_each_starts(got, want)
 
 
 def test_algorithm_choice_parses_and_refuses():

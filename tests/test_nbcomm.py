@@ -13,6 +13,7 @@ import random
 import nbjobs
 import numpy as np
 import pytest
+from conftest import assert_each_starts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -189,7 +190,4 @@ def test_bad_input_raises_before_anything_is_sent():
             "ValueError: the cap of outstanding puts per destination",
             "ValueError: prefetch chunk must be an int of at least 1",
             "0"]
-    for out in got:
-        assert len(out) == len(want)
-        for o, w in zip(out, want, strict=True):
-            assert o.startswith(w), (o, w)
+    assert_each_starts(got, want)

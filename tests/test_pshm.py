@@ -185,12 +185,6 @@ def test_kill_9_during_a_node_collective_leaves_nothing(cli, threads):
 
 
 EARLY_KILL_SCRIPT = """
-import os, amnet
-try:
-    os.close(os.open({flag!r}, os.O_CREAT | os.O_EXCL))
-    first = True
-except FileExistsError:
-    first = False
 if first:
     os.kill(os.getpid(), 9)  # before init: the others made their objects, never all mapped
 ep = amnet.init()
@@ -202,8 +196,7 @@ def test_kill_9_before_init_leaves_no_shared_object(cli, backing):
     """A rank process dies before amnet.init while the others of its node created their
     shared objects and wait for it: nobody maps every object, so the ranks cannot remove the
     names; the agent must (the fixture checks /dev/shm, the file directory and SysV shm)."""
-    script = cli.script("early_kill.py",
-                        EARLY_KILL_SCRIPT.format(flag=str(cli.tmp / "first")))
+    script = cli.script_first("early_kill.py", EARLY_KILL_SCRIPT)
     out = cli("-n", "4", "--nodes", "1", script, timeout=60,
               env={"AMNET_PSHM_BACKING": backing, "AMNET_SEGMENT_SIZE": "1M"})
     assert out.returncode == 137, out.stderr[-3000:]

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import leftovers
+from conftest import frames_to_bootstrap, leftovers
 
 import amnet
 
@@ -185,32 +185,13 @@ def test_abort_needs_a_failure_code():
 
 
 def test_odd_frames_from_a_job_process_do_not_disturb_the_service(runner):
-    s = runner.script("odd.py", """
-import amnet, msgpack, zmq
-from amnet._security import apply_client
-from amnet.core import _runtime
-ep = amnet.init()
-if ep.rank == 0:  # a process of the job (it holds the secret) that sends odd frames
-    secret = _runtime._process.spec["token"]
-    ctx = zmq.Context()
-    # a token nested 990 lists deep (msgpack decodes it; repr() of it would recurse)
+    # a process of the job (it holds the secret) that sends odd frames: a token nested 990
+    # lists deep (msgpack decodes it; repr() of it would recurse), and garbage
+    setup = """
     hello = bytes([0x83]) + b"".join(msgpack.packb(x) for x in ("t", "hello", "kind", "proc"))
-    deep = hello + msgpack.packb("token") + bytes([0x91]) * 990 + bytes([0x90])
-    frames = [[deep] for _ in range(2)]
-    frames += [[b"x" * 100] for _ in range(10)]
-    for f in frames:
-        s = ctx.socket(zmq.DEALER)
-        apply_client(s, None, secret)
-        s.connect(ep.bootstrap.address)
-        s.send_multipart(f)
-        s.close(linger=1000)
-    ctx.term()
-ep.barrier()
-print("fine", ep.rank)
-""")
-    out = runner("-n", "2", s)
-    assert out.returncode == 0, out.stderr
-    assert sorted(out.stdout.splitlines()) == ["fine 0", "fine 1"]
+    deep = hello + msgpack.packb("token") + bytes([0x91]) * 990 + bytes([0x90])"""
+    out = frames_to_bootstrap(runner, "odd.py", "[[deep]] * 2 + [[b'x' * 100]] * 10",
+                              setup=setup, member=True, linger=1000)
     assert "Traceback" not in out.stderr and "Exception" not in out.stderr
     assert out.stderr.count("refused a bootstrap connection") == 3
     assert "amnet-run: refused 12 bootstrap connections in all" in out.stderr

@@ -176,9 +176,20 @@ def test_bound_ranks_with_cores_of_their_own_spin_and_crowded_ones_block(marked)
     assert amnet.run(jobfns.wait_mode, n=crowded, bind_to="core") == ["block"] * crowded
 
 
-def test_a_function_in_the_main_script(tmp_path, marked):
+def _python(tmp_path, text: str, env: dict[str, str] | None = None) -> str:
+    """Run ``text`` as a plain Python script (``main.py`` in ``tmp_path``), which must succeed;
+    returns its output."""
     script = tmp_path / "main.py"
-    script.write_text(
+    script.write_text(text)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=60, env=env)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_a_function_in_the_main_script(tmp_path, marked):
+    out = _python(
+        tmp_path,
         "import amnet\n"
         "class Box:\n"
         "    def __init__(self, v):\n"
@@ -196,25 +207,19 @@ def test_a_function_in_the_main_script(tmp_path, marked):
         "        amnet.run(g, n=2)\n"
         "    except Oops as e:\n"
         "        print('caught', e)\n")
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                         timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines() == ["[0, 10, 20]", "caught from the script"]
+    assert out.splitlines() == ["[0, 10, 20]", "caught from the script"]
 
 
 def test_a_plain_python_script_is_a_one_rank_job(tmp_path):
-    script = tmp_path / "solo.py"
-    script.write_text(
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AMNET_")}
+    out = _python(
+        tmp_path,
         "import amnet\n"
         "ep = amnet.init()\n"
         "ep.barrier('x')\n"
         "print(ep.rank, ep.size, ep.nodes, ep.procs, ep.threads_per_proc,"
-        " list(ep.local_ranks), ep.bootstrap.allgather('v'), ep.bootstrap.address)\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AMNET_")}
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                         timeout=60, env=env)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "0 1 1 1 1 [0] ['v'] None"
+        " list(ep.local_ranks), ep.bootstrap.allgather('v'), ep.bootstrap.address)\n", env)
+    assert out.strip() == "0 1 1 1 1 [0] ['v'] None"
 
 
 def test_endpoint_is_read_only_and_amnet_config_is_the_jobs(marked):
@@ -224,17 +229,14 @@ def test_endpoint_is_read_only_and_amnet_config_is_the_jobs(marked):
 
 
 def test_a_partial_of_a_function_in_the_main_script(tmp_path, marked):
-    script = tmp_path / "main.py"
-    script.write_text(
+    out = _python(
+        tmp_path,
         "import functools, amnet\n"
         "def f(k, ep):\n"
         "    return ep.rank * k\n"
         "if __name__ == '__main__':\n"
         "    print(amnet.run(functools.partial(f, 7), n=3))\n")
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                         timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[0, 7, 14]"
+    assert out.strip() == "[0, 7, 14]"
 
 
 def test_every_rank_receives_the_address_table(marked):

@@ -35,6 +35,16 @@ def executable(path: Path, text: str) -> str:
     return str(path)
 
 
+def stand_in(runner, tool: str, body: str) -> tuple[Path, str]:
+    """A stand-in for ``tool``, first on the returned PATH: a shell script that logs its
+    arguments, a line a call, to the returned log (``tool``.log), then runs ``body``."""
+    log = runner.tmp / f"{tool}.log"
+    bindir = runner.tmp / "bin"
+    bindir.mkdir(exist_ok=True)
+    executable(bindir / tool, f'#!/bin/sh\necho "$@" >> {log}\n{body}')
+    return log, f"{bindir}:{os.environ['PATH']}"
+
+
 # -- hosts --------------------------------------------------------------------------------------
 def test_hostfile(tmp_path):
     hf = tmp_path / "hosts"
@@ -158,20 +168,16 @@ def test_bootstrap_addr_that_cannot_be_bound(runner):
 
 
 def test_ssh_spawner_sends_spec_and_environment(runner):
-    log = runner.tmp / "ssh.log"
-    bindir = runner.tmp / "bin"
-    bindir.mkdir()
-    # a stand-in for ssh: logs its arguments, then runs the remote command with an empty
-    # environment, as a remote login would not carry ours
-    executable(bindir / "ssh", f"""#!/bin/sh
-echo "$@" >> {log}
+    # a stand-in for ssh: runs the remote command with an empty environment, as a remote
+    # login would not carry ours
+    log, path = stand_in(runner, "ssh", """
 while [ $# -gt 0 ]; do case "$1" in -T) shift;; -o) shift 2;; *) break;; esac; done
 shift
 exec env -i PATH=/usr/bin:/bin sh -c "$*"
 """)
     s = runner.script("where.py", WHERE)
     out = runner("-n", "4", "--nodes", "2", "--spawner", "ssh", "--hosts", "hostA,hostB", s,
-                 env={"AMTEST_FWD": "carried", "PATH": f"{bindir}:{os.environ['PATH']}"})
+                 env={"AMTEST_FWD": "carried", "PATH": path})
     assert out.returncode == 0, out.stderr
     calls = sorted(log.read_text().splitlines())
     assert [c.split()[:6] for c in calls] == [
@@ -189,21 +195,17 @@ def test_unreachable_host(runner):
 
 
 def test_srun_spawner_in_a_fake_allocation(runner):
-    log = runner.tmp / "srun.log"
-    bindir = runner.tmp / "bin"
-    bindir.mkdir()
-    executable(bindir / "srun", f"""#!/bin/sh
-echo "$@" >> {log}
+    # a stand-in for srun: starts the tasks of one node each, with their SLURM_PROCID
+    log, path = stand_in(runner, "srun", """
 n=1
-while [ $# -gt 0 ]; do case "$1" in --ntasks=*) n=${{1#--ntasks=}}; shift;; --*) shift;;
+while [ $# -gt 0 ]; do case "$1" in --ntasks=*) n=${1#--ntasks=}; shift;; --*) shift;;
   *) break;; esac; done
 i=0; pids=""
 while [ $i -lt $n ]; do SLURM_PROCID=$i "$@" & pids="$pids $!"; i=$((i+1)); done
 rc=0; for p in $pids; do wait $p || rc=$?; done; exit $rc
 """)
     s = runner.script("where.py", WHERE)
-    out = runner("-n", "6", "--nodes", "3", "--spawner", "srun", s,
-                 env={"PATH": f"{bindir}:{os.environ['PATH']}"})
+    out = runner("-n", "6", "--nodes", "3", "--spawner", "srun", s, env={"PATH": path})
     assert out.returncode == 0, out.stderr
     assert log.read_text().startswith("--nodes=3 --ntasks=3 --ntasks-per-node=1 ")
     assert sorted(ln.split()[1:4] for ln in out.stdout.splitlines()) == sorted(

@@ -123,6 +123,13 @@ class _Call:
         else:
             fence()
 
+    def run(self, op: Callable[..., Any], *args: Any, **kw: Any) -> None:
+        """The team's collective ``op(*args, **kw)`` between the call's synchronisation
+        (``enter``, ``leave``)."""
+        self.enter()
+        op(*args, **kw)
+        self.leave()
+
     def leave(self) -> None:
         from ._rt import user_site
         from ._sync import barrier
@@ -139,79 +146,78 @@ def _nbytes(n: Any, what: str) -> int:
     return int(n)
 
 
+def _rooted(what: str, dst: Any, src: Any, nbytes: Any, flags: Any, *, at_src: bool,
+            each: bool) -> tuple[_Call, np.ndarray, int, np.ndarray | None]:
+    """The checks of a rooted call (broadcast, scatter, gather), one owner for the three:
+    one side (src when ``at_src``, else dst) is the root's ``shared [] char[m]``, m =
+    nbytes, times THREADS when ``each`` (a block for each thread); the other side one block
+    of nbytes on every thread. Returns the call, my block, the root thread and my view of
+    the root's bytes (None elsewhere)."""
+    n = _nbytes(nbytes, what)
+    c = _Call(what, flags)
+    m = n * c.T if each else n
+    s = c.ptr(src, "src", m if at_src else n, at_least=at_src)
+    d = c.ptr(dst, "dst", n if at_src else m, at_least=not at_src)
+    if at_src:
+        mine = c.blocks(d, n, n, "dst")
+        root, view = c.one(s, m, "src")
+    else:
+        mine = c.blocks(s, n, n, "src")
+        root, view = c.one(d, m, "dst")
+    return c, mine, root, view
+
+
 def all_broadcast(dst: Any, src: Any, nbytes: int, flags: int = 0,
                   algorithm: str | None = None) -> None:
     """``upc_all_broadcast``: src (``shared [] char[nbytes]``) into every block of dst
     (``shared [nbytes] char[nbytes*THREADS]``)."""
-    n = _nbytes(nbytes, "all_broadcast")
-    c = _Call("all_broadcast", flags)
-    s = c.ptr(src, "src", n, at_least=True)
-    d = c.ptr(dst, "dst", n)
-    mine = c.blocks(d, n, n, "dst")
-    root, sv = c.one(s, n, "src")
-    c.enter()
-    c.team.broadcast(mine, sv, root=root, algorithm=algorithm)
-    c.leave()
+    c, mine, root, sv = _rooted("all_broadcast", dst, src, nbytes, flags, at_src=True, each=False)
+    c.run(c.team.broadcast, mine, sv, root=root, algorithm=algorithm)
 
 
 def all_scatter(dst: Any, src: Any, nbytes: int, flags: int = 0,
                 algorithm: str | None = None) -> None:
     """``upc_all_scatter``: block i of src (``shared [] char[nbytes*THREADS]``) to the
     block of dst on thread i."""
-    n = _nbytes(nbytes, "all_scatter")
-    c = _Call("all_scatter", flags)
-    s = c.ptr(src, "src", n * c.T, at_least=True)
-    d = c.ptr(dst, "dst", n)
-    mine = c.blocks(d, n, n, "dst")
-    root, sv = c.one(s, n * c.T, "src")
-    c.enter()
-    c.team.scatter(mine, sv, root=root, algorithm=algorithm)
-    c.leave()
+    c, mine, root, sv = _rooted("all_scatter", dst, src, nbytes, flags, at_src=True, each=True)
+    c.run(c.team.scatter, mine, sv, root=root, algorithm=algorithm)
 
 
 def all_gather(dst: Any, src: Any, nbytes: int, flags: int = 0,
                algorithm: str | None = None) -> None:
     """``upc_all_gather``: thread i's block of src into block i of dst (``shared []
     char[nbytes*THREADS]``)."""
-    n = _nbytes(nbytes, "all_gather")
-    c = _Call("all_gather", flags)
-    s = c.ptr(src, "src", n)
-    d = c.ptr(dst, "dst", n * c.T, at_least=True)
-    mine = c.blocks(s, n, n, "src")
-    root, dv = c.one(d, n * c.T, "dst")
-    c.enter()
-    c.team.gather(dv, mine, root=root, algorithm=algorithm)
-    c.leave()
+    c, mine, root, dv = _rooted("all_gather", dst, src, nbytes, flags, at_src=False, each=True)
+    c.run(c.team.gather, dv, mine, root=root, algorithm=algorithm)
+
+
+def _spread(what: str, dst: Any, src: Any, nbytes: Any, flags: Any, *, src_each: bool,
+            dst_each: bool) -> tuple[_Call, np.ndarray, np.ndarray]:
+    """The checks of a call between blocks on every thread (gather_all, exchange, permute),
+    one owner for the three: src and dst each one block per thread of nbytes, times THREADS
+    when ``src_each``, ``dst_each``. Returns the call and my blocks of src and dst."""
+    n = _nbytes(nbytes, what)
+    c = _Call(what, flags)
+    sn, dn = n * c.T if src_each else n, n * c.T if dst_each else n
+    s = c.ptr(src, "src", sn)
+    d = c.ptr(dst, "dst", dn)
+    return c, c.blocks(s, sn, sn, "src"), c.blocks(d, dn, dn, "dst")
 
 
 def all_gather_all(dst: Any, src: Any, nbytes: int, flags: int = 0,
                    algorithm: str | None = None) -> None:
     """``upc_all_gather_all``: thread i's block of src into block i of every thread's part
     of dst (``shared [nbytes*THREADS] char[nbytes*THREADS*THREADS]``)."""
-    n = _nbytes(nbytes, "all_gather_all")
-    c = _Call("all_gather_all", flags)
-    s = c.ptr(src, "src", n)
-    d = c.ptr(dst, "dst", n * c.T)
-    sv = c.blocks(s, n, n, "src")
-    dv = c.blocks(d, n * c.T, n * c.T, "dst")
-    c.enter()
-    c.team.gather_all(dv, sv, algorithm=algorithm)
-    c.leave()
+    c, sv, dv = _spread("all_gather_all", dst, src, nbytes, flags, src_each=False, dst_each=True)
+    c.run(c.team.gather_all, dv, sv, algorithm=algorithm)
 
 
 def all_exchange(dst: Any, src: Any, nbytes: int, flags: int = 0,
                  algorithm: str | None = None) -> None:
     """``upc_all_exchange``: block j of thread i's part of src into block i of thread j's
     part of dst (both ``shared [nbytes*THREADS] char[nbytes*THREADS*THREADS]``)."""
-    n = _nbytes(nbytes, "all_exchange")
-    c = _Call("all_exchange", flags)
-    s = c.ptr(src, "src", n * c.T)
-    d = c.ptr(dst, "dst", n * c.T)
-    sv = c.blocks(s, n * c.T, n * c.T, "src")
-    dv = c.blocks(d, n * c.T, n * c.T, "dst")
-    c.enter()
-    c.team.exchange(dv, sv, algorithm=algorithm)
-    c.leave()
+    c, sv, dv = _spread("all_exchange", dst, src, nbytes, flags, src_each=True, dst_each=True)
+    c.run(c.team.exchange, dv, sv, algorithm=algorithm)
 
 
 def all_permute(dst: Any, src: Any, perm: Any, nbytes: int, flags: int = 0,
@@ -220,12 +226,8 @@ def all_permute(dst: Any, src: Any, perm: Any, nbytes: int, flags: int = 0,
     ``perm[i]`` (``perm``: a shared int array of THREADS elements, or a sequence)."""
     from ._array import SharedArray
 
-    n = _nbytes(nbytes, "all_permute")
-    c = _Call("all_permute", flags)
-    s = c.ptr(src, "src", n)
-    d = c.ptr(dst, "dst", n)
-    sv = c.blocks(s, n, n, "src")
-    dv = c.blocks(d, n, n, "dst")
+    c, sv, dv = _spread("all_permute", dst, src, nbytes, flags, src_each=False,
+                        dst_each=False)
     if isinstance(perm, SharedArray) and perm.size < c.T:
         raise ValueError(f"{c.what}: perm holds {perm.size} elements, fewer than THREADS "
                          f"({c.T})")

@@ -40,6 +40,14 @@ class LockState:
         self.holder: int | None = None
         self.queue: deque[tuple[int, int]] = deque()  # (thread, opid) in arrival order
 
+    def take(self, src: int) -> bool:
+        """The lock to thread ``src`` if nobody holds it (under the runtime's lock): whether
+        it took it, what ``lock`` and ``attempt`` both begin with."""
+        if self.holder is None:
+            self.holder = src
+            return True
+        return False
+
 
 def _state(rt: Runtime, lid: int, what: str) -> LockState:
     if lid in rt.freed_locks:
@@ -56,8 +64,7 @@ def _state(rt: Runtime, lid: int, what: str) -> LockState:
 def _lock(rt: Runtime, src: int, opid: int, lid: int) -> Any:
     with rt.lock:
         st = _state(rt, lid, "upc.lock()")
-        if st.holder is None:
-            st.holder = src
+        if st.take(src):
             return True
         if st.holder == src:
             raise LockError(f"upc.lock(): thread {src} already holds this lock (UPC locks "
@@ -69,11 +76,7 @@ def _lock(rt: Runtime, src: int, opid: int, lid: int) -> Any:
 @remote_call("attempt")
 def _attempt(rt: Runtime, src: int, opid: int, lid: int) -> bool:
     with rt.lock:
-        st = _state(rt, lid, "upc.lock_attempt()")
-        if st.holder is None:
-            st.holder = src
-            return True
-        return False
+        return _state(rt, lid, "upc.lock_attempt()").take(src)
 
 
 @remote_call("unlock")

@@ -4,6 +4,7 @@
 #define AMNET_COLL_CMAIL_H
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include "../_c/pyext.h"  /* what amnet's extensions share: type shapes, discard */
 
 /* Free threading: d[k] as a new reference (NULL and no error when absent); a borrowed one
  * could be freed by another thread's store meanwhile. 3.11 and 3.12 (always with the GIL)

@@ -54,50 +54,18 @@ KeyPred_call(KeyPred *p, PyObject *args, PyObject *kw)
     return PyBool_FromLong(c || PyDict_GET_SIZE(p->verdicts) || PyDict_GET_SIZE(p->aborts));
 }
 
-PyTypeObject KeyPredType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "amnet.coll._cmail.KeyPred",
-    .tp_basicsize = sizeof(KeyPred),
-    .tp_dealloc = (destructor)KeyPred_dealloc,
-    .tp_call = (ternaryfunc)KeyPred_call,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-};
-
-#define CORE_FIELDS(c) {&(c)->box, &(c)->acquire, &(c)->release, &(c)->history, \
-    &(c)->asked, &(c)->verdicts, &(c)->aborts, &(c)->digests, &(c)->ready, &(c)->next_seq, \
-    &(c)->runs, &(c)->descs, &(c)->forbid, &(c)->wait, &(c)->send, &(c)->follow, &(c)->tid, \
-    &(c)->me, &(c)->ranks, &(c)->others, &(c)->timeout}
+PyTypeObject KeyPredType = AMNET_TYPE(
+    KeyPred, KeyPred, "amnet.coll._cmail.KeyPred", Py_TPFLAGS_DEFAULT,
+    .tp_call = (ternaryfunc)KeyPred_call);
 
 /* A Core is part of cycles (the mailbox holds the teams, a team its fast path, the fast
  * path its Core, the Core the mailbox and the fast path's follow): it takes part in the
  * garbage collector's search. */
-static int
-Core_traverse(Core *c, visitproc visit, void *arg)
-{
-    PyObject **f[] = CORE_FIELDS(c);
-    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
-        Py_VISIT(*f[i]);
-    }
-    return 0;
-}
-
-static int
-Core_clear(Core *c)
-{
-    PyObject **f[] = CORE_FIELDS(c);
-    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
-        Py_CLEAR(*f[i]);
-    }
-    return 0;
-}
-
-static void
-Core_dealloc(Core *c)
-{
-    PyObject_GC_UnTrack(c);
-    Core_clear(c);
-    Py_TYPE(c)->tp_free((PyObject *)c);
-}
+#define CORE_REFS(X) X(box) X(acquire) X(release) X(history) X(asked) X(verdicts) X(aborts) \
+    X(digests) X(ready) X(next_seq) X(runs) X(descs) X(forbid) X(wait) X(send) X(follow)   \
+    X(tid) X(me) X(ranks) X(others) X(timeout)
+AMNET_GC_FUNCS(Core, Core, CORE_REFS)
+AMNET_GC_DEALLOC(Core, Core)
 
 static PyObject *
 attr(PyObject *o, const char *name)
@@ -163,12 +131,7 @@ Core_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 static int
 locked(Core *c, int take)
 {
-    PyObject *r = PyObject_CallNoArgs(take ? c->acquire : c->release);
-    if (r == NULL) {
-        return -1;
-    }
-    Py_DECREF(r);
-    return 0;
+    return discard(PyObject_CallNoArgs(take ? c->acquire : c->release));
 }
 
 static int
@@ -180,11 +143,7 @@ follow(Core *c, long code, PyObject *call)
     }
     PyObject *r = PyObject_CallFunctionObjArgs(c->follow, k, call, NULL);
     Py_DECREF(k);
-    if (r == NULL) {
-        return -1;
-    }
-    Py_DECREF(r);
-    return 0;
+    return discard(r);
 }
 
 /* (tid, seq), a call's name (Py_BuildValue parses its format at every call) */
@@ -496,15 +455,7 @@ static PyMethodDef Core_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-PyTypeObject CoreType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "amnet.coll._cmail.Core",
-    .tp_basicsize = sizeof(Core),
-    .tp_dealloc = (destructor)Core_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_traverse = (traverseproc)Core_traverse,
-    .tp_clear = (inquiry)Core_clear,
-    .tp_new = Core_new,
-    .tp_methods = Core_methods,
+PyTypeObject CoreType = AMNET_GC_TYPE(
+    Core, Core, "amnet.coll._cmail.Core", Py_TPFLAGS_DEFAULT,
     .tp_doc = "One team's fast path of one rank (see amnet/coll/_fast.py).",
-};
+    .tp_methods = Core_methods, .tp_new = Core_new);

@@ -9,6 +9,7 @@ steps as AMs always (``shm=False``), for comparison."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -64,6 +65,33 @@ class _Sub:
         return self.parent.recv_into(self.members[index], self.off + tag, view)
 
 
+def _node_steps(ctx: Any, a: Args, up: int, at_leader: Callable[[list[Any]], Gen],
+                down: int, part: Callable[[int], tuple[int, int]] | None = None) -> Gen:
+    """The node steps on the node area around the leaders' step, one owner for the
+    algorithms that go up to the leader and down from it: every member's ``up`` bytes of
+    ``a.src`` to the leader, where ``at_leader(parts)`` (the members' blocks in local order)
+    takes the leaders' step and returns the ``down`` bytes to hand out; those down to every
+    member's ``a.dst`` (``part(k)``, local member k's (offset, length) of them; None: all).
+    The area is closed (``node_close``) however the steps end."""
+    st = yield from node_open(ctx)
+    ok = False
+    try:
+        parts = yield from node_up(st, a.src, up)
+        out = (yield from at_leader(parts)) if parts is not None else None
+        yield from node_down(st, 0, out, down, None if part is None else part(st.me), a.dst)
+        ok = True
+    finally:
+        node_close(st, ok)
+
+
+def _member_am(ctx: Any, a: Args, lead: int, tag: int) -> Gen:
+    """A member's node steps over AMs when it is not the leader: its ``a.src`` to the
+    leader (``tag``), and the result back from it (``tag + 1``) into ``a.dst``."""
+    ctx.send(lead, tag, a.src)
+    data = yield ctx.recv(lead, tag + 1)
+    a.dst.data[:] = data
+
+
 def bcast_hier(ctx: Any, a: Args, shm: bool = True) -> Gen:
     """Binomial tree among the node leaders (the root's node led by the root), then each
     leader sends to the members of its node."""
@@ -110,24 +138,16 @@ def reduce_all_hier(ctx: Any, a: Args, shm: bool = True) -> Gen:
     mine, leaders, _ = _leader_team(ctx)
     lead = mine[0]
     if shm and ctx.team._local is not None:  # the node steps on the node area
-        st = yield from node_open(ctx)
-        ok = False
-        try:
-            parts = yield from node_up(st, a.src, a.nbytes)
-            if parts is not None:
-                acc = _typed(a.src, a).copy()
-                for data in parts[1:]:
-                    acc = combine(a.op, acc, data.view(a.dtype), a.func)
-                yield from _leaders_reduce_all(ctx, a, leaders, acc)
-            yield from node_down(st, 0, a.dst, a.nbytes, None, a.dst)
-            ok = True
-        finally:
-            node_close(st, ok)
+        def combined(parts: list[Any]) -> Gen:
+            acc = _typed(a.src, a).copy()
+            for data in parts[1:]:
+                acc = combine(a.op, acc, data.view(a.dtype), a.func)
+            return (yield from _leaders_reduce_all(ctx, a, leaders, acc))
+
+        yield from _node_steps(ctx, a, a.nbytes, combined, a.nbytes)
         return None
     if ctx.index != lead:
-        ctx.send(lead, 3000, a.src)
-        data = yield ctx.recv(lead, 3001)
-        a.dst.data[:] = data
+        yield from _member_am(ctx, a, lead, 3000)
         return None
     acc = _typed(a.src, a).copy()
     others = mine[1:]
@@ -165,23 +185,16 @@ def gather_all_hier(ctx: Any, a: Args, shm: bool = True) -> Gen:
     mine, leaders, _ = _leader_team(ctx)
     lead, n = mine[0], a.nbytes
     if shm and ctx.team._local is not None:  # the node steps on the node area
-        st = yield from node_open(ctx)
-        ok = False
-        try:
-            parts = yield from node_up(st, a.src, n)
-            if parts is not None:
-                for i, data in zip(mine, parts, strict=True):
-                    a.dst[i * n:(i + 1) * n] = data
-                yield from _leaders_gather_all(ctx, a, mine, leaders)
-            yield from node_down(st, 0, a.dst, n * ctx.size, None, a.dst)
-            ok = True
-        finally:
-            node_close(st, ok)
+        def gathered(parts: list[Any]) -> Gen:
+            for i, data in zip(mine, parts, strict=True):
+                a.dst[i * n:(i + 1) * n] = data
+            yield from _leaders_gather_all(ctx, a, mine, leaders)
+            return a.dst
+
+        yield from _node_steps(ctx, a, n, gathered, n * ctx.size)
         return None
     if ctx.index != lead:
-        ctx.send(lead, 7000, a.src)
-        data = yield ctx.recv(lead, 7001)
-        a.dst.data[:] = data
+        yield from _member_am(ctx, a, lead, 7000)
         return None
     a.dst[lead * n:(lead + 1) * n] = a.src
     if len(mine) > 1:
@@ -219,24 +232,17 @@ def exchange_hier(ctx: Any, a: Args, shm: bool = True) -> Gen:
     mine, leaders, _ = _leader_team(ctx)
     lead, n, P = mine[0], a.nbytes, ctx.size
     if shm and ctx.team._local is not None:  # the node steps on the node area
-        st = yield from node_open(ctx)
-        ok = False
-        try:
-            parts = yield from node_up(st, a.src, P * n)
-            out = None
-            if parts is not None:
-                out = yield from _leaders_exchange(ctx, a, mine, leaders,
-                                                   dict(zip(mine, parts, strict=True)))
-                out = np.concatenate([out[t] for t in mine])
-            yield from node_down(st, 0, out, len(mine) * P * n, (st.me * P * n, P * n), a.dst)
-            ok = True
-        finally:
-            node_close(st, ok)
+        def exchanged(parts: list[Any]) -> Gen:
+            out = yield from _leaders_exchange(ctx, a, mine, leaders,
+                                               dict(zip(mine, parts, strict=True)))
+            return np.concatenate([out[t] for t in mine])
+
+        # local member k's destination is part k of the node's
+        yield from _node_steps(ctx, a, P * n, exchanged, len(mine) * P * n,
+                               lambda k: (k * P * n, P * n))
         return None
     if ctx.index != lead:
-        ctx.send(lead, 7000, a.src)
-        data = yield ctx.recv(lead, 7001)
-        a.dst.data[:] = data
+        yield from _member_am(ctx, a, lead, 7000)
         return None
     srcs = {lead: a.src}
     if len(mine) > 1:
@@ -281,16 +287,10 @@ def barrier_hier(ctx: Any, a: Args, shm: bool = True) -> Gen:
     mine, leaders, _ = _leader_team(ctx)
     lead = mine[0]
     if shm and ctx.team._local is not None:  # the node steps on the node area
-        st = yield from node_open(ctx)
-        ok = False
-        try:
-            yield from node_up(st, None, 0)
-            if ctx.index == lead:
-                yield from barrier_dissemination(_Sub(ctx, leaders, 6000), a)
-            yield from node_down(st, 0, None, 0, None, None)
-            ok = True
-        finally:
-            node_close(st, ok)
+        def released(parts: list[Any]) -> Gen:  # (arrivals up, a release down: no bytes)
+            yield from barrier_dissemination(_Sub(ctx, leaders, 6000), a)
+
+        yield from _node_steps(ctx, a, 0, released, 0)
         return None
     if ctx.index != lead:
         ctx.send(lead, 5000, b"")

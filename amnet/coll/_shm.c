@@ -32,6 +32,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include "../_c/pyext.h"  /* what amnet's extensions share: type shapes, discard */
 #include <math.h>
 #include <sched.h>
 #include <stdint.h>
@@ -85,14 +86,7 @@ static PyTypeObject Area_Type, Cond_Type;
 static void
 Area_dealloc(AreaObject *a)
 {
-    if (a->bufs != NULL) {
-        for (int i = 0; i < a->P; i++) {
-            if (a->bufs[i].obj != NULL) {
-                PyBuffer_Release(&a->bufs[i]);
-            }
-        }
-        PyMem_Free(a->bufs);
-    }
+    release_buffers(a->bufs, a->P);
     PyMem_Free(a->w);
     Py_XDECREF(a->waker);
     if (a->wakers != NULL) {
@@ -192,12 +186,7 @@ call_waker(PyObject *w)
     if (w == NULL || w == Py_None) {
         return 0;
     }
-    PyObject *r = PyObject_CallNoArgs(w);
-    if (r == NULL) {
-        return -1;
-    }
-    Py_DECREF(r);
-    return 0;
+    return discard(PyObject_CallNoArgs(w));
 }
 
 static int
@@ -284,15 +273,38 @@ enter(AreaObject *a, int64_t seq, int64_t dig)
     st_rel(&e[0], seq + 1);
 }
 
+/* A method's count of arguments checked: 0, or -1 with TypeError(usage). */
+static inline int
+takes(Py_ssize_t nargs, Py_ssize_t n, const char *usage)
+{
+    if (nargs != n) {
+        PyErr_SetString(PyExc_TypeError, usage);
+        return -1;
+    }
+    return 0;
+}
+
+/* The arguments (seq, digest) of enter and agree: 0, or -1 with an error set (TypeError
+ * usage when they are not two ints). */
+static int
+seq_digest(PyObject *const *args, Py_ssize_t nargs, const char *usage, int64_t *seq,
+           int64_t *dig)
+{
+    if (nargs != 2 || as_i64(args[0], seq) < 0 || as_i64(args[1], dig) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, usage);
+        }
+        return -1;
+    }
+    return 0;
+}
+
 /* enter(seq, digest): I enter call ``seq`` of the team with ``digest`` (the ring). */
 static PyObject *
 Area_enter(AreaObject *a, PyObject *const *args, Py_ssize_t nargs)
 {
     int64_t seq, dig;
-    if (nargs != 2 || as_i64(args[0], &seq) < 0 || as_i64(args[1], &dig) < 0) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_TypeError, "enter(seq, digest)");
-        }
+    if (seq_digest(args, nargs, "enter(seq, digest)", &seq, &dig) < 0) {
         return NULL;
     }
     enter(a, seq, dig);
@@ -326,13 +338,8 @@ static PyObject *
 Area_agree(AreaObject *a, PyObject *const *args, Py_ssize_t nargs)
 {
     int64_t seq, dig;
-    if (nargs != 2 || as_i64(args[0], &seq) < 0 || as_i64(args[1], &dig) < 0) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_TypeError, "agree(seq, digest)");
-        }
-        return NULL;
-    }
-    return PyLong_FromLong(agree(a, seq, dig));
+    return seq_digest(args, nargs, "agree(seq, digest)", &seq, &dig) < 0
+        ? NULL : PyLong_FromLong(agree(a, seq, dig));
 }
 
 static int
@@ -898,14 +905,10 @@ small_call(AreaObject *a, Small *c, int64_t seq, int64_t dig, PyObject *wait,
 static PyObject *
 Area_run(AreaObject *a, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 9) {
-        PyErr_SetString(PyExc_TypeError,
-                        "run(what, seq, digest, root, src, dst, red, wait, timeout)");
-        return NULL;
-    }
     int64_t seq, dig;
     Small c;
-    if (as_i64(args[1], &seq) < 0 || as_i64(args[2], &dig) < 0
+    if (takes(nargs, 9, "run(what, seq, digest, root, src, dst, red, wait, timeout)") < 0
+            || as_i64(args[1], &seq) < 0 || as_i64(args[2], &dig) < 0
             || small_args(a, &c, args[0], args[3], args[4], args[5], args[6]) < 0) {
         return NULL;
     }
@@ -923,12 +926,11 @@ Area_run(AreaObject *a, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 Area_call(AreaObject *a, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 10) {
-        PyErr_SetString(PyExc_TypeError,
-                        "call(what, name, start, key, root, src, dst, red, wait, timeout)");
+    Small c;
+    if (takes(nargs, 10, "call(what, name, start, key, root, src, dst, red, wait, timeout)")
+            < 0) {
         return NULL;
     }
-    Small c;
     if (small_args(a, &c, args[0], args[4], args[5], args[6], args[7]) < 0) {
         if (!PyErr_ExceptionMatches(PyExc_ValueError)
                 && !PyErr_ExceptionMatches(PyExc_BufferError)
@@ -1057,28 +1059,15 @@ static PyMethodDef Area_methods[] = {
     {NULL},
 };
 
-static PyTypeObject Area_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "amnet.coll._shm.Area",
-    .tp_basicsize = sizeof(AreaObject),
-    .tp_dealloc = (destructor)Area_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+static PyTypeObject Area_Type = AMNET_TYPE(
+    Area, AreaObject, "amnet.coll._shm.Area", Py_TPFLAGS_DEFAULT,
     .tp_doc = "One member's view of its team's node area (see the module).",
-    .tp_methods = Area_methods,
-    .tp_getset = Area_getset,
-    .tp_new = Area_new,
-};
+    .tp_methods = Area_methods, .tp_getset = Area_getset, .tp_new = Area_new);
 
-static PyTypeObject Cond_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "amnet.coll._shm.Cond",
-    .tp_basicsize = sizeof(CondObject),
-    .tp_dealloc = (destructor)Cond_dealloc,
-    .tp_call = (ternaryfunc)Cond_call,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+static PyTypeObject Cond_Type = AMNET_TYPE(
+    Cond, CondObject, "amnet.coll._shm.Cond", Py_TPFLAGS_DEFAULT,
     .tp_doc = "A wait's condition on the node area's words (Area.cond).",
-    .tp_getset = Cond_getset,
-};
+    .tp_call = (ternaryfunc)Cond_call, .tp_getset = Cond_getset);
 
 static int
 shm_exec(PyObject *m)

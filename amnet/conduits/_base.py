@@ -68,6 +68,13 @@ class Conduit(abc.ABC):
     def set_peers(self, addresses: Sequence[str]) -> None:
         """Learn every process's address (index = process). Connections may open lazily."""
 
+    def _checked_peers(self, addresses: Sequence[str]) -> list[str]:
+        """``addresses`` as a list, refused unless there is one per process: the first step
+        of every conduit's :meth:`set_peers`."""
+        if len(addresses) != self.procs:
+            raise ValueError(f"expected {self.procs} addresses, got {len(addresses)}")
+        return list(addresses)
+
     @abc.abstractmethod
     def send(self, proc: int, header: bytes, payload: Any = None, copy: bool = True) -> None:
         """Queue one message for process ``proc`` and return without waiting for it.

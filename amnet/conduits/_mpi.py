@@ -279,10 +279,8 @@ class MPIConduit(Conduit):
         return self._address
 
     def set_peers(self, addresses: Sequence[str]) -> None:
-        if len(addresses) != self.procs:
-            raise ValueError(f"expected {self.procs} addresses, got {len(addresses)}")
         dest = []
-        for a in addresses:
+        for a in self._checked_peers(addresses):
             rank, channel = _parse(a)
             dest.append((rank, TAG_BASE + 2 * channel))
         self._dest = dest

@@ -38,25 +38,8 @@ free_state(MPIRingObject *r)
     PyMem_Free(r->sent_bytes);
 }
 
-static int
-MPIRing_traverse(MPIRingObject *r, visitproc visit, void *arg)
-{
-    Py_VISIT(r->acquire);
-    Py_VISIT(r->release);
-    Py_VISIT(r->post_slow);
-    Py_VISIT(r->take_slow);
-    return 0;
-}
-
-static int
-MPIRing_clear(MPIRingObject *r)
-{
-    Py_CLEAR(r->acquire);
-    Py_CLEAR(r->release);
-    Py_CLEAR(r->post_slow);
-    Py_CLEAR(r->take_slow);
-    return 0;
-}
+#define MPIRING_REFS(X) X(acquire) X(release) X(post_slow) X(take_slow)
+AMNET_GC_FUNCS(MPIRing, MPIRingObject, MPIRING_REFS)
 
 static void
 MPIRing_dealloc(MPIRingObject *r)
@@ -440,19 +423,10 @@ static PyMethodDef MPIRing_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-PyTypeObject MPIRing_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "amnet.conduits._mpiring.MPIRing",
-    .tp_basicsize = sizeof(MPIRingObject),
-    .tp_dealloc = (destructor)MPIRing_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+PyTypeObject MPIRing_Type = AMNET_GC_TYPE(
+    MPIRing, MPIRingObject, "amnet.conduits._mpiring.MPIRing", Py_TPFLAGS_DEFAULT,
     .tp_doc = "The mpi conduit's envelopes in C (see amnet/conduits/_mpiring_mpi.c).",
-    .tp_traverse = (traverseproc)MPIRing_traverse,
-    .tp_clear = (inquiry)MPIRing_clear,
-    .tp_methods = MPIRing_methods,
-    .tp_getset = MPIRing_getset,
-    .tp_new = MPIRing_new,
-};
+    .tp_methods = MPIRing_methods, .tp_getset = MPIRing_getset, .tp_new = MPIRing_new);
 
 static struct PyModuleDef mpiring_module = {
     PyModuleDef_HEAD_INIT,

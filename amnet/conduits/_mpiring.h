@@ -8,6 +8,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include "../_c/pyext.h"  /* what amnet's extensions share: type shapes, discard */
 
 #include <stdint.h>
 #include <string.h>

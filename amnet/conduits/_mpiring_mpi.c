@@ -138,12 +138,7 @@ m_count(MPIRingObject *r, const char *st, int *count)
 int
 lock_call(PyObject *fn)
 {
-    PyObject *x = PyObject_CallNoArgs(fn);
-    if (x == NULL) {
-        return -1;
-    }
-    Py_DECREF(x);
-    return 0;
+    return discard(PyObject_CallNoArgs(fn));
 }
 
 /* Release MPI_LOCK, keeping an exception that is already set. */

@@ -16,9 +16,10 @@ from ._base import Conduit, ConduitStatistics
 
 class SocketConduit(Conduit):
     """A conduit whose subclass sets ``_address`` and ``_fd`` (the descriptor that becomes
-    readable when messages may have arrived) while it starts, and counts in ``_sent``,
-    ``_bytes_sent`` (per destination, under that destination's lock), ``received``,
-    ``bytes_received`` and ``dropped``."""
+    readable when messages may have arrived) while it starts, makes a connection to a peer
+    in ``_connect`` (its ``send`` takes ``_conns[proc]``, else ``_open(proc)``), and counts
+    in ``_sent``, ``_bytes_sent`` (per destination, under that destination's lock),
+    ``received``, ``bytes_received`` and ``dropped``."""
 
     def __init__(self, proc: int, procs: int, bind_host: str = "127.0.0.1",
                  curve: dict[str, str] | None = None, options: Any = None,
@@ -28,6 +29,7 @@ class SocketConduit(Conduit):
         self._address = ""
         self._fd = -1
         self._peers: list[str] = []
+        self._conns: list[Any] = [None] * procs  # by process, once opened (_open)
         self._open_lock = threading.Lock()  # opening a connection, and closing
         self._closed = False
         # _idle[0]: nothing can be received until _fd is readable (idle_signal); a bytearray
@@ -47,9 +49,7 @@ class SocketConduit(Conduit):
         return self._address
 
     def set_peers(self, addresses: Sequence[str]) -> None:
-        if len(addresses) != self.procs:
-            raise ValueError(f"expected {self.procs} addresses, got {len(addresses)}")
-        self._peers = list(addresses)
+        self._peers = self._checked_peers(addresses)
 
     def idle_signal(self) -> tuple[int, bytearray]:
         return self._fd, self._idle
@@ -57,9 +57,25 @@ class SocketConduit(Conduit):
     def fileno(self) -> int:
         return self._fd
 
+    def _open(self, proc: int) -> Any:
+        """Process ``proc``'s connection, opened on first use (``send`` found none): under
+        ``_open_lock``, so that threads sending at once open one, and never once the
+        conduit is closed."""
+        with self._open_lock:
+            conn = self._conns[proc]
+            if conn is None:
+                if self._closed:
+                    raise RuntimeError("the conduit is closed")
+                conn = self._conns[proc] = self._connect(proc)
+            return conn
+
     @abc.abstractmethod
+    def _connect(self, proc: int) -> Any:
+        """A new connection to process ``proc`` (``_open`` calls it under its lock)."""
+
     def _opened(self) -> int:
         """How many peers a connection was opened to."""
+        return sum(c is not None for c in self._conns)
 
     def statistics(self) -> ConduitStatistics:
         return ConduitStatistics(

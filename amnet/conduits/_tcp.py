@@ -133,7 +133,6 @@ class TcpConduit(SocketConduit):
         port = ls.getsockname()[1]
         host = f"[{bind_host}]" if ":" in bind_host else bind_host
         self._address = f"tcp://{host}:{port}"
-        self._out: list[_Out | None] = [None] * procs
         self._in: dict[int, _In] = {}
         self._inbox: collections.deque = collections.deque()
         self._ep = select.epoll()
@@ -150,35 +149,27 @@ class TcpConduit(SocketConduit):
         self._poller_fds: tuple[int, ...] = ()
 
     # -- sending ------------------------------------------------------------------------
-    def _open(self, proc: int) -> _Out:
-        with self._open_lock:
-            out = self._out[proc]
-            if out is not None:
-                return out
-            if self._closed:
-                raise RuntimeError("the conduit is closed")
-            host, _, port = self._peers[proc][len("tcp://"):].rpartition(":")
-            host = host.strip("[]")
-            deadline = time.monotonic() + _CONNECT_S
-            while True:
-                try:
-                    sock = socket.create_connection((host, int(port)), timeout=_CONNECT_S)
-                    break
-                except OSError as e:
-                    if time.monotonic() > deadline:
-                        raise ConnectionError(f"the tcp conduit could not reach process "
-                                              f"{proc} at {self._peers[proc]}: {e}") from e
-                    time.sleep(0.01)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            hello = _HELLO.pack(_MAGIC, _VERSION, self.proc, proc, self.procs, os.urandom(16))
-            sock.sendall(hello + hello_mac(self._secret, hello[-16:], hello[:-16]))
-            sock.setblocking(False)
-            out = _Out(sock)
-            self._out[proc] = out
-            return out
+    def _connect(self, proc: int) -> _Out:
+        host, _, port = self._peers[proc][len("tcp://"):].rpartition(":")
+        host = host.strip("[]")
+        deadline = time.monotonic() + _CONNECT_S
+        while True:
+            try:
+                sock = socket.create_connection((host, int(port)), timeout=_CONNECT_S)
+                break
+            except OSError as e:
+                if time.monotonic() > deadline:
+                    raise ConnectionError(f"the tcp conduit could not reach process "
+                                          f"{proc} at {self._peers[proc]}: {e}") from e
+                time.sleep(0.01)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        hello = _HELLO.pack(_MAGIC, _VERSION, self.proc, proc, self.procs, os.urandom(16))
+        sock.sendall(hello + hello_mac(self._secret, hello[-16:], hello[:-16]))
+        sock.setblocking(False)
+        return _Out(sock)
 
     def send(self, proc: int, header: bytes, payload: Any = None, copy: bool = True) -> None:
-        out = self._out[proc]
+        out = self._conns[proc]
         if out is None:
             out = self._open(proc)
         if payload is None:
@@ -269,7 +260,7 @@ class TcpConduit(SocketConduit):
                 pl.register(wake, select.POLLIN)
                 outs = {}
                 for proc in procs:
-                    out = self._out[proc]
+                    out = self._conns[proc]
                     fd = -1 if out is None or out.dead else out.sock.fileno()
                     if fd < 0:
                         self._pending.discard(proc)  # nothing more will go to it
@@ -486,9 +477,6 @@ class TcpConduit(SocketConduit):
         ms = None if timeout is None else max(0, int(timeout * 1000 + 0.999))
         return bool(poller.poll(ms))
 
-    def _opened(self) -> int:
-        return sum(o is not None for o in self._out)
-
     def close(self, linger: float = 0.5) -> None:
         if not self._begin_close():
             return
@@ -501,7 +489,7 @@ class TcpConduit(SocketConduit):
             if not self._flusher.is_alive():
                 os.close(self._wake)
         deadline = time.monotonic() + max(0.0, linger)
-        for proc, out in enumerate(self._out):
+        for proc, out in enumerate(self._conns):
             if out is None:
                 continue
             with out.lock:

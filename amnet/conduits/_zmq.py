@@ -61,7 +61,6 @@ class ZmqConduit(SocketConduit):
         port = pull.bind_to_random_port(f"tcp://{bind_host}")
         self._pull = pull
         self._address = f"tcp://{bind_host}:{port}"
-        self._push: list[Any] = [None] * procs
         self._locks = [threading.Lock() for _ in range(procs)]
         self._rcvtimeo = -1
         self._poller: Any = None
@@ -72,23 +71,17 @@ class ZmqConduit(SocketConduit):
         self._fd_poll = fdp.poll
         self._poller_fds: tuple[int, ...] = ()
 
-    def _open(self, proc: int) -> Any:
-        with self._open_lock:
-            sock = self._push[proc]
-            if sock is None:
-                if self._closed:
-                    raise RuntimeError("the conduit is closed")
-                sock = self._zctx.socket(zmq.PUSH)
-                sock.setsockopt(zmq.SNDHWM, 0)
-                sock.setsockopt(zmq.LINGER, 500)
-                sock.setsockopt(zmq.RECONNECT_IVL, 10)
-                apply_client(sock, self._curve or None, self._secret)
-                sock.connect(self._peers[proc])
-                self._push[proc] = sock
-            return sock
+    def _connect(self, proc: int) -> Any:
+        sock = self._zctx.socket(zmq.PUSH)
+        sock.setsockopt(zmq.SNDHWM, 0)
+        sock.setsockopt(zmq.LINGER, 500)
+        sock.setsockopt(zmq.RECONNECT_IVL, 10)
+        apply_client(sock, self._curve or None, self._secret)
+        sock.connect(self._peers[proc])
+        return sock
 
     def send(self, proc: int, header: bytes, payload: Any = None, copy: bool = True) -> None:
-        sock = self._push[proc]
+        sock = self._conns[proc]
         if sock is None:
             sock = self._open(proc)
         with self._locks[proc]:
@@ -180,9 +173,6 @@ class ZmqConduit(SocketConduit):
         ms = None if timeout is None else max(0, int(timeout * 1000 + 0.999))
         return bool(poller.poll(ms))
 
-    def _opened(self) -> int:
-        return sum(s is not None for s in self._push)
-
     @property
     def refused(self) -> int:
         return self._guard.refused
@@ -191,7 +181,7 @@ class ZmqConduit(SocketConduit):
         if not self._begin_close():
             return
         ms = max(0, int(linger * 1000))
-        for sock in self._push:
+        for sock in self._conns:
             if sock is not None:
                 sock.close(linger=ms)
         self._pull.close(linger=0)

@@ -66,6 +66,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "../_c/pyext.h"  /* what amnet's extensions share: type shapes, discard */
+
 #include <errno.h>
 #include <math.h>
 #include <poll.h>
@@ -448,6 +450,42 @@ arg_i64(PyObject *o, int64_t *v)
     return 1;
 }
 
+/* What ep.request_* and token.reply_* share (_hot_ep.c, _hot_token.c): the method of each
+ * category, one line each (HOT_AM_METHOD: prefix##name(self, args, nargs) calls
+ * send(self, cat, "obj.name()", args, nargs, fixed), send being ep_request or token_reply);
+ * the count of their positional arguments checked (at least `fixed`: `what` names the call
+ * when fewer); and the AM sent to `dest` from the AM's own arguments: its handler, then its
+ * payload (Medium and Long: k >= 2) and offset (Long: k == 3), k of them in all, then its
+ * args. */
+#define HOT_AM_METHOD(prefix, Obj, obj, name, send, cat, fixed)                           \
+    static PyObject *                                                                     \
+    prefix##name(Obj *self, PyObject *const *args, Py_ssize_t nargs)                      \
+    {                                                                                     \
+        return send(self, cat, obj "." #name "()", args, nargs, fixed);                   \
+    }
+
+static inline int
+enough_args(const char *what, Py_ssize_t nargs, Py_ssize_t fixed)
+{
+    if (nargs < fixed) {
+        PyErr_Format(PyExc_TypeError, "%s needs %zd positional arguments, got %zd", what,
+                     fixed, nargs);
+        return -1;
+    }
+    return 0;
+}
+
+static inline int
+send_am_args(HotObject *h, int t, int flags, PyObject *dest, PyObject *const *am,
+             Py_ssize_t n, Py_ssize_t k)
+{
+    PyObject *zero = PyLong_FromLong(0);
+    int rc = hot_send_user(h, t, flags, dest, am[0], k >= 2 ? am[1] : Py_None,
+                           k >= 3 ? am[2] : zero, am + k, n - k);
+    Py_DECREF(zero);
+    return rc;
+}
+
 /* Whether the calling thread is inside a drain of this process (it holds the drain lock):
  * a poll from there (a system handler's or a wait condition's node-local atomic, an
  * ep.poll() in a condition) neither drains again nor runs deferred work, which sends and
@@ -468,12 +506,7 @@ run_deferred(HotObject *h)
         PyErr_Clear();
         return 0;
     }
-    PyObject *r = PyObject_CallNoArgs(h->py_deferred);
-    if (r == NULL) {
-        return -1;
-    }
-    Py_DECREF(r);
-    return 0;
+    return discard(PyObject_CallNoArgs(h->py_deferred));
 }
 
 /* After a drain (not lock-free): wake the threads waiting on the drainer, if any. */
@@ -483,12 +516,7 @@ wake_waiters(HotObject *h)
     if (__atomic_load_n(&h->waiters, __ATOMIC_RELAXED) <= 0) {
         return 0;
     }
-    PyObject *r = PyObject_CallNoArgs(h->py_wake);
-    if (r == NULL) {
-        return -1;
-    }
-    Py_DECREF(r);
-    return 0;
+    return discard(PyObject_CallNoArgs(h->py_wake));
 }
 
 static inline int

@@ -63,15 +63,8 @@ Hot_wait_until(HotObject *h, PyObject *const *args, Py_ssize_t nargs)
 static void
 Hot_release_all(HotObject *h)
 {
-    if (h->bufs != NULL) {
-        for (int s = 0; s < h->n; s++) {
-            if (h->bufs[s].obj != NULL) {
-                PyBuffer_Release(&h->bufs[s]);
-            }
-        }
-        PyMem_Free(h->bufs);
-        h->bufs = NULL;
-    }
+    release_buffers(h->bufs, h->n);
+    h->bufs = NULL;
     for (int k = 0; k < 2; k++) {
         if (h->out[k] != NULL) {
             for (int s = 0; s < h->n; s++) {
@@ -88,15 +81,8 @@ Hot_release_all(HotObject *h)
         PyMem_Free(h->ins);
         h->ins = NULL;
     }
-    if (h->seg_bufs != NULL) {
-        for (int r = 0; r < h->node_ranks; r++) {
-            if (h->seg_bufs[r].obj != NULL) {
-                PyBuffer_Release(&h->seg_bufs[r]);
-            }
-        }
-        PyMem_Free(h->seg_bufs);
-        h->seg_bufs = NULL;
-    }
+    release_buffers(h->seg_bufs, h->node_ranks);
+    h->seg_bufs = NULL;
     PyMem_Free(h->segs);
     h->segs = NULL;
     h->n = 0;
@@ -679,17 +665,25 @@ Hot_set_conduit_signal(HotObject *h, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* *slot = arg, a callable (a new reference) or None (NULL); what set_net_send and
+ * set_net_recv share */
+static PyObject *
+set_callable(PyObject **slot, PyObject *arg, const char *what)
+{
+    if (arg != Py_None && !PyCallable_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "%s needs a callable or None", what);
+        return NULL;
+    }
+    Py_XSETREF(*slot, arg == Py_None ? NULL : Py_NewRef(arg));
+    Py_RETURN_NONE;
+}
+
 /* set_net_send(send): the conduit's send(proc, header, payload), which user AMs to other
  * nodes go through from here (None: through the engine's send_user) */
 static PyObject *
 Hot_set_net_send(HotObject *h, PyObject *arg)
 {
-    if (arg != Py_None && !PyCallable_Check(arg)) {
-        PyErr_SetString(PyExc_TypeError, "set_net_send needs a callable or None");
-        return NULL;
-    }
-    Py_XSETREF(h->net_send, arg == Py_None ? NULL : Py_NewRef(arg));
-    Py_RETURN_NONE;
+    return set_callable(&h->net_send, arg, "set_net_send");
 }
 
 /* set_net_recv(recv): the conduit's recv(), which a drain calls here, without the engine's
@@ -698,12 +692,7 @@ Hot_set_net_send(HotObject *h, PyObject *arg)
 static PyObject *
 Hot_set_net_recv(HotObject *h, PyObject *arg)
 {
-    if (arg != Py_None && !PyCallable_Check(arg)) {
-        PyErr_SetString(PyExc_TypeError, "set_net_recv needs a callable or None");
-        return NULL;
-    }
-    Py_XSETREF(h->net_recv, arg == Py_None ? NULL : Py_NewRef(arg));
-    Py_RETURN_NONE;
+    return set_callable(&h->net_recv, arg, "set_net_recv");
 }
 
 /* drain_net(pred) -> int: the engine's drain_net without a wait, when nothing is held back
@@ -936,16 +925,7 @@ static PyGetSetDef Hot_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-PyTypeObject Hot_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "amnet.core._hot.Hot",
-    .tp_basicsize = sizeof(HotObject),
-    .tp_dealloc = (destructor)Hot_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+PyTypeObject Hot_Type = AMNET_GC_TYPE(
+    Hot, HotObject, "amnet.core._hot.Hot", Py_TPFLAGS_DEFAULT,
     .tp_doc = "The C half of one process's AM engine (see the module docstring).",
-    .tp_traverse = (traverseproc)Hot_traverse,
-    .tp_clear = (inquiry)Hot_clear,
-    .tp_methods = Hot_methods,
-    .tp_getset = Hot_getset,
-    .tp_new = Hot_new,
-};
+    .tp_methods = Hot_methods, .tp_getset = Hot_getset, .tp_new = Hot_new);

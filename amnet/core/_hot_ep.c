@@ -17,27 +17,10 @@ typedef struct {
     int local_ops;                   /* calls completed here until the next poll */
 } EPObject;
 
-static void
-EP_dealloc(EPObject *ep)
-{
-    PyObject_GC_UnTrack(ep);
-    Py_CLEAR(ep->hot);
-    Py_TYPE(ep)->tp_free((PyObject *)ep);
-}
-
-static int
-EP_traverse(EPObject *ep, visitproc visit, void *arg)
-{
-    Py_VISIT(ep->hot);
-    return 0;
-}
-
-static int
-EP_clear(EPObject *ep)
-{
-    Py_CLEAR(ep->hot);
-    return 0;
-}
+/* the one reference it owns: its engine's Hot */
+#define EP_REFS(X) X(hot)
+AMNET_GC_FUNCS(EP, EPObject, EP_REFS)
+AMNET_GC_DEALLOC(EP, EPObject)
 
 static int
 ep_live(EPObject *ep)
@@ -71,46 +54,26 @@ forbid(const char *what, int send)
     return -1;
 }
 
+/* request_*(dest, handler, ...): `fixed` positional arguments of the call's own (dest and
+ * the AM's: see send_am_args), then the AM's args */
 static PyObject *
 ep_request(EPObject *ep, int cat, const char *what, PyObject *const *args, Py_ssize_t nargs,
            Py_ssize_t fixed)
 {
-    if (ep_live(ep) < 0 || forbid(what, 1) < 0) {
-        return NULL;
-    }
-    if (nargs < fixed) {
-        PyErr_Format(PyExc_TypeError, "%s needs %zd positional arguments, got %zd", what,
-                     fixed, nargs);
+    if (ep_live(ep) < 0 || forbid(what, 1) < 0 || enough_args(what, nargs, fixed) < 0) {
         return NULL;
     }
     HotObject *h = ep->hot;
-    PyObject *zero = PyLong_FromLong(0);
-    int rc = hot_send_user(h, ep->t, cat, args[0], args[1], fixed >= 3 ? args[2] : Py_None,
-                           fixed >= 4 ? args[3] : zero, args + fixed, nargs - fixed);
-    Py_DECREF(zero);
-    if (rc < 0 || poll_once(h, Py_None) < 0) {
+    if (send_am_args(h, ep->t, cat, args[0], args + 1, nargs - 1, fixed - 1) < 0
+            || poll_once(h, Py_None) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;
 }
 
-static PyObject *
-EP_request_short(EPObject *ep, PyObject *const *args, Py_ssize_t nargs)
-{
-    return ep_request(ep, C_SHORT, "ep.request_short()", args, nargs, 2);
-}
-
-static PyObject *
-EP_request_medium(EPObject *ep, PyObject *const *args, Py_ssize_t nargs)
-{
-    return ep_request(ep, C_MEDIUM, "ep.request_medium()", args, nargs, 3);
-}
-
-static PyObject *
-EP_request_long(EPObject *ep, PyObject *const *args, Py_ssize_t nargs)
-{
-    return ep_request(ep, C_LONG, "ep.request_long()", args, nargs, 4);
-}
+HOT_AM_METHOD(EP_, EPObject, "ep", request_short, ep_request, C_SHORT, 2)
+HOT_AM_METHOD(EP_, EPObject, "ep", request_medium, ep_request, C_MEDIUM, 3)
+HOT_AM_METHOD(EP_, EPObject, "ep", request_long, ep_request, C_LONG, 4)
 
 static PyObject *
 EP_poll(EPObject *ep, PyObject *Py_UNUSED(ignored))
@@ -595,62 +558,56 @@ symmetric_base(EPObject *ep, PyObject *peer, char **mine, char **theirs)
     return 1;
 }
 
-static PyObject *
-EP_put_symmetric(EPObject *ep, PyObject *const *args, Py_ssize_t nargs)
+/* put_symmetric and get_symmetric, one owner (inline: the put's and the get's branches
+ * fold away in each): `put`, data (args[2]) into the peer's segment at local's offset, at
+ * most local's length; else that many bytes of the peer's there into out (args[2]). */
+static inline PyObject *
+symmetric_copy(EPObject *ep, PyObject *const *args, Py_ssize_t nargs, int put,
+               const char *usage)
 {
     char *mine, *theirs;
     if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "put_symmetric(dest, local, data) takes 3 arguments");
+        PyErr_Format(PyExc_TypeError, "%s takes 3 arguments", usage);
         return NULL;
     }
     if (!symmetric_base(ep, args[0], &mine, &theirs)) Py_RETURN_FALSE;
-    Py_buffer lb, db;
-    if (PyObject_GetBuffer(args[1], &lb, PyBUF_SIMPLE | PyBUF_WRITABLE) < 0) {
+    Py_buffer lb, xb;                /* local's; data's (put) or out's (get) */
+    if (PyObject_GetBuffer(args[1], &lb, put ? PyBUF_SIMPLE | PyBUF_WRITABLE : PyBUF_SIMPLE)
+            < 0) {
         PyErr_Clear();
         Py_RETURN_FALSE;
     }
-    if (PyObject_GetBuffer(args[2], &db, PyBUF_SIMPLE) < 0) {
+    if (PyObject_GetBuffer(args[2], &xb, put ? PyBUF_SIMPLE : PyBUF_SIMPLE | PyBUF_WRITABLE)
+            < 0) {
         PyBuffer_Release(&lb);
         PyErr_Clear();
         Py_RETURN_FALSE;
     }
     int64_t size = ep->hot->seg_size;
     char *at = lb.buf;
-    int ok = at >= mine && lb.len <= size && at - mine <= size - lb.len && db.len <= lb.len;
-    if (ok) memcpy(theirs + (at - mine), db.buf, db.len);
-    PyBuffer_Release(&db);
+    int ok = at >= mine && lb.len <= size && at - mine <= size - lb.len
+        && (put ? xb.len <= lb.len : xb.len >= lb.len);
+    if (ok && put) {
+        memcpy(theirs + (at - mine), xb.buf, xb.len);
+    } else if (ok) {
+        memcpy(xb.buf, theirs + (at - mine), lb.len);
+    }
+    PyBuffer_Release(&xb);
     PyBuffer_Release(&lb);
     if (ok && local_progress(ep) < 0) return NULL;
     return PyBool_FromLong(ok);
 }
 
 static PyObject *
+EP_put_symmetric(EPObject *ep, PyObject *const *args, Py_ssize_t nargs)
+{
+    return symmetric_copy(ep, args, nargs, 1, "put_symmetric(dest, local, data)");
+}
+
+static PyObject *
 EP_get_symmetric(EPObject *ep, PyObject *const *args, Py_ssize_t nargs)
 {
-    char *mine, *theirs;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "get_symmetric(src, local, out) takes 3 arguments");
-        return NULL;
-    }
-    if (!symmetric_base(ep, args[0], &mine, &theirs)) Py_RETURN_FALSE;
-    Py_buffer lb, ob;
-    if (PyObject_GetBuffer(args[1], &lb, PyBUF_SIMPLE) < 0) {
-        PyErr_Clear();
-        Py_RETURN_FALSE;
-    }
-    if (PyObject_GetBuffer(args[2], &ob, PyBUF_SIMPLE | PyBUF_WRITABLE) < 0) {
-        PyBuffer_Release(&lb);
-        PyErr_Clear();
-        Py_RETURN_FALSE;
-    }
-    int64_t size = ep->hot->seg_size;
-    char *at = lb.buf;
-    int ok = at >= mine && lb.len <= size && at - mine <= size - lb.len && ob.len >= lb.len;
-    if (ok) memcpy(ob.buf, theirs + (at - mine), lb.len);
-    PyBuffer_Release(&ob);
-    PyBuffer_Release(&lb);
-    if (ok && local_progress(ep) < 0) return NULL;
-    return PyBool_FromLong(ok);
+    return symmetric_copy(ep, args, nargs, 0, "get_symmetric(src, local, out)");
 }
 
 /* atomic_symmetric(dest, local, op, value=None, value2=None): ep.atomic on the word at
@@ -881,16 +838,8 @@ static PyMethodDef EP_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-PyTypeObject EndpointBase_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "amnet.core._hot.EndpointBase",
-    .tp_basicsize = sizeof(EPObject),
-    .tp_dealloc = (destructor)EP_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+PyTypeObject EndpointBase_Type = AMNET_GC_TYPE(
+    EP, EPObject, "amnet.core._hot.EndpointBase", Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_doc = "The C entry points of amnet.Endpoint (the AM round trip and node-local "
               "put/get).",
-    .tp_traverse = (traverseproc)EP_traverse,
-    .tp_clear = (inquiry)EP_clear,
-    .tp_methods = EP_methods,
-    .tp_new = PyType_GenericNew,
-};
+    .tp_methods = EP_methods, .tp_new = PyType_GenericNew);

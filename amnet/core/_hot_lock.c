@@ -89,13 +89,7 @@ static PyMethodDef Lock_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-PyTypeObject Lock_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "amnet.core._hot.Lock",
-    .tp_basicsize = sizeof(LockObject),
-    .tp_dealloc = (destructor)Lock_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+PyTypeObject Lock_Type = AMNET_TYPE(
+    Lock, LockObject, "amnet.core._hot.Lock", Py_TPFLAGS_DEFAULT,
     .tp_doc = "A mutex that C code takes without a method call (the engine's drain lock).",
-    .tp_methods = Lock_methods,
-    .tp_new = Lock_new,
-};
+    .tp_methods = Lock_methods, .tp_new = Lock_new);

@@ -325,42 +325,16 @@ slow:
     return PyObject_Vectorcall(ss->fallback, args, nargsf, kwnames);
 }
 
-static int
-SysSender_traverse(SysSenderObject *ss, visitproc visit, void *arg)
-{
-    Py_VISIT(ss->hot);
-    Py_VISIT(ss->fallback);
-    return 0;
-}
+#define SYSSENDER_REFS(X) X(hot) X(fallback)
+AMNET_GC_FUNCS(SysSender, SysSenderObject, SYSSENDER_REFS)
+AMNET_GC_DEALLOC(SysSender, SysSenderObject)
 
-static int
-SysSender_clear(SysSenderObject *ss)
-{
-    Py_CLEAR(ss->hot);
-    Py_CLEAR(ss->fallback);
-    return 0;
-}
-
-static void
-SysSender_dealloc(SysSenderObject *ss)
-{
-    PyObject_GC_UnTrack(ss);
-    SysSender_clear(ss);
-    Py_TYPE(ss)->tp_free((PyObject *)ss);
-}
-
-PyTypeObject SysSender_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "amnet.core._hot.SysSender",
-    .tp_basicsize = sizeof(SysSenderObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+PyTypeObject SysSender_Type = AMNET_GC_TYPE(
+    SysSender, SysSenderObject, "amnet.core._hot.SysSender",
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_doc = "send(dest, args, payload=None): a system AM of one handler (Hot.sys_sender).",
     .tp_call = PyVectorcall_Call,
-    .tp_vectorcall_offset = offsetof(SysSenderObject, vectorcall),
-    .tp_traverse = (traverseproc)SysSender_traverse,
-    .tp_clear = (inquiry)SysSender_clear,
-    .tp_dealloc = (destructor)SysSender_dealloc,
-};
+    .tp_vectorcall_offset = offsetof(SysSenderObject, vectorcall));
 
 /* sys_sender(t, hidx, fallback) */
 PyObject *

@@ -210,12 +210,7 @@ static int
 queue_full(HotObject *h, int reply)
 {
     count(&h->full_waits);
-    PyObject *r = PyObject_CallOneArg(h->py_queue_full, reply ? Py_True : Py_False);
-    if (r == NULL) {
-        return -1;
-    }
-    Py_DECREF(r);
-    return 0;
+    return discard(PyObject_CallOneArg(h->py_queue_full, reply ? Py_True : Py_False));
 }
 
 /* After a store to shared memory that a wait of these node-local ranks may look for (a flag
@@ -405,11 +400,7 @@ net_send(HotObject *h, int proc, int flags, Py_ssize_t nargs, Py_ssize_t hidx, l
     Py_DECREF(po);
     Py_DECREF(hdr);
     Py_XDECREF(mv);
-    if (r == NULL) {
-        return -1;
-    }
-    Py_DECREF(r);
-    return 0;
+    return discard(r);
 }
 
 /* Send one user AM from rank-thread t: 0 sent, -1 error, 1 not handled here (the caller
@@ -518,11 +509,7 @@ hot_send_user(HotObject *h, int t, int flags, PyObject *dest, PyObject *handler,
         Py_DECREF(fl);
     }
     Py_DECREF(tup);
-    if (r == NULL) {
-        return -1;
-    }
-    Py_DECREF(r);
-    return 0;
+    return discard(r);
 }
 
 /* -- receiving ---------------------------------------------------------------------- */
@@ -704,11 +691,7 @@ slow_dispatch(HotObject *h, char *hdr, int64_t hl, PyObject *payload, int64_t de
     PyObject *r = PyObject_Vectorcall(h->py_dispatch, stack, 3, NULL);
     Py_DECREF(hv);
     Py_DECREF(dv);
-    if (r == NULL) {
-        return -1;
-    }
-    Py_DECREF(r);
-    return 0;
+    return discard(r);
 }
 
 static int

@@ -34,21 +34,21 @@ token_check(TokenObject *tok, const char *what)
 {
     if (!__atomic_load_n(&tok->live, __ATOMIC_ACQUIRE)) {
         PyObject *nm = hot_token_name(tok);
-        PyErr_Format(AMContextError, "token.%s() after handler %S returned; a reply must be "
+        PyErr_Format(AMContextError, "%s after handler %S returned; a reply must be "
                      "sent from inside the request handler", what, nm);
         Py_XDECREF(nm);
         return -1;
     }
     if (!tok->is_request) {
         PyObject *nm = hot_token_name(tok);
-        PyErr_Format(AMContextError, "token.%s() in reply handler %S: a reply handler sends "
+        PyErr_Format(AMContextError, "%s in reply handler %S: a reply handler sends "
                      "nothing", what, nm);
         Py_XDECREF(nm);
         return -1;
     }
     if (tok->replied) {
         PyObject *nm = hot_token_name(tok);
-        PyErr_Format(AMContextError, "token.%s(): request handler %S already replied; a "
+        PyErr_Format(AMContextError, "%s: request handler %S already replied; a "
                      "request handler replies at most once", what, nm);
         Py_XDECREF(nm);
         return -1;
@@ -56,7 +56,7 @@ token_check(TokenObject *tok, const char *what)
     if (tok->thread != PyThread_get_thread_ident()
             || PyThread_tss_get(&cur_token) != (void *)tok) {
         PyObject *nm = hot_token_name(tok);
-        PyErr_Format(AMContextError, "token.%s() from another thread than the one running "
+        PyErr_Format(AMContextError, "%s from another thread than the one running "
                      "handler %S", what, nm);
         Py_XDECREF(nm);
         return -1;
@@ -68,29 +68,21 @@ token_check(TokenObject *tok, const char *what)
     return 0;
 }
 
+/* reply_*(handler, ...): `fixed` positional arguments of the AM's own (see send_am_args),
+ * then its args; to the requester */
 static PyObject *
 token_reply(TokenObject *tok, int cat, const char *what, PyObject *const *args,
             Py_ssize_t nargs, Py_ssize_t fixed)
 {
-    if (token_check(tok, what) < 0) {
-        return NULL;
-    }
-    if (nargs < fixed) {
-        PyErr_Format(PyExc_TypeError, "token.%s() needs %zd positional arguments, got %zd",
-                     what, fixed, nargs);
+    if (token_check(tok, what) < 0 || enough_args(what, nargs, fixed) < 0) {
         return NULL;
     }
     PyObject *src = PyLong_FromLong(tok->source);
     if (src == NULL) {
         return NULL;
     }
-    PyObject *payload = fixed >= 2 ? args[1] : Py_None;
-    PyObject *zero = PyLong_FromLong(0);
-    PyObject *offset = fixed >= 3 ? args[2] : zero;
-    int rc = hot_send_user(tok->hot, tok->t, cat | F_REPLY, src, args[0], payload, offset,
-                           args + fixed, nargs - fixed);
+    int rc = send_am_args(tok->hot, tok->t, cat | F_REPLY, src, args, nargs, fixed);
     Py_DECREF(src);
-    Py_DECREF(zero);
     if (rc < 0) {
         return NULL;
     }
@@ -98,23 +90,9 @@ token_reply(TokenObject *tok, int cat, const char *what, PyObject *const *args,
     Py_RETURN_NONE;
 }
 
-static PyObject *
-Token_reply_short(TokenObject *tok, PyObject *const *args, Py_ssize_t nargs)
-{
-    return token_reply(tok, C_SHORT, "reply_short", args, nargs, 1);
-}
-
-static PyObject *
-Token_reply_medium(TokenObject *tok, PyObject *const *args, Py_ssize_t nargs)
-{
-    return token_reply(tok, C_MEDIUM, "reply_medium", args, nargs, 2);
-}
-
-static PyObject *
-Token_reply_long(TokenObject *tok, PyObject *const *args, Py_ssize_t nargs)
-{
-    return token_reply(tok, C_LONG, "reply_long", args, nargs, 3);
-}
+HOT_AM_METHOD(Token_, TokenObject, "token", reply_short, token_reply, C_SHORT, 1)
+HOT_AM_METHOD(Token_, TokenObject, "token", reply_medium, token_reply, C_MEDIUM, 2)
+HOT_AM_METHOD(Token_, TokenObject, "token", reply_long, token_reply, C_LONG, 3)
 
 static PyObject *
 Token_repr(TokenObject *tok)
@@ -226,15 +204,8 @@ static PyGetSetDef Token_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-PyTypeObject Token_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "amnet.Token",
-    .tp_basicsize = sizeof(TokenObject),
-    .tp_dealloc = (destructor)Token_dealloc,
-    .tp_repr = (reprfunc)Token_repr,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+PyTypeObject Token_Type = AMNET_TYPE(
+    Token, TokenObject, "amnet.Token", Py_TPFLAGS_DEFAULT,
     .tp_doc = "Handed to a handler: who sent the AM and how to reply. Valid only during the "
               "call; made by amnet, never by the user.",
-    .tp_methods = Token_methods,
-    .tp_getset = Token_getset,
-};
+    .tp_repr = (reprfunc)Token_repr, .tp_methods = Token_methods, .tp_getset = Token_getset);

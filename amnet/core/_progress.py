@@ -203,10 +203,12 @@ class Progress:
         return self.delayed[0][0] if self.delayed else None
 
     # -- progress -------------------------------------------------------------------------
-    def poll(self) -> int:
-        """Run what has arrived, if no other thread of this process is doing it."""
+    def poll(self, deferred: bool = True) -> int:
+        """Run what has arrived, if no other thread of this process is doing it (0 when one
+        is); then the deferred work, unless not ``deferred`` (a wait for a full queue,
+        ``_queue_full``: deferred work sends, and could wait for that queue again)."""
         if not self.drain_lock.acquire(False):
-            if self.deferred:
+            if deferred and self.deferred:
                 self.run_deferred()
             return 0
         try:
@@ -215,7 +217,7 @@ class Progress:
             self.drain_lock.release()
         if self.hot.waiters:  # they re-check whenever the drainer lets go of the lock
             self._wake()
-        if self.deferred:
+        if deferred and self.deferred:
             self.run_deferred()
         return n
 

@@ -204,20 +204,11 @@ class Sending:
         if reply:
             if not self.hot.drain(True):
                 yield_core()
-        elif self.drain_lock.acquire(False):
-            try:
-                n = self.drain()
-            finally:
-                self.drain_lock.release()
-            if self.hot.waiters:  # they re-check whenever the drainer lets go of the lock
-                self._wake()
-            if not n:
-                yield_core()
-        else:
+        elif not self.poll(deferred=False):  # nothing ran, or another thread drains
             yield_core()
-        boot = self.boot
-        if boot is not None and boot.aborted is not None:
-            raise boot.aborted
+        err = self.abort_error()
+        if err is not None:
+            raise err
 
 
 def bad_args_message(args: tuple) -> str:

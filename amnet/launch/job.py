@@ -242,11 +242,8 @@ class Job:
         st = self.state
         if msg.get("kind") == "agent":
             node = int(msg["node"])
-            if not 0 <= node < st.topo.nodes or node in self.agent_ident:
-                self._refuse(ident)
+            if not self._admit(ident, "agent", node, st.topo.nodes, self.agent_ident):
                 return
-            self.idents[ident] = ("agent", node)
-            self.agent_ident[node] = ident
             self.agent_host[node] = str(msg.get("host", "?"))
             for p, pid in (msg.get("procs") or {}).items():
                 if st.topo.node_of_proc(int(p)) == node:
@@ -257,11 +254,8 @@ class Job:
                 self._send(ident, self._abort_msg())
         elif msg.get("kind") == "proc":
             proc = int(msg["proc"])
-            if not 0 <= proc < st.topo.procs or proc in self.proc_ident:
-                self._refuse(ident)
+            if not self._admit(ident, "proc", proc, st.topo.procs, self.proc_ident):
                 return
-            self.idents[ident] = ("proc", proc)
-            self.proc_ident[proc] = ident
             st.proc_host[proc] = str(msg.get("host", "?"))
             for rank, code in msg.get("done") or ():
                 if st.topo.proc_of(int(rank)) == proc:
@@ -272,6 +266,18 @@ class Job:
                 self.teardown()
         else:
             self._refuse(ident)
+
+    def _admit(self, ident: bytes, kind: str, i: int, count: int,
+               idents: dict[int, bytes]) -> bool:
+        """Admit the hello of ``kind`` ("agent" or "proc") number ``i``, of ``count``: known
+        by ``ident`` from now on (in ``idents`` too, that kind's by number), or refused
+        (False) when ``i`` is out of range or was admitted already."""
+        if not 0 <= i < count or i in idents:
+            self._refuse(ident)
+            return False
+        self.idents[ident] = (kind, i)
+        idents[i] = ident
+        return True
 
     # -- lifecycle --------------------------------------------------------------------------
     def _abort_msg(self) -> dict[str, Any]:

@@ -14,38 +14,6 @@ enum { DT_I4, DT_I8, DT_U4, DT_U8, DT_F4, DT_F8, N_DTYPES };
 
 /* --- the atomic table ------------------------------------------------------------------ */
 
-static inline float
-f4_of(uint32_t b)
-{
-    float f;
-    memcpy(&f, &b, 4);
-    return f;
-}
-
-static inline uint32_t
-bits_of_f4(float f)
-{
-    uint32_t b;
-    memcpy(&b, &f, 4);
-    return b;
-}
-
-static inline double
-f8_of(uint64_t b)
-{
-    double f;
-    memcpy(&f, &b, 8);
-    return f;
-}
-
-static inline uint64_t
-bits_of_f8(double f)
-{
-    uint64_t b;
-    memcpy(&b, &f, 8);
-    return b;
-}
-
 /* fadd/fsub with numpy's NaN payloads made explicit (IEEE leaves them open, and compilers
  * may swap the operands of a commutative add): a NaN operand comes out quieted, and when both
  * are NaN, fadd keeps the added value's and fsub the old value's, as numpy's in-place
@@ -55,33 +23,26 @@ bits_of_f8(double f)
 #define F4_QUIET(b) ((b) | 0x00400000u)
 #define F8_QUIET(b) ((b) | 0x0008000000000000ull)
 
-static inline uint32_t
-f4_add(uint32_t old, uint32_t v)
-{
-    return F4_ISNAN(v) ? F4_QUIET(v) : F4_ISNAN(old) ? F4_QUIET(old)
-                                                      : bits_of_f4(f4_of(old) + f4_of(v));
-}
-
-static inline uint32_t
-f4_sub(uint32_t old, uint32_t v)
-{
-    return F4_ISNAN(old) ? F4_QUIET(old) : F4_ISNAN(v) ? F4_QUIET(v)
-                                                        : bits_of_f4(f4_of(old) - f4_of(v));
-}
-
-static inline uint64_t
-f8_add(uint64_t old, uint64_t v)
-{
-    return F8_ISNAN(v) ? F8_QUIET(v) : F8_ISNAN(old) ? F8_QUIET(old)
-                                                      : bits_of_f8(f8_of(old) + f8_of(v));
-}
-
-static inline uint64_t
-f8_sub(uint64_t old, uint64_t v)
-{
-    return F8_ISNAN(old) ? F8_QUIET(old) : F8_ISNAN(v) ? F8_QUIET(v)
-                                                        : bits_of_f8(f8_of(old) - f8_of(v));
-}
+/* One float width's helpers, one body for both (F the prefix, FT the float, UT its bits'
+ * word, ISNAN/QUIET its NaN tests): F_of (the float of some bits) and bits_of_F (back), by
+ * memcpy, which no aliasing rule forbids; F_add and F_sub on bits, as above. */
+#define DEFINE_FLOAT(F, FT, UT, ISNAN, QUIET)                                               \
+    static inline FT F##_of(UT b) { FT f; memcpy(&f, &b, sizeof f); return f; }            \
+    static inline UT bits_of_##F(FT f) { UT b; memcpy(&b, &f, sizeof b); return b; }        \
+    static inline UT                                                                        \
+    F##_add(UT old, UT v)                                                                   \
+    {                                                                                       \
+        return ISNAN(v) ? QUIET(v) : ISNAN(old) ? QUIET(old)                                \
+                                                : bits_of_##F(F##_of(old) + F##_of(v));     \
+    }                                                                                       \
+    static inline UT                                                                        \
+    F##_sub(UT old, UT v)                                                                   \
+    {                                                                                       \
+        return ISNAN(old) ? QUIET(old) : ISNAN(v) ? QUIET(v)                                \
+                                                  : bits_of_##F(F##_of(old) - F##_of(v));   \
+    }
+DEFINE_FLOAT(f4, float, uint32_t, F4_ISNAN, F4_QUIET)
+DEFINE_FLOAT(f8, double, uint64_t, F8_ISNAN, F8_QUIET)
 
 /* numpy.minimum / numpy.maximum on floats, as apply() runs them (in place on one element):
  * NaN propagates (the old value's when both are NaN, unquieted), and a tie (0.0 vs -0.0)

@@ -203,40 +203,42 @@ Words_load(WordsObject *self, PyObject *arg)
     return res;
 }
 
-static PyObject *
-Words_store(WordsObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* store(i, v) and fetch_add(i, d), one owner: the word's index and value checked, then the
+ * write under the object's lock (add: a wrapping fetch-and-add, the old value returned;
+ * else a store) */
+static inline PyObject *
+words_write(WordsObject *self, PyObject *const *args, Py_ssize_t nargs, int add)
 {
     PyObject *res = NULL;
     int64_t *p;
     uint64_t v;
-    if (check_nargs("store", nargs, 2) < 0 || as_bits64(args[1], &v) < 0) {
+    if (check_nargs(add ? "fetch_add" : "store", nargs, 2) < 0 || as_bits64(args[1], &v) < 0) {
         return NULL;
     }
     OBJ_LOCK(self);
     if (word_ptr(self, args[0], &p) == 0) {
-        __atomic_store_n(p, (int64_t)v, __ATOMIC_SEQ_CST);
-        res = Py_NewRef(Py_None);
+        if (add) {
+            uint64_t old = __atomic_fetch_add((uint64_t *)p, v, __ATOMIC_SEQ_CST);
+            res = PyLong_FromLongLong((long long)(int64_t)old);
+        } else {
+            __atomic_store_n(p, (int64_t)v, __ATOMIC_SEQ_CST);
+            res = Py_NewRef(Py_None);
+        }
     }
     OBJ_UNLOCK(self);
     return res;
 }
 
 static PyObject *
+Words_store(WordsObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return words_write(self, args, nargs, 0);
+}
+
+static PyObject *
 Words_fetch_add(WordsObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *res = NULL;
-    int64_t *p;
-    uint64_t d;
-    if (check_nargs("fetch_add", nargs, 2) < 0 || as_bits64(args[1], &d) < 0) {
-        return NULL;
-    }
-    OBJ_LOCK(self);
-    if (word_ptr(self, args[0], &p) == 0) {
-        uint64_t old = __atomic_fetch_add((uint64_t *)p, d, __ATOMIC_SEQ_CST);
-        res = PyLong_FromLongLong((long long)(int64_t)old);
-    }
-    OBJ_UNLOCK(self);
-    return res;
+    return words_write(self, args, nargs, 1);
 }
 
 #include "_atomic_table.h"

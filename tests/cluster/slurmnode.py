@@ -30,17 +30,14 @@ import tempfile
 import time
 from pathlib import Path
 
+import clusterbase
+
 NEEDS = ("munged", "slurmctld", "slurmd", "srun", "sinfo", "sbatch", "nsenter", "unshare")
 
 
 def missing() -> str | None:
     """Why the cluster cannot be made here (None: it can)."""
-    if os.geteuid() != 0:
-        return "needs root (Slurm's daemons)"
-    for tool in NEEDS:
-        if shutil.which(tool) is None:
-            return f"needs {tool} (apt-get install slurm-wlm munge)"
-    return None
+    return clusterbase.missing(NEEDS, "Slurm's daemons", "slurm-wlm munge")
 
 
 def _free_port() -> int:
@@ -49,7 +46,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-class SlurmNode:
+class SlurmNode(clusterbase.Part):
     """A one-node Slurm cluster (see the module docstring); a context manager."""
 
     def __init__(self, hosts=None) -> None:
@@ -68,17 +65,6 @@ class SlurmNode:
 
     def env(self) -> dict[str, str]:
         return {"SLURM_CONF": str(self.dir / "slurm.conf")}
-
-    def __enter__(self) -> SlurmNode:
-        try:
-            self._start()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def _start(self) -> None:
         d = self.dir

@@ -29,6 +29,8 @@ import time
 import uuid
 from pathlib import Path
 
+import clusterbase
+
 SSHD = "/usr/sbin/sshd"
 SSH = "/usr/bin/ssh"
 NEEDS = ("ip", "unshare", "ssh-keygen", SSHD, SSH)
@@ -36,12 +38,8 @@ NEEDS = ("ip", "unshare", "ssh-keygen", SSHD, SSH)
 
 def missing() -> str | None:
     """Why hosts cannot be made here (None: they can)."""
-    if os.geteuid() != 0:
-        return "needs root (network namespaces, sshd)"
-    for tool in NEEDS:
-        if shutil.which(tool) is None:
-            return f"needs {tool} (apt-get install iproute2 openssh-server openssh-client)"
-    return None
+    return clusterbase.missing(NEEDS, "network namespaces, sshd",
+                               "iproute2 openssh-server openssh-client")
 
 
 def _run(*cmd: str) -> str:
@@ -64,7 +62,7 @@ def _other_sshd() -> bool:
     return False
 
 
-class SshHosts:
+class SshHosts(clusterbase.Part):
     """``n`` hosts with sshd (see the module docstring); a context manager."""
 
     def __init__(self, n: int = 2) -> None:
@@ -83,20 +81,12 @@ class SshHosts:
         self._up: list[str] = []  # namespaces made so far (to take down)
 
     # -- up and down ------------------------------------------------------------------------
-    def __enter__(self) -> SshHosts:
-        try:
-            self._network()
-            self._keys()
-            for k in range(self.n):
-                self._sshd(k)
-            self._wait_ssh()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def _start(self) -> None:
+        self._network()
+        self._keys()
+        for k in range(self.n):
+            self._sshd(k)
+        self._wait_ssh()
 
     def _network(self) -> None:
         fwd = Path("/proc/sys/net/ipv4/ip_forward")

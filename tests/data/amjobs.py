@@ -19,6 +19,7 @@ import threading
 import time
 import zlib
 
+import jobkit
 import numpy as np
 
 import amnet
@@ -59,9 +60,7 @@ def _st(tok) -> State:
     return s
 
 
-def wait(ep, pred, what: str, timeout: float = WAIT_S) -> None:
-    if not ep.wait_until(pred, timeout=timeout):
-        raise AssertionError(f"rank {ep.rank}: timed out after {timeout} s waiting for {what}")
+wait = jobkit.waiter(WAIT_S)
 
 
 def make_args(src: int, dst: int, seq: int, n: int) -> tuple[int, ...]:
@@ -88,13 +87,7 @@ def crc(b) -> int:
 def setup(ep, handlers=None) -> State:
     """Register the handlers (collective; unless amnet.init(handlers=...) did), make this
     rank's state, and sync."""
-    fns = CORE if handlers is None else handlers
-    if f"amjobs.{fns[0].__name__}" not in ep.handlers:
-        ep.register_handlers(fns)
-    s = State(ep)
-    ST[ep.rank] = s
-    ep.barrier()  # nobody sends before every rank has its state
-    return s
+    return jobkit.set_up(ep, CORE if handlers is None else handlers, ST, State)
 
 
 def flush(ep, s: State) -> None:

@@ -17,6 +17,7 @@ import enum
 import threading
 import time
 
+import jobkit
 import numpy as np
 
 import amnet
@@ -73,19 +74,12 @@ def left(ep) -> int:
     return (ep.rank - 1) % ep.size
 
 
-def wait(ep, pred, what: str, timeout: float = WAIT_S) -> None:
-    if not ep.wait_until(pred, timeout=timeout):
-        raise AssertionError(f"rank {ep.rank}: timed out after {timeout} s waiting for {what}")
+wait = jobkit.waiter(WAIT_S)
 
 
 def setup(ep) -> HState:
     """Register the handlers (collective), make this rank's state, and sync."""
-    if "hotjobs.h_ping" not in ep.handlers:
-        ep.register_handlers(HANDLERS)
-    s = HState(ep)
-    HS[ep.rank] = s
-    ep.barrier()  # nobody sends before every rank has its state
-    return s
+    return jobkit.set_up(ep, HANDLERS, HS, HState)
 
 
 def flush(ep, s: HState) -> None:

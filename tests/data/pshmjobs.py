@@ -55,36 +55,40 @@ def flood_payload(f: Flood, src: int, dst: int, seq: int) -> bytes:
     return f.block[off:off + size]
 
 
-def h_flood_req(tok, payload, seq, crc):
+def _flood_arrived(tok, payload, seq: int, crc: int, request: bool) -> int:
+    """What both flood handlers check of a message, under the rank's Flood lock: its place
+    in its sender's sequence, its crc (a request's as its sender said; a reply's as the
+    replier saw it and as I sent it); and count it. Returns the crc of the payload."""
     f = FLOOD[tok.rank]
     src = tok.source
     got = zlib.crc32(payload)
+    kind, nxt = ("request", f.next_req) if request else ("reply", f.next_rep)
     with f.lock:
-        want = f.next_req.get(src, 0)
+        want = nxt.get(src, 0)
         if seq != want:
-            f.bad.append(f"request from {src}: sequence number {seq}, expected {want}")
-        f.next_req[src] = seq + 1
-        if got != crc:
-            f.bad.append(f"request from {src} seq {seq}: crc {got:#x}, sender said {crc:#x}")
-        f.requests += 1
-        f.bytes_in += payload.nbytes
+            f.bad.append(f"{kind} from {src}: sequence number {seq}, expected {want}")
+        nxt[src] = seq + 1
+        if request:
+            if got != crc:
+                f.bad.append(f"request from {src} seq {seq}: crc {got:#x}, sender said {crc:#x}")
+            f.requests += 1
+            f.bytes_in += payload.nbytes
+        else:
+            sent = f.crcs.pop((src, seq), None)
+            if got != crc or got != sent:
+                f.bad.append(f"reply from {src} seq {seq}: crc {got:#x}, replier saw {crc:#x}, "
+                             f"I sent {sent}")
+            f.replies += 1
+    return got
+
+
+def h_flood_req(tok, payload, seq, crc):
+    got = _flood_arrived(tok, payload, seq, crc, True)
     tok.reply_medium(h_flood_rep, payload, seq, got)  # echo the bytes back
 
 
 def h_flood_rep(tok, payload, seq, crc):
-    f = FLOOD[tok.rank]
-    src = tok.source
-    got = zlib.crc32(payload)
-    with f.lock:
-        want = f.next_rep.get(src, 0)
-        if seq != want:
-            f.bad.append(f"reply from {src}: sequence number {seq}, expected {want}")
-        f.next_rep[src] = seq + 1
-        sent = f.crcs.pop((src, seq), None)
-        if got != crc or got != sent:
-            f.bad.append(f"reply from {src} seq {seq}: crc {got:#x}, replier saw {crc:#x}, "
-                         f"I sent {sent}")
-        f.replies += 1
+    _flood_arrived(tok, payload, seq, crc, False)
 
 
 FLOOD_HANDLERS = [h_flood_req, h_flood_rep]

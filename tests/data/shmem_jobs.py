@@ -356,30 +356,19 @@ def check_atomics(me: int, n: int) -> list[int]:
         # the nbi fetching forms
         fetch = np.zeros(1, dt)
         shmem.atomic_set(s(3), 40, right)
-        shmem.atomic_fetch_nbi(fetch, s(3), right)
-        shmem.quiet()
-        assert fetch[0] == 40
-        shmem.atomic_swap_nbi(fetch, s(3), 41, right)
-        shmem.quiet()
-        assert fetch[0] == 40
-        shmem.atomic_compare_swap_nbi(fetch, s(3), 41, 50, right)
-        shmem.quiet()
-        assert fetch[0] == 41
-        shmem.atomic_fetch_inc_nbi(fetch, s(3), right)
-        shmem.quiet()
-        assert fetch[0] == 50
-        shmem.atomic_fetch_add_nbi(fetch, s(3), 4, right)
-        shmem.quiet()
-        assert fetch[0] == 51
-        shmem.atomic_fetch_and_nbi(fetch, s(3), 0b110000, right)  # 55 & 48 = 48
-        shmem.quiet()
-        assert fetch[0] == 55
-        shmem.atomic_fetch_or_nbi(fetch, s(3), 1, right)  # 49
-        shmem.quiet()
-        assert fetch[0] == 48
-        shmem.atomic_fetch_xor_nbi(fetch, s(3), 3, right)  # 50
-        shmem.quiet()
-        assert fetch[0] == 49
+        # (the call, its operands after the fetch buffer and the word, the old value fetched)
+        for call, operands, old in (
+                (shmem.atomic_fetch_nbi, (), 40),
+                (shmem.atomic_swap_nbi, (41,), 40),
+                (shmem.atomic_compare_swap_nbi, (41, 50), 41),
+                (shmem.atomic_fetch_inc_nbi, (), 50),
+                (shmem.atomic_fetch_add_nbi, (4,), 51),
+                (shmem.atomic_fetch_and_nbi, (0b110000,), 55),  # 55 & 48 = 48
+                (shmem.atomic_fetch_or_nbi, (1,), 48),  # 49
+                (shmem.atomic_fetch_xor_nbi, (3,), 49)):  # 50
+            call(fetch, s(3), *operands, right)
+            shmem.quiet()
+            assert fetch[0] == old, (call.__name__, dt)
         assert shmem.atomic_fetch(s(3), right) == 50
         # atomic_op / atomic_fetch_op with every AMO, against a model
         model = 0

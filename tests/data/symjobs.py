@@ -50,29 +50,31 @@ def _same(a, b):
     assert a == b, [(x, y) for x, y in zip(a, b, strict=True) if x != y]
 
 
+def _by_rank_0(ep, clear: int, check):
+    """Every segment's first ``clear`` bytes zeroed, then rank 0 runs ``check(near, far)``
+    (its peers: ``_near_far``) while the others wait; returns its result (None elsewhere)."""
+    ep.segment[:clear] = 0
+    ep.barrier()
+    results = check(*_near_far(ep)) if ep.rank == 0 else None
+    ep.barrier()
+    return results
+
+
 def atomics_c_vs_owner(ep):
     """The same atomics on a word of my node (C, in the caller) and of the other node (at
     the owner): the same old values and the same final words."""
-    ep.segment[:4096] = 0
-    ep.barrier()
-    results = None
-    if ep.rank == 0:
-        near, far = _near_far(ep)
+    def check(near, far):
         a = _sequence(ep, near, 0)
         _same(a, _sequence(ep, far, 0))
-        results = len(a)
-    ep.barrier()
-    return results
+        return len(a)
+
+    return _by_rank_0(ep, 4096, check)
 
 
 def atomics_symmetric(ep):
     """ep.atomic_symmetric on a node-local peer gives what ep.atomic gives (the same old
     values, the same words); anything it cannot do in C is NotImplemented, untouched."""
-    ep.segment[:8192] = 0
-    ep.barrier()
-    results = None
-    if ep.rank == 0:
-        near, far = _near_far(ep)
+    def check(near, far):
         a = _sequence(ep, near, 0)
         _same(a, _sequence(ep, near, 1024, symmetric=True))
         view = ep.segment_view(near)
@@ -93,9 +95,9 @@ def atomics_symmetric(ep):
         assert ep.atomic_symmetric(near, w, "cas", 1) is NI  # cas needs value2
         assert ep.atomic_symmetric(True, w, "fadd", 1) is NI
         assert int(view[2048:2056].view(np.int64)[0]) == 0  # none of them touched it
-        results = len(a)
-    ep.barrier()
-    return results
+        return len(a)
+
+    return _by_rank_0(ep, 8192, check)
 
 
 def handler_atomic(ep):
