@@ -1,6 +1,6 @@
 /* What amnet's C extensions share (amnet.core._hot, amnet.coll._cmail, amnet.coll._shm,
  * amnet.conduits._mpiring): the shape of their static types and of their references' garbage
- * collection, and a call's result let go. Each extension is a .so of its own, so this header
+ * collection, a call's result let go, little-endian integers. Each extension is a .so of its own, so this header
  * holds only macros and static inline functions: each expands in place, at no call's cost,
  * and the hot paths compile to the code they were written out as before.
  *
@@ -8,6 +8,8 @@
 
 #ifndef AMNET_C_PYEXT_H
 #define AMNET_C_PYEXT_H
+
+#include <stdint.h>
 
 /* A call's result that is not wanted: 0, or -1 when the call failed (r NULL, its error
  * set). `return discard(PyObject_CallNoArgs(f));` */
@@ -19,6 +21,25 @@ discard(PyObject *r)
     }
     Py_DECREF(r);
     return 0;
+}
+
+/* n bytes of v, little-endian, at p (the wire's and the envelopes' integers), and back */
+static inline void
+put_le(unsigned char *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++) {
+        p[i] = (unsigned char)(v >> (8 * i));
+    }
+}
+
+static inline uint64_t
+get_le(const unsigned char *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++) {
+        v |= (uint64_t)p[i] << (8 * i);
+    }
+    return v;
 }
 
 /* A static type, in the shape every type of ours has: named `name` (module.Class), its

@@ -61,20 +61,6 @@ typedef struct {
 
 #pragma GCC visibility push(hidden)
 
-static inline void
-put_le(unsigned char *p, uint64_t v, int n)
-{
-    for (int i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static inline uint64_t
-get_le(const unsigned char *p, int n)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
 extern PyTypeObject MPIRing_Type;
 
 /* _mpiring_mpi.c: the MPI calls with the library's handle types (0 or 1 done, -1 error set) */

@@ -130,24 +130,6 @@ static inline int64_t ld_acq(int64_t *p) { return __atomic_load_n(p, __ATOMIC_AC
 static inline void st_sc(int64_t *p, int64_t v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
 static inline void st_rel(int64_t *p, int64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 
-static inline void
-put_le(unsigned char *p, uint64_t v, int n)
-{
-    for (int i = 0; i < n; i++) {
-        p[i] = (unsigned char)(v >> (8 * i));
-    }
-}
-
-static inline uint64_t
-get_le(const unsigned char *p, int n)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++) {
-        v |= (uint64_t)p[i] << (8 * i);
-    }
-    return v;
-}
-
 /* ------------------------------------------------------------------------------------ */
 /* Free threading. With the GIL (3.11, 3.12, and 3.13+ default builds) a C function that calls
  * no Python code runs without interruption; free-threaded (Py_GIL_DISABLED) it does not, so:
