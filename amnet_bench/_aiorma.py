@@ -19,9 +19,10 @@ from typing import Any
 
 from ._aio import aio_places, await_row, many_row, rounds_of
 from ._aiojob import rma_aio_job
+from ._options import size_label
 from ._report import Progress
 from ._stats import over_reps, stats
-from ._twonode import run_job, size_label
+from ._twonode import run_job
 
 
 def rma_aio_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:

@@ -154,10 +154,10 @@ def small_table(per: dict, ranks: list[int], topologies: list[str], plan: dict[s
     """The node table's rows (results, table) from ``per[(src, P, key)]`` (one value per
     repetition): src ``small`` (node, P processes), ``small-mpi``, ``small-threads`` and
     ``small-2nodes``."""
+    from ._options import size_label
     from ._stats import median
     from ._targets import COLL_NODE_MANY, COLL_NODE_NODES, COLL_NODE_PAIR, COLL_NODE_THREADS
     from ._twonode import cpu_count as _cores
-    from ._twonode import size_label
 
     results, rows, notes, missed = [], [], [], []
     groups = [("node", P, "small") for P in ranks if "node" in topologies]

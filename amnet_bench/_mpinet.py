@@ -31,21 +31,14 @@ from typing import Any
 from ._amnet import mpich_network_path
 from ._jobs import am_job, rma_job
 from ._mpipeer import run_mpi
+from ._options import size_label
 from ._report import Progress
 from ._stats import over_reps, stats, summary
 from ._targets import MPI_BW, MPI_BW_SIZE, MPI_SHORT
-from ._twonode import run_amnet, size_label, us
+from ._twonode import run_amnet, us
 
-PATHS = ("nolocal", "tcp")
 #: the section (and its table) of each path
 SECTION = {"tcp": "mpi", "nolocal": "mpi-nolocal"}
-
-
-def parse_paths(text: str) -> list[str]:
-    """``--mpi-paths``: a comma list of nolocal and tcp."""
-    from ._report import choice_list
-
-    return choice_list(text, PATHS, "MPI paths")
 
 
 def path_env(path: str) -> dict[str, str]:

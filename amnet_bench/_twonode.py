@@ -1,4 +1,4 @@
-"""What the ``am`` and ``rma`` suites share: a 2-node amnet job, the raw-zmq peer, statistics.
+"""What the ``am`` and ``rma`` suites share: options, a 2-node amnet job, the raw-zmq peer.
 
 Both suites time amnet across two simulated nodes (``amnet.run(fn, n=2, nodes=2)``: one rank
 per node, all traffic over the zmq conduit on TCP loopback) beside the raw-zmq peer
@@ -8,52 +8,37 @@ amnet, raw-zmq block, raw-zmq spin, amnet, ... Every repetition starts fresh pro
 
 from __future__ import annotations
 
-import argparse
 import functools
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
+from . import _options as options
 from ._registry import BenchError
-from ._report import comma_items, rank_job, ranks_result
+from ._report import rank_job, ranks_result
 
 RAW_MODES = ("block", "spin")  # the raw-zmq peer's wait strategies
-PINS = ("none", "same", "split")  # where the two sides' threads run (see _rawzmq.pin_process)
-PIN_HELP = ("none: where the scheduler puts them; same: every thread of both sides (Python and "
-            "libzmq) on one core; split: side 0 (amnet rank 0, the raw client) on one core, "
-            "side 1 on another (default: %(default)s)")
 JOB_TIMEOUT_S = 300.0
 
 
-def parse_sizes(text: str | int | Iterable[Any]) -> list[int]:
-    """``"8,1K,64K"`` (or ints) as a list of positive byte counts."""
-    from ._amnet import parse_size
-
-    try:
-        sizes = [parse_size(t) for t in comma_items(text)]
-    except (ValueError, TypeError):
-        raise argparse.ArgumentTypeError(f"expected a comma list of sizes such as 8,1K,64K, "
-                                         f"got {text!r}")
-    if not sizes or any(s < 1 for s in sizes):
-        raise argparse.ArgumentTypeError(f"sizes must be positive, got {text!r}")
-    return sizes
-
-
-def parse_modes(text: str | Iterable[str]) -> list[str]:
-    """``"auto,block"``: amnet wait modes to run (each is its own amnet row)."""
-    items = [t for t in text.replace(" ", "").split(",") if t] if isinstance(text, str) \
-        else list(text)
-    bad = [m for m in items if m not in ("auto", "spin", "block")]
-    if not items or bad:
-        raise argparse.ArgumentTypeError(f"wait modes are auto, spin, block; got {text!r}")
-    return list(dict.fromkeys(items))
-
-
-def size_label(n: int) -> str:
-    for unit, name in ((1 << 20, "MiB"), (1 << 10, "KiB")):
-        if n >= unit and n % unit == 0:
-            return f"{n // unit} {name}"
-    return f"{n} B"
+def add_options(p: options.Parser, d: dict[str, Any], ops: str, conduit_peer: str,
+                aio: str) -> None:
+    """The options of ``am`` and ``rma``, with the suite's defaults ``d`` (its keywords by
+    name): ``ops`` says what its node section times, ``conduit_peer`` what the mpi conduit
+    runs beside, ``aio`` what its aio section measures."""
+    options.reps(p, d["reps"], "a fresh amnet job and raw peers each")
+    options.pin(p, d["pin"])
+    options.conduits(p, d["conduit"], "the conduits between the nodes, each its own table: "
+                     f"zmq and tcp beside raw pyzmq, mpi beside {conduit_peer}")
+    options.mpi_paths(p)
+    options.wait_modes(p, d["wait_modes"])
+    options.sections(p, d["node"], d["network"], d["aio"], aio)
+    options.count(p, "--node-iters", d["node_iters"], f"node section: timed {ops} per "
+                  "repetition, rounded up to whole batches", metavar="I")
+    options.warmup(p, d["node_warmup"], f"node section: untimed {ops} first",
+                   flag="--node-warmup")
+    options.count(p, "--node-batch", d["node_batch"], f"node section: {ops} per timed batch",
+                  metavar="B")
 
 
 SKIPPED = "skipped (--pin same)"
@@ -112,47 +97,35 @@ def merge_sections(suite: str, *sections: dict[str, Any] | None) -> dict[str, An
     return out
 
 
-def parse_conduits(text: Any) -> list[str]:
-    """A comma list of registered conduit names (``--conduit``), duplicates dropped."""
-    from ._amnet import registered_conduits
-
-    names = list(dict.fromkeys(t.strip() for t in str(text).split(",") if t.strip()))
-    known = registered_conduits(*names)
-    if not names or any(n not in known for n in names):
-        raise argparse.ArgumentTypeError(f"expected a comma list of registered conduits "
-                                         f"({', '.join(sorted(known))}), got {text!r}")
-    return names
-
-
 def segment_for(nbytes: int) -> int:
     """The segment size for a job that addresses ``nbytes`` of it: the next power of two,
     at least 1 MiB."""
     return max(1 << 20, 1 << (max(nbytes, 1) - 1).bit_length())
 
 
-def run_amnet(fn: Callable, plan: dict[str, Any], **options: Any) -> dict[str, Any]:
+def run_amnet(fn: Callable, plan: dict[str, Any], **kw: Any) -> dict[str, Any]:
     """Run ``fn(ep, plan)`` as a 2-rank, 2-node amnet job; return rank 0's result."""
     import amnet
 
     try:
         res = amnet.run(functools.partial(fn, plan=plan), n=2, nodes=2,
-                        timeout=JOB_TIMEOUT_S, **options)
+                        timeout=JOB_TIMEOUT_S, **kw)
     except Exception as e:
-        raise BenchError(f"the amnet job {fn.__name__} (n=2, nodes=2, {options}) failed: "
+        raise BenchError(f"the amnet job {fn.__name__} (n=2, nodes=2, {kw}) failed: "
                          f"{type(e).__name__}: {e}") from e
     return res[0]
 
 
-def run_job(fn: Callable, plan: dict[str, Any], **options: Any) -> list[Any]:
-    """Run ``fn(ep, plan)`` as ``amnet.run(..., **options)``; return every rank's result.
+def run_job(fn: Callable, plan: dict[str, Any], **kw: Any) -> list[Any]:
+    """Run ``fn(ep, plan)`` as ``amnet.run(..., **kw)``; return every rank's result.
     Raises BenchError naming the job when it fails."""
     import amnet
 
     try:
         res = amnet.run(functools.partial(rank_job, fn, plan=plan), timeout=JOB_TIMEOUT_S,
-                        **options)
+                        **kw)
     except Exception as e:
-        raise BenchError(f"the amnet job {fn.__name__} ({options}) failed: "
+        raise BenchError(f"the amnet job {fn.__name__} ({kw}) failed: "
                          f"{type(e).__name__}: {e}") from e
     return ranks_result(res)
 

@@ -51,11 +51,13 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from . import _mpinet, _node
+from . import _options as options
 from ._aio import aio_section
 from ._jobs import am_job, node_am_job
 from ._mpipeer import run_mpi
+from ._options import size_label
 from ._registry import suite
-from ._report import Progress, nodes_topologies, quick_parse
+from ._report import Progress
 from ._shmpeer import python_calls_rtt, raw_shm_rtt
 from ._stats import median, over_reps, stats, summary
 from ._targets import (
@@ -66,77 +68,39 @@ from ._targets import (
     AM_THREADS_VS_PROCS,
 )
 from ._twonode import (
-    PIN_HELP,
-    PINS,
+    add_options,
     cpu_cells,
     cpu_count,
     merge_sections,
-    parse_conduits,
-    parse_modes,
-    parse_sizes,
     pin_note,
     raw_modes_for,
     run_amnet,
     run_raw,
-    size_label,
     us,
 )
 
 
-def _parser(iters: int, warmup: int, reps: int, sizes: Any, latency_us: float,
-            wait_modes: Any, pin: str, node: bool, network: bool, node_iters: int,
-            node_warmup: int, node_batch: int, conduit: Any,
-            aio: bool = True) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="amnet-bench am",
-        description="Network section: Short and Medium AM round trip across 2 simulated nodes "
-                    "(--conduit, TCP loopback) beside raw pyzmq ping-pong with the same message "
-                    "shapes (blocking and spinning receivers). Node section: the "
-                    "hybrid paper's Table 2, Short-AM round trip between 2 ranks of one node "
-                    "as 2 threads, 2 procs (PSHM), + thread-safety, + loopback, beside "
-                    "raw-shm and mpi4py (AM emulation, Send/Recv). Peers interleaved in the "
-                    "same run. Reports median (p10..p90) µs and ratios (lower is better).")
-    p.add_argument("--iters", type=int, default=iters, metavar="I",
-                   help="timed round trips per shape per repetition (default: %(default)s)")
-    p.add_argument("--warmup", type=int, default=warmup, metavar="W",
-                   help="untimed round trips before each shape's timed ones "
-                        "(default: %(default)s)")
-    p.add_argument("--reps", type=int, default=reps, metavar="R",
-                   help="repetitions (fresh amnet job and raw peers each) "
-                        "(default: %(default)s)")
-    p.add_argument("--sizes", type=parse_sizes, default=parse_sizes(sizes), metavar="S,S",
-                   help="Medium payload sizes, a comma list like 8,1K,64K (default: 8,1K,64K)")
-    p.add_argument("--latency-us", type=float, default=latency_us, metavar="L",
-                   help="AMNET_NET_LATENCY_US for amnet; the raw peer holds each received "
-                        "message as long (default: %(default)s)")
-    p.add_argument("--pin", choices=PINS, default=pin, help=PIN_HELP)
-    p.add_argument("--conduit", type=parse_conduits, default=parse_conduits(conduit),
-                   metavar="C,C",
-                   help="the conduits between the nodes, each its own table: zmq and tcp "
-                        "beside raw pyzmq, mpi beside mpi4py on the same MPI (default: zmq)")
-    p.add_argument("--mpi-paths", type=_mpinet.parse_paths, default=list(_mpinet.PATHS),
-                   metavar="P,P", help="with --conduit mpi: MPICH's paths, each its own "
-                   "table: nolocal (MPIR_CVAR_NOLOCAL=1, the default network module), tcp "
-                   "(forced onto TCP by libfabric) (default: nolocal,tcp)")
-    p.add_argument("--wait-mode", type=parse_modes, default=parse_modes(wait_modes),
-                   metavar="M,M", dest="wait_modes",
-                   help="amnet wait modes to run, each its own row (both sections): auto, "
-                        "spin, block (default: auto)")
-    p.add_argument("--node", action=argparse.BooleanOptionalAction, default=node,
-                   help="run the node section (default: on)")
-    p.add_argument("--network", action=argparse.BooleanOptionalAction, default=network,
-                   help="run the network section (default: on)")
-    p.add_argument("--aio", action=argparse.BooleanOptionalAction, default=aio,
-                   help="run the aio section: amnet.aio's awaited get and rpc beside the "
-                        "blocking forms, 1000 rpcs with asyncio.gather beside handles, the CPU "
-                        "of an idle awaiting rank (default: on)")
-    p.add_argument("--node-iters", type=int, default=node_iters, metavar="I",
-                   help="node section: timed round trips per configuration and peer per "
-                        "repetition, rounded up to whole batches (default: %(default)s)")
-    p.add_argument("--node-warmup", type=int, default=node_warmup, metavar="W",
-                   help="node section: untimed round trips first (default: %(default)s)")
-    p.add_argument("--node-batch", type=int, default=node_batch, metavar="B",
-                   help="node section: round trips per timed batch (default: %(default)s)")
+def _parser(d: dict[str, Any]) -> options.Parser:
+    """The options, with the suite's defaults ``d`` (its keywords by name)."""
+    p = options.Parser(
+        "am", "Network section: Short and Medium AM round trip across 2 simulated nodes "
+              "(--conduit, TCP loopback) beside raw pyzmq ping-pong with the same message "
+              "shapes (blocking and spinning receivers). Node section: the "
+              "hybrid paper's Table 2, Short-AM round trip between 2 ranks of one node "
+              "as 2 threads, 2 procs (PSHM), + thread-safety, + loopback, beside "
+              "raw-shm and mpi4py (AM emulation, Send/Recv). Peers interleaved in the "
+              "same run. Reports median (p10..p90) µs and ratios (lower is better).")
+    add_options(p, d, "round trips of each configuration and peer",
+                "mpi4py on the same MPI", "amnet.aio's awaited get and rpc beside the "
+                "blocking forms, 1000 rpcs with asyncio.gather beside handles, the CPU of an "
+                "idle awaiting rank")
+    options.count(p, "--iters", d["iters"], "timed round trips per shape per repetition",
+                  metavar="I")
+    options.warmup(p, d["warmup"], "untimed round trips before each shape's timed ones")
+    options.sizes(p, d["sizes"], "Medium payload sizes", most=16 << 20,
+                  unit="a Medium payload (AMNET_MAX_MEDIUM's limit)")
+    options.latency(p, d["latency_us"], "AMNET_NET_LATENCY_US for amnet; the raw peer holds "
+                    "each received message as long", flag="--latency-us")
     return p
 
 
@@ -150,12 +114,7 @@ def am(args: Sequence[str] | None = None, *, iters: int = 2000, warmup: int = 20
     """AM round trip across 2 nodes vs raw pyzmq, on one node vs raw-shm/mpi4py; amnet.aio.
 
     The network and node sections, then amnet.aio's awaits beside the blocking forms."""
-    parser = _parser(iters, warmup, reps, sizes, latency_us, wait_modes, pin, node, network,
-                     node_iters, node_warmup, node_batch, conduit, aio)
-    parser.add_argument("--nodes", type=nodes_topologies, default=None, metavar="K,K",
-                        help="1: the node section only, 2: the network section only, 1,2: "
-                             "both (as --node/--network)")
-    opts = quick_parse(parser, args, {
+    opts = options.parse(_parser(locals()), args, {
         "reps": 1, "iters": 200, "warmup": 20, "sizes": [8, 1024], "node_iters": 1000,
         "node_warmup": 100, "node_batch": 100}, "1 repetition, 200 round trips of 8 B and "
         "1 KiB, 1000 on the node", fixed={
@@ -163,22 +122,6 @@ def am(args: Sequence[str] | None = None, *, iters: int = 2000, warmup: int = 20
                              "hybrid sweeps rank counts)"),
             "--splits": ("1,2", "its node section runs the pair as 2 processes (1) and as 2 "
                                 "rank-threads of one process (2), side by side")})
-    if opts.nodes is not None:
-        opts.node, opts.network = "node" in opts.nodes, "2nodes" in opts.nodes
-    for name in ("iters", "reps", "node_iters", "node_batch"):
-        if getattr(opts, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be at least 1, "
-                         f"got {getattr(opts, name)}")
-    for name in ("warmup", "node_warmup"):
-        if getattr(opts, name) < 0:
-            parser.error(f"--{name.replace('_', '-')} must be 0 or more, "
-                         f"got {getattr(opts, name)}")
-    if not 0 <= opts.latency_us <= 1e6:
-        parser.error(f"--latency-us must be within 0..1000000, got {opts.latency_us}")
-    if max(opts.sizes) > 16 << 20:
-        parser.error("Medium sizes are at most 16 MiB (AMNET_MAX_MEDIUM's limit)")
-    if not (opts.node or opts.network or opts.aio):
-        parser.error("--no-node, --no-network and --no-aio leave nothing to run")
 
     nets = []
     if opts.network:

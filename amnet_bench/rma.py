@@ -53,11 +53,13 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from . import _mpinet, _node
+from . import _options as options
 from ._aiorma import rma_aio_section
 from ._jobs import node_rma_job, rma_job
 from ._mpipeer import run_mpi
+from ._options import size_label
 from ._registry import suite
-from ._report import Progress, nodes_topologies, quick_parse
+from ._report import Progress
 from ._shmpeer import memcpy_bw
 from ._stats import over_reps, stats, summary
 from ._targets import (
@@ -69,20 +71,15 @@ from ._targets import (
     RMA_NODE_PUT_SIZE,
 )
 from ._twonode import (
-    PIN_HELP,
-    PINS,
     SKIPPED,
+    add_options,
     cpu_cells,
     cpu_count,
     merge_sections,
-    parse_conduits,
-    parse_modes,
-    parse_sizes,
     pin_note,
     raw_modes_for,
     run_amnet,
     run_raw,
-    size_label,
     us,
 )
 
@@ -91,94 +88,40 @@ DEFAULT_SEGMENT = 64 << 20
 NODE_BW_WARMUP = 2  # untimed operations per size before a bandwidth's samples
 
 
-def _one_size(text: str | int) -> int:
-    from ._amnet import parse_size
-
-    try:
-        size = parse_size(text)
-    except (ValueError, TypeError):
-        raise argparse.ArgumentTypeError(f"expected a size such as 128M, got {text!r}")
-    if size < 1:
-        raise argparse.ArgumentTypeError(f"the size must be positive, got {text!r}")
-    return size
-
-
-def _parser(reps: int, sizes: Any, window: int, nbytes: Any, max_windows: int,
-            lat_sizes: Any, lat_iters: int, warmup: int,
-            wait_modes: Any, pin: str, node: dict[str, Any]) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="amnet-bench rma",
-        description="Network section: put_nbi streaming bandwidth and blocking put/get latency "
-                    "across 2 simulated nodes (zmq conduit, TCP loopback) beside raw pyzmq "
-                    "streaming and ping-pong with the same message shapes. Node section: "
-                    "blocking put/get latency and bandwidth between 2 processes of one node "
-                    "(PSHM) and 2 threads of one process, beside mpi4py RMA and memcpy. Peers "
-                    "interleaved in the same run. Reports MB/s (higher is better) and µs "
-                    "(lower is better).")
-    p.add_argument("--reps", type=int, default=reps, metavar="R",
-                   help="repetitions (fresh amnet job and raw peers each) "
-                        "(default: %(default)s)")
-    p.add_argument("--sizes", type=parse_sizes, default=parse_sizes(sizes), metavar="S,S",
-                   help="put_nbi sizes for bandwidth (default: 4K,64K,1M,4M)")
-    p.add_argument("--window", type=int, default=window, metavar="W",
-                   help="put_nbi in flight before wait_nbi (default: %(default)s)")
-    p.add_argument("--bytes", type=_one_size, default=_one_size(nbytes), metavar="B",
-                   help="bytes streamed per size per repetition (default: 128M)")
-    p.add_argument("--max-windows", type=int, default=max_windows, metavar="N",
-                   help="at most this many windows per size per repetition (bounds small "
-                        "sizes) (default: %(default)s)")
-    p.add_argument("--lat-sizes", type=parse_sizes, default=parse_sizes(lat_sizes),
-                   metavar="S,S", help="blocking put/get latency sizes (default: 8,1K)")
-    p.add_argument("--iters", type=int, default=lat_iters, metavar="I",
-                   help="timed blocking puts (and gets) per latency size per repetition "
-                        "(default: %(default)s)")
-    p.add_argument("--warmup", type=int, default=warmup, metavar="W",
-                   help="untimed windows before each size's bandwidth, and 10x as many "
-                        "untimed puts/gets before latencies (default: %(default)s)")
-    p.add_argument("--pin", choices=PINS, default=pin, help=PIN_HELP)
-    p.add_argument("--conduit", type=parse_conduits, default=parse_conduits("zmq"),
-                   metavar="C,C",
-                   help="the conduits between the nodes, each its own table: zmq and tcp "
-                        "beside raw pyzmq, mpi beside mpi4py Send/Recv on the same MPI "
-                        "(default: zmq)")
-    p.add_argument("--mpi-paths", type=_mpinet.parse_paths, default=list(_mpinet.PATHS),
-                   metavar="P,P", help="with --conduit mpi: MPICH's paths, each its own "
-                   "table: nolocal (MPIR_CVAR_NOLOCAL=1, the default network module), tcp "
-                   "(forced onto TCP by libfabric) (default: nolocal,tcp)")
-    p.add_argument("--wait-mode", type=parse_modes, default=parse_modes(wait_modes),
-                   metavar="M,M", dest="wait_modes",
-                   help="amnet wait modes to run, each its own row (both sections): auto, "
-                        "spin, block (default: auto)")
-    p.add_argument("--node", action=argparse.BooleanOptionalAction, default=node["node"],
-                   help="run the node section (default: on)")
-    p.add_argument("--network", action=argparse.BooleanOptionalAction,
-                   default=node["network"], help="run the network section (default: on)")
-    p.add_argument("--aio", action=argparse.BooleanOptionalAction, default=node["aio"],
-                   help="run the aio section: amnet.aio's awaited puts and gets beside the "
-                        "blocking forms, within a node and across nodes (default: on)")
-    p.add_argument("--node-threads", action=argparse.BooleanOptionalAction,
-                   default=node["threads"],
-                   help="node section: also the 2-threads-of-one-process rows (default: on)")
-    p.add_argument("--node-lat-sizes", type=parse_sizes, default=parse_sizes(node["lat_sizes"]),
-                   metavar="S,S", help="node section: put/get latency sizes (default: 8,1K,64K)")
-    p.add_argument("--node-bw-sizes", type=parse_sizes, default=parse_sizes(node["bw_sizes"]),
-                   metavar="S,S",
-                   help="node section: put/get bandwidth sizes (default: 1M,4M,16M)")
-    p.add_argument("--node-iters", type=int, default=node["iters"], metavar="I",
-                   help="node section: timed operations per latency size per repetition, "
-                        "rounded up to whole batches (default: %(default)s)")
-    p.add_argument("--node-warmup", type=int, default=node["warmup"], metavar="W",
-                   help="node section: untimed operations before each latency size "
-                        "(default: %(default)s)")
-    p.add_argument("--node-batch", type=int, default=node["batch"], metavar="B",
-                   help="node section: latency operations per timed batch "
-                        "(default: %(default)s)")
-    p.add_argument("--node-bytes", type=_one_size, default=_one_size(node["bytes"]),
-                   metavar="B", help="node section: bytes moved per bandwidth sample "
-                                     "(default: 64M)")
-    p.add_argument("--node-samples", type=int, default=node["samples"], metavar="N",
-                   help="node section: bandwidth samples per size per repetition "
-                        "(default: %(default)s)")
+def _parser(d: dict[str, Any]) -> options.Parser:
+    """The options, with the suite's defaults ``d`` (its keywords by name)."""
+    p = options.Parser(
+        "rma", "Network section: put_nbi streaming bandwidth and blocking put/get latency "
+               "across 2 simulated nodes (zmq conduit, TCP loopback) beside raw pyzmq "
+               "streaming and ping-pong with the same message shapes. Node section: "
+               "blocking put/get latency and bandwidth between 2 processes of one node "
+               "(PSHM) and 2 threads of one process, beside mpi4py RMA and memcpy. Peers "
+               "interleaved in the same run. Reports MB/s (higher is better) and µs "
+               "(lower is better).")
+    add_options(p, d, "latency operations of each size", "mpi4py Send/Recv on the same MPI",
+                "amnet.aio's awaited puts and gets beside the blocking forms, within a node "
+                "and across nodes")
+    options.sizes(p, d["sizes"], "put_nbi sizes for bandwidth")
+    options.count(p, "--window", d["window"], "put_nbi in flight before wait_nbi",
+                  metavar="W")
+    options.size(p, "--bytes", d["nbytes"], "bytes streamed per size per repetition")
+    options.count(p, "--max-windows", d["max_windows"], "at most this many windows per size "
+                  "per repetition (bounds small sizes)")
+    options.sizes(p, d["lat_sizes"], "blocking put/get latency sizes", flag="--lat-sizes")
+    options.count(p, "--iters", d["lat_iters"], "timed blocking puts (and gets) per latency "
+                  "size per repetition", metavar="I")
+    options.warmup(p, d["warmup"], "untimed windows before each size's bandwidth, and 10x as "
+                   "many untimed puts/gets before latencies")
+    options.toggle(p, "--node-threads", d["node_threads"],
+                   "node section: also the 2-threads-of-one-process rows")
+    for flag, key, what in (("--node-lat-sizes", "node_lat_sizes", "put/get latency sizes"),
+                            ("--node-bw-sizes", "node_bw_sizes", "put/get bandwidth sizes")):
+        options.sizes(p, d[key], f"node section: {what}", flag=flag, most=1 << 30,
+                      unit="an operation")
+    options.size(p, "--node-bytes", d["node_bytes"], "node section: bytes moved per "
+                 "bandwidth sample")
+    options.count(p, "--node-samples", d["node_samples"], "node section: bandwidth samples "
+                  "per size per repetition")
     return p
 
 
@@ -198,43 +141,21 @@ def rma(args: Sequence[str] | None = None, *, reps: int = 7,
         node_lat_sizes: str | Iterable[int] = "8,1K,64K",
         node_bw_sizes: str | Iterable[int] = "1M,4M,16M", node_iters: int = 5000,
         node_warmup: int = 200, node_batch: int = 200, node_bytes: str | int = "64M",
-        node_samples: int = 5, aio: bool = True, progress: bool = True) -> dict[str, Any]:
+        node_samples: int = 5, aio: bool = True, conduit: str = "zmq",
+        progress: bool = True) -> dict[str, Any]:
     """put/get across 2 nodes vs raw pyzmq; on one node vs mpi4py RMA and memcpy; amnet.aio.
 
     The network and node sections, then amnet.aio's awaited puts and gets beside the
     blocking forms."""
-    parser = _parser(reps, sizes, window, nbytes, max_windows, lat_sizes, lat_iters, warmup,
-                     wait_modes, pin,
-                     {"node": node, "network": network, "threads": node_threads,
-                      "lat_sizes": node_lat_sizes, "bw_sizes": node_bw_sizes,
-                      "iters": node_iters, "warmup": node_warmup, "batch": node_batch,
-                      "bytes": node_bytes, "samples": node_samples, "aio": aio})
-    parser.add_argument("--nodes", type=nodes_topologies, default=None, metavar="K,K",
-                        help="1: the node section only, 2: the network section only, 1,2: "
-                             "both (as --node/--network; the aio section runs unless --no-aio)")
-    opts = quick_parse(parser, args, {
-        "reps": 1, "sizes": [4096, 1 << 20], "nbytes": 8 << 20, "max_windows": 16,
+    parser = _parser(locals())
+    opts = options.parse(parser, args, {
+        "reps": 1, "sizes": [4096, 1 << 20], "bytes": 8 << 20, "max_windows": 16,
         "lat_sizes": [8], "iters": 100, "node_lat_sizes": [8], "node_bw_sizes": [1 << 20],
         "node_iters": 500, "node_warmup": 50, "node_bytes": 8 << 20, "node_samples": 3},
         "1 repetition, 4 KiB and 1 MiB puts, 8 MiB a sample, 100 latency round trips",
         fixed={"--ranks": ("2", "rma times puts and gets between a pair of ranks"),
                "--splits": ("1", "its ranks are processes (--node-threads adds the "
                                  "rank-thread rows of the node section)")})
-    if opts.nodes is not None:
-        opts.node, opts.network = "node" in opts.nodes, "2nodes" in opts.nodes
-    for name in ("reps", "window", "max_windows", "iters", "node_iters", "node_batch",
-                 "node_samples"):
-        if getattr(opts, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be at least 1, "
-                         f"got {getattr(opts, name)}")
-    for name in ("warmup", "node_warmup"):
-        if getattr(opts, name) < 0:
-            parser.error(f"--{name.replace('_', '-')} must be 0 or more, "
-                         f"got {getattr(opts, name)}")
-    if not (opts.node or opts.network or opts.aio):
-        parser.error("--no-node, --no-network and --no-aio leave nothing to run")
-    if max(opts.node_lat_sizes + opts.node_bw_sizes) > 1 << 30:
-        parser.error("node section sizes are at most 1 GiB")
 
     nets = []
     if opts.network:

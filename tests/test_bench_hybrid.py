@@ -20,6 +20,8 @@ import amnet
 from amnet_bench import SUITES, BenchError
 from amnet_bench import _hcolljob as hcoll
 from amnet_bench import hybrid as hybrid_mod
+from amnet_bench._hcolljob import COLLECTIVES
+from amnet_bench._options import choice_list
 from amnet_bench._plot import draw, require_matplotlib, wants_log
 from amnet_bench._report import markdown
 
@@ -168,8 +170,8 @@ def test_a_wrong_answer_is_refused_not_measured():
 
 
 def test_collectives_none_skips_the_part_and_old_results_still_plot():
-    assert hybrid_mod.coll_list("none") == [] and hybrid_mod.coll_list("barrier,exchange") == [
-        "barrier", "exchange"]
+    coll = functools.partial(choice_list, allowed=COLLECTIVES, what="collectives", none=True)
+    assert coll("none") == [] and coll("barrier,exchange") == ["barrier", "exchange"]
     doc = json.loads((Path(__file__).parent.parent / "docs" / "hybrid" /
                       "results-8ranks-2nodes.json").read_text())
     assert "hybrid_coll.png" in [f["file"] for f in hybrid_mod.figures(doc["config"],

@@ -12,8 +12,9 @@ import pytest
 
 from amnet_bench import SUITES
 from amnet_bench import inject as inject_mod
+from amnet_bench._options import parse_threads
 from amnet_bench._report import markdown
-from amnet_bench._splits import Split, choose, parse_threads, splits_of
+from amnet_bench._splits import Split, choose, splits_of
 from amnet_bench._stats import median
 
 BENCH = [sys.executable, "-m", "amnet_bench"]

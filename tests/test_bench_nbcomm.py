@@ -123,7 +123,7 @@ def test_the_default_parameters_are_valid_and_bad_ones_are_named():
 @pytest.mark.parametrize(("args", "says"), [
     (["--reps", "0"], "--reps must be at least 1"),
     (["--ranks", "1"], "--ranks must be in 2..256"),
-    (["--ranks", "4", "--nodes", "3"], "--nodes must divide --ranks"),
+    (["--ranks", "4", "--nodes", "3"], "--nodes must be at least 1 and divide --ranks (4)"),
     (["--latency", "-1"], "--latency must be in"),
     (["--kernels", "lu"], "kernels are gups, stencil, transpose, sweep"),
     (["--set", "gups.colour=3"], "unknown parameter 'gups.colour'"),

@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from amnet_bench import SUITES
+from amnet_bench import _options as options
 from amnet_bench._plot import draw, wants_log
 from amnet_bench._report import free_threaded
 
@@ -115,6 +116,22 @@ def test_every_suite_takes_the_common_options(name, capsys):
     out = capsys.readouterr().out
     assert e.value.code == 0
     assert all(f" {flag}" in out for flag in COMMON), (name, out)
+
+
+@pytest.mark.parametrize("name", sorted(SUITES))
+def test_every_quick_setting_is_an_option_of_its_suite(name, monkeypatch):
+    """--quick sets options by destination: a name that is none (a typo) would change
+    nothing and the quick run would silently be a full one."""
+    got = {}
+
+    def parse(p, args, quick, *rest, **kw):
+        got.update(unknown=set(quick) - {a.dest for a in p._actions})
+        raise SystemExit(0)
+
+    monkeypatch.setattr(options, "parse", parse)
+    with pytest.raises(SystemExit):
+        SUITES[name]([], progress=False)
+    assert got["unknown"] == set()
 
 
 @pytest.mark.parametrize(("name", "args", "says"), [
