@@ -24,7 +24,6 @@ weighs in a call over the conduit).
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Callable
@@ -255,8 +254,7 @@ def small_table(per: dict, ranks: list[int], topologies: list[str], plan: dict[s
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] != "job":
-        raise SystemExit("usage: mpiexec -n P python _collsmall.py job PLAN_JSON")
-    res = mpi_small_job(json.loads(sys.argv[2]))
-    if res is not None:
-        print(PREFIX + json.dumps(res), flush=True)
+    from _mpipeer import script_main  # run as a script: this directory is sys.path[0]
+
+    script_main(mpi_small_job, PREFIX, sys.argv[1:],
+                "mpiexec -n P python _collsmall.py job PLAN_JSON")

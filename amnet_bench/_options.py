@@ -87,25 +87,21 @@ def int_list(text: Any, what: str, least: int = 1, most: int = 1 << 30,
              none: bool = False) -> list[int]:
     """A comma list of ints in ``least..most`` (``--ranks 2,4,8``), duplicates dropped; with
     ``none``, ``none`` is the empty list. Raises argparse.ArgumentTypeError."""
-    if none and _none(text):
-        return []
-    try:
-        vals = [int(t) for t in comma_items(text)]
-    except (TypeError, ValueError):
-        raise argparse.ArgumentTypeError(f"expected a comma list of {what} such as 2,4,8, "
-                                         f"got {text!r}") from None
-    if not vals or any(not least <= v <= most for v in vals):
-        raise argparse.ArgumentTypeError(f"{what} are {least}..{most}, got {text!r}")
-    return list(dict.fromkeys(vals))
+    return [] if none and _none(text) else _numbers(text, int, what, least, most, "2,4,8")
 
 
 def float_list(text: Any, what: str, least: float, most: float, unit: str = "") -> list[float]:
     """A comma list of numbers in ``least..most`` (``--latency 0,10``), duplicates dropped.
     Raises argparse.ArgumentTypeError."""
+    return _numbers(text, float, what, least, most, "0,10", unit)
+
+
+def _numbers(text: Any, kind: Callable[[Any], Any], what: str, least: float, most: float,
+             example: str, unit: str = "") -> list[Any]:
     try:
-        vals = [float(t) for t in comma_items(text)]
+        vals = [kind(t) for t in comma_items(text)]
     except (TypeError, ValueError):
-        raise argparse.ArgumentTypeError(f"expected a comma list of {what} such as 0,10, "
+        raise argparse.ArgumentTypeError(f"expected a comma list of {what} such as {example}, "
                                          f"got {text!r}") from None
     if not vals or any(not least <= v <= most for v in vals):
         raise argparse.ArgumentTypeError(f"{what} are {_num(least)}..{_num(most)}{unit}, "

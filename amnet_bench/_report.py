@@ -16,7 +16,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -242,3 +242,18 @@ class Progress:
         elapsed = time.perf_counter() - self._t0
         self.stream.write(f"[{self.label}] done in {elapsed:.1f} s\n")
         self.stream.flush()
+
+
+def interleave(label: str, reps: int, steps: Sequence[tuple[str, Callable[[], Any]]],
+               progress: bool = True) -> None:
+    """Run ``reps`` repetitions of ``steps``, each ``(what, fn)`` by calling ``fn()`` in
+    turn (a figure and its peers interleaved in every repetition, each run in fresh
+    processes), with a :class:`Progress` line under ``label``."""
+    bar = Progress(label, reps * len(steps), enabled=progress)
+    try:
+        for rep in range(reps):
+            for what, fn in steps:
+                fn()
+                bar.step(f"{what} rep {rep + 1}/{reps}")
+    finally:
+        bar.close()

@@ -8,6 +8,7 @@ amnet, raw-zmq block, raw-zmq spin, amnet, ... Every repetition starts fresh pro
 
 from __future__ import annotations
 
+import argparse
 import functools
 import os
 from collections.abc import Callable
@@ -15,7 +16,7 @@ from typing import Any
 
 from . import _options as options
 from ._registry import BenchError
-from ._report import rank_job, ranks_result
+from ._report import interleave, rank_job, ranks_result
 
 RAW_MODES = ("block", "spin")  # the raw-zmq peer's wait strategies
 JOB_TIMEOUT_S = 300.0
@@ -64,6 +65,69 @@ def pin_note(pin: str) -> str | None:
         note += (" raw-zmq spin is not run: two spinning processes on one core only make "
                  "progress when the scheduler switches them (milliseconds per message).")
     return note
+
+
+class Network:
+    """The runs of a network section (``am``, ``rma``): in every repetition amnet's job in
+    each ``--wait-mode``, then the raw-zmq peer in each of its modes, fresh processes each.
+    After :meth:`run`, ``resolved`` says what each amnet wait mode resolved to and
+    ``unpinned`` which runs could not pin."""
+
+    def __init__(self, opts: argparse.Namespace) -> None:
+        self.opts = opts
+        self.raw_modes = raw_modes_for(opts.pin)
+        self.variants = ([("amnet", m) for m in opts.wait_modes]
+                         + [("raw", m) for m in self.raw_modes])
+        self.resolved: dict[str, set[str]] = {m: set() for m in opts.wait_modes}
+        self.unpinned: set[str] = set()
+
+    def run(self, label: str, job: Callable, plan: dict[str, Any], raw_plan: dict[str, Any],
+            amnet_opts: dict[str, Any], take: Callable[[str, str, dict[str, Any]], None],
+            progress: bool, latency_us: float = 0.0, buf_size: int = 1 << 20) -> None:
+        """Run every repetition: amnet's ``job`` through ``plan`` (``amnet_opts`` for
+        ``amnet.run``), the raw peer through ``raw_plan``; ``take(who, mode, result)``
+        keeps each run's figures."""
+
+        def step(who: str, mode: str) -> tuple[str, Callable[[], None]]:
+            def one() -> None:
+                if who == "amnet":
+                    r = run_amnet(job, plan, wait_mode=mode, **amnet_opts)
+                    self.resolved[mode].add(r["wait_mode"])
+                else:
+                    r = run_raw(raw_plan, mode, latency_us, buf_size, pin=self.opts.pin)
+                take(who, mode, r)
+                if r.get("core") is None:
+                    self.unpinned.add(f"{who} {mode}")
+            return f"{who} {mode}", one
+
+        interleave(label, self.opts.reps, [step(w, m) for w, m in self.variants], progress)
+
+    def mode_label(self, mode: str) -> str:
+        """``auto`` as it resolved: ``auto (spin/block)``, or the mode alone."""
+        modes = sorted(self.resolved[mode])
+        return mode if modes == [mode] else f"{mode} ({'/'.join(modes)})"
+
+    def notes(self, *more: str) -> list[str]:
+        """The notes every network table ends with: what auto resolved to, ``more``, and
+        how the runs were pinned."""
+        notes = []
+        if "auto" in self.opts.wait_modes:
+            notes.append(f"amnet's auto wait mode resolved to "
+                         f"{'/'.join(sorted(self.resolved['auto'])) or '-'} on this machine "
+                         f"(2 ranks, one process each, {cpu_count()} usable cores).")
+        notes += more
+        if pin_note(self.opts.pin):
+            notes.append(pin_note(self.opts.pin))
+            if self.unpinned:
+                notes.append(f"could not pin: {', '.join(sorted(self.unpinned))} (no "
+                             "os.sched_setaffinity or /proc/self/task here); those ran "
+                             "unpinned.")
+        return notes
+
+    def config(self) -> dict[str, Any]:
+        """The section's config entries for its runs."""
+        return {"wait_modes": self.opts.wait_modes, "pin": self.opts.pin,
+                "order": [f"{w} {m}" for w, m in self.variants]}
 
 
 def merge_sections(suite: str, *sections: dict[str, Any] | None) -> dict[str, Any]:

@@ -49,6 +49,7 @@ other, fresh processes each; targets are checked on the medians over repetitions
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -59,7 +60,7 @@ from ._jobs import node_rma_job, rma_job
 from ._mpipeer import run_mpi
 from ._options import size_label
 from ._registry import suite
-from ._report import Progress
+from ._report import interleave
 from ._shmpeer import memcpy_bw
 from ._stats import over_reps, stats, summary
 from ._targets import (
@@ -72,14 +73,10 @@ from ._targets import (
 )
 from ._twonode import (
     SKIPPED,
+    Network,
     add_options,
     cpu_cells,
-    cpu_count,
     merge_sections,
-    pin_note,
-    raw_modes_for,
-    run_amnet,
-    run_raw,
     us,
 )
 
@@ -189,46 +186,28 @@ def _network(parser: argparse.ArgumentParser, opts: argparse.Namespace,
             "lat_sizes": opts.lat_sizes, "lat_iters": opts.iters,
             "lat_warmup": 10 * opts.warmup}
     amnet_opts: dict[str, Any] = {"segment_size": seg, "conduit": opts.conduit}
-    raw_modes = raw_modes_for(opts.pin)
-    variants = [("amnet", m) for m in opts.wait_modes] + [("raw", m) for m in raw_modes]
-
+    net = Network(opts)
+    raw_modes = net.raw_modes
     bw: dict[tuple[str, str], dict[int, list[float]]] = {
-        v: {s: [] for s in opts.sizes} for v in variants}
+        v: {s: [] for s in opts.sizes} for v in net.variants}
     bw_cpu: dict[tuple[str, str], dict[int, list[float]]] = {
-        v: {s: [] for s in opts.sizes} for v in variants}
+        v: {s: [] for s in opts.sizes} for v in net.variants}
     lat: dict[tuple[str, str], dict[tuple[str, int], list[dict[str, float]]]] = {
-        v: {(op, s): [] for op in ("put", "get") for s in opts.lat_sizes} for v in variants}
-    resolved: dict[str, set[str]] = {m: set() for m in opts.wait_modes}
-    unpinned: set[str] = set()  # runs that could not pin (or were not asked to)
-    bar = Progress("rma", len(variants) * opts.reps, enabled=progress)
-    try:
-        for rep in range(opts.reps):  # interleaved: amnet (each mode), raw block, raw spin
-            for who, mode in variants:
-                if who == "amnet":
-                    r = run_amnet(rma_job, plan, wait_mode=mode, **amnet_opts)
-                    resolved[mode].add(r["wait_mode"])
-                else:
-                    r = run_raw({"rma": plan}, mode, 0.0, seg, pin=opts.pin)
-                for s in opts.sizes:
-                    moved = s * opts.window * windows[s]
-                    bw[(who, mode)][s].append(moved / r["bw"][str(s)] / 1e6)
-                    bw_cpu[(who, mode)][s].append(
-                        r["bw_cpu"][str(s)] / (opts.window * windows[s]))
-                for op in ("put", "get"):
-                    for s in opts.lat_sizes:
-                        lat[(who, mode)][(op, s)].append(stats(r[op][str(s)], keep=False))
-                if r.get("core") is None:
-                    unpinned.add(f"{who} {mode}")
-                bar.step(f"{who} {mode} rep {rep + 1}/{opts.reps}")
-    finally:
-        bar.close()
+        v: {(op, s): [] for op in ("put", "get") for s in opts.lat_sizes} for v in net.variants}
+
+    def take(who: str, mode: str, r: dict[str, Any]) -> None:
+        for s in opts.sizes:
+            moved = s * opts.window * windows[s]
+            bw[(who, mode)][s].append(moved / r["bw"][str(s)] / 1e6)
+            bw_cpu[(who, mode)][s].append(r["bw_cpu"][str(s)] / (opts.window * windows[s]))
+        for op in ("put", "get"):
+            for s in opts.lat_sizes:
+                lat[(who, mode)][(op, s)].append(stats(r[op][str(s)], keep=False))
+
+    net.run("rma", rma_job, plan, {"rma": plan}, amnet_opts, take, progress, 0.0, seg)
 
     results: list[dict[str, Any]] = []
     rows: list[list[str]] = []
-
-    def wm_label(mode: str) -> str:
-        modes = sorted(resolved[mode])
-        return mode if modes == [mode] else f"{mode} ({'/'.join(modes)})"
 
     for s in opts.sizes:
         raw = {m: summary(bw[("raw", m)][s]) for m in raw_modes}
@@ -244,7 +223,7 @@ def _network(parser: argparse.ArgumentParser, opts: argparse.Namespace,
             results.append({"section": "network", "op": "put_nbi bandwidth", "unit": "MB/s",
                             "bytes": s,
                             "window": opts.window, "windows": windows[s],
-                            "wait_mode": mode, "wait_mode_resolved": sorted(resolved[mode]),
+                            "wait_mode": mode, "wait_mode_resolved": sorted(net.resolved[mode]),
                             "amnet": a, "raw_block": raw["block"], "raw_spin": raw.get("spin"),
                             "raw_faster": fastest, "ratio": ratio,
                             "ratio_vs": {m: a["median"] / raw[m]["median"] for m in raw_modes},
@@ -255,7 +234,7 @@ def _network(parser: argparse.ArgumentParser, opts: argparse.Namespace,
             if target:
                 verdict = f">= {RMA_BW:g}: " + ("met" if target["met"] else "missed")
             rows.append([f"put_nbi stream MB/s, W={opts.window}", size_label(s),
-                         wm_label(mode), _mbs(a), _mbs(raw["block"]), _mbs(raw.get("spin")),
+                         net.mode_label(mode), _mbs(a), _mbs(raw["block"]), _mbs(raw.get("spin")),
                          f"{ratio:.2f} (vs {fastest}; higher is better)", verdict,
                          cpu_cells(a_cpu, raw_cpu["block"], raw_cpu.get("spin"))])
     for op in ("put", "get"):
@@ -268,13 +247,13 @@ def _network(parser: argparse.ArgumentParser, opts: argparse.Namespace,
                 results.append({"section": "network", "op": f"blocking {op} latency",
                                 "unit": "s", "bytes": s,
                                 "wait_mode": mode,
-                                "wait_mode_resolved": sorted(resolved[mode]), "amnet": a,
+                                "wait_mode_resolved": sorted(net.resolved[mode]), "amnet": a,
                                 "raw_block": raw["block"], "raw_spin": raw.get("spin"),
                                 "raw_faster": fastest, "ratio": ratio,
                                 "ratio_vs": {m: a["median"] / raw[m]["median"]
                                              for m in raw_modes},
                                 "better": "lower", "target": None})
-                rows.append([f"blocking {op} µs", size_label(s), wm_label(mode), us(a),
+                rows.append([f"blocking {op} µs", size_label(s), net.mode_label(mode), us(a),
                              us(raw["block"]), us(raw.get("spin")),
                              f"{ratio:.2f} (vs {fastest}; lower is better)", "", ""])
 
@@ -306,22 +285,13 @@ def _network(parser: argparse.ArgumentParser, opts: argparse.Namespace,
         f"for bandwidth higher is better (target at 1 MiB: >= {RMA_BW:g}); for latency "
         "lower is better.",
     ]
-    if "auto" in opts.wait_modes:
-        notes.append(f"amnet's auto wait mode resolved to "
-                     f"{'/'.join(sorted(resolved['auto'])) or '-'} on this machine "
-                     f"(2 ranks, one process each, {cpu_count()} usable cores).")
-    if pin_note(opts.pin):
-        notes.append(pin_note(opts.pin))
-        if unpinned:
-            notes.append(f"could not pin: {', '.join(sorted(unpinned))} (no "
-                         "os.sched_setaffinity or /proc/self/task here); those ran unpinned.")
-    config = {"reps": opts.reps, "sizes": opts.sizes, "window": opts.window, "pin": opts.pin,
+    notes += net.notes()
+    config = {"reps": opts.reps, "sizes": opts.sizes, "window": opts.window,
               "bytes": total, "max_windows": opts.max_windows, "windows": windows,
               "lat_sizes": opts.lat_sizes, "iters": opts.iters, "warmup": opts.warmup,
-              "wait_modes": opts.wait_modes, "amnet_options": amnet_opts,
+              **net.config(), "amnet_options": amnet_opts,
               "amnet_job": "amnet.run(amnet_bench._jobs.rma_job, n=2, nodes=2)",
               "raw_peer": "python amnet_bench/_rawzmq.py server|client MODE",
-              "order": [f"{w} {m}" for w, m in variants],
               "timer": "time.perf_counter in rank 0 / the raw client"}
     table = {"columns": ["operation", "size", "amnet wait mode", "amnet", "raw-zmq block",
                          "raw-zmq spin", "ratio amnet/raw", "target",
@@ -370,37 +340,36 @@ def _node_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
         for s in (lat_sizes if op in ("put", "get") else bw_sizes)}
     memcpy: dict[int, list[dict[str, Any]]] = {s: [] for s in bw_sizes}
     mpi_info: dict[str, Any] = {}
-    steps = len(variants) + 1 + (mpi_why is None)
-    bar = Progress("rma node", steps * opts.reps, enabled=progress)
-    try:
-        for rep in range(opts.reps):  # interleaved: amnet configurations, memcpy, mpi4py
-            for k, mode in variants:
-                r = _node.run_node(node_rma_job, plan, wait_mode=mode, segment_size=seg,
-                                   **runs[k])
-                resolved[(k, mode)].add(r["wait_mode"])
-                direct[k].add(bool(r["direct"]))
-                for op in ("put", "get"):
-                    for s in lat_sizes:
-                        lat[(k, mode, op, s)].append(stats(r[op][str(s)]))
-                    for s in bw_sizes:
-                        bw[(k, mode, op, s)].append(stats(r[f"{op}_bw"][str(s)]))
-                bar.step(f"{labels[k]} ({mode}) rep {rep + 1}/{opts.reps}")
-            m = memcpy_bw(bw_sizes, opts.node_samples, pin, opts.node_bytes)
+
+    def amnet(k: str, mode: str) -> None:
+        r = _node.run_node(node_rma_job, plan, wait_mode=mode, segment_size=seg, **runs[k])
+        resolved[(k, mode)].add(r["wait_mode"])
+        direct[k].add(bool(r["direct"]))
+        for op in ("put", "get"):
+            for s in lat_sizes:
+                lat[(k, mode, op, s)].append(stats(r[op][str(s)]))
             for s in bw_sizes:
-                memcpy[s].append(m["sizes"][str(s)])
-            bar.step(f"memcpy rep {rep + 1}/{opts.reps}")
-            if mpi_why is None:
-                res = run_mpi(mpi_plan)
-                mpi_info = {k2: res.get(k2) for k2 in ("mpi_library", "mpi4py",
-                                                       "thread_level", "same_node")}
-                for op in ("put", "get"):
-                    for s in lat_sizes:
-                        mpi[(op, s)].append(res[f"rma_{op}"][str(s)])
-                    for s in bw_sizes:
-                        mpi[(f"{op}_bw", s)].append(res[f"rma_{op}_bw"][str(s)])
-                bar.step(f"mpi4py rep {rep + 1}/{opts.reps}")
-    finally:
-        bar.close()
+                bw[(k, mode, op, s)].append(stats(r[f"{op}_bw"][str(s)]))
+
+    def copies() -> None:
+        m = memcpy_bw(bw_sizes, opts.node_samples, pin, opts.node_bytes)
+        for s in bw_sizes:
+            memcpy[s].append(m["sizes"][str(s)])
+
+    def mpi4py() -> None:
+        res = run_mpi(mpi_plan)
+        mpi_info.update({k: res.get(k) for k in ("mpi_library", "mpi4py", "thread_level",
+                                                 "same_node")})
+        for op in ("put", "get"):
+            for s in lat_sizes:
+                mpi[(op, s)].append(res[f"rma_{op}"][str(s)])
+            for s in bw_sizes:
+                mpi[(f"{op}_bw", s)].append(res[f"rma_{op}_bw"][str(s)])
+
+    # interleaved in every repetition: amnet configurations, memcpy, mpi4py
+    interleave("rma node", opts.reps, [
+        *((f"{labels[k]} ({mode})", functools.partial(amnet, k, mode)) for k, mode in variants),
+        ("memcpy", copies), *([("mpi4py", mpi4py)] if mpi_why is None else [])], progress)
 
     missing = f"missing: {mpi_why}" if mpi_why else "missing"
 
@@ -409,54 +378,48 @@ def _node_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
 
     results: list[dict[str, Any]] = []
     rows: list[list[str]] = []
+
+    def add(op: str, s: int, k: str, mode: str, a: dict[str, Any], m_fig: Any, c_fig: Any,
+            targets: list[dict[str, Any]], latency: bool) -> None:
+        """A result and its row: latency (no memcpy) or bandwidth."""
+        r_mpi, r_cpy = _node.ratio(a, m_fig), _node.ratio(a, c_fig)
+        cell = _node.us_cell if latency else _node.mbs_cell
+        results.append({"section": "node",
+                        "op": f"blocking {op} {'latency' if latency else 'bandwidth'}",
+                        "unit": "s" if latency else "MB/s", "bytes": s,
+                        **({} if latency else {"ops_per_sample": ops[s]}),
+                        "config": labels[k], "amnet_run": {"n": 2, **runs[k]},
+                        "wait_mode": mode, "wait_mode_resolved": sorted(resolved[(k, mode)]),
+                        "amnet": a, "mpi4py_rma": m_fig, "memcpy": c_fig, "ratio_mpi4py": r_mpi,
+                        "ratio_memcpy": r_cpy, "better": "lower" if latency else "higher",
+                        "targets": targets})
+        rows.append([f"blocking {op} {'µs' if latency else 'MB/s'}", size_label(s), labels[k],
+                     _wm(mode, resolved[(k, mode)]), cell(a), cell(m_fig, missing),
+                     "-" if latency else cell(c_fig), _node.ratio_cell(r_mpi),
+                     "-" if latency else _node.ratio_cell(r_cpy),
+                     "; ".join(f"{t['what']}: {_node.verdict(t['met'])}" for t in targets)])
+
     for op in ("put", "get"):
         for s in lat_sizes:
             m_fig = peer((op, s))
             for k, mode in variants:
                 a = over_reps(lat[(k, mode, op, s)])
                 r_mpi = _node.ratio(a, m_fig)
-                targets = []
-                if op == "put" and s == RMA_NODE_PUT_SIZE and k == "procs":
-                    targets.append({"what": f"<= {RMA_NODE_PUT:g}x mpi4py RMA put",
-                                    "ratio": r_mpi, "limit": RMA_NODE_PUT,
-                                    "met": None if r_mpi is None else r_mpi <= RMA_NODE_PUT})
-                results.append({"section": "node", "op": f"blocking {op} latency", "unit": "s",
-                                "bytes": s, "config": labels[k], "amnet_run": {"n": 2,
-                                                                               **runs[k]},
-                                "wait_mode": mode,
-                                "wait_mode_resolved": sorted(resolved[(k, mode)]), "amnet": a,
-                                "mpi4py_rma": m_fig, "memcpy": None, "ratio_mpi4py": r_mpi,
-                                "ratio_memcpy": None, "better": "lower", "targets": targets})
-                rows.append([f"blocking {op} µs", size_label(s), labels[k],
-                             _wm(mode, resolved[(k, mode)]), _node.us_cell(a),
-                             _node.us_cell(m_fig, missing), "-",
-                             _node.ratio_cell(r_mpi), "-",
-                             "; ".join(f"{t['what']}: {_node.verdict(t['met'])}"
-                                       for t in targets)])
+                targets = [{"what": f"<= {RMA_NODE_PUT:g}x mpi4py RMA put", "ratio": r_mpi,
+                            "limit": RMA_NODE_PUT,
+                            "met": None if r_mpi is None else r_mpi <= RMA_NODE_PUT}
+                           ] if op == "put" and s == RMA_NODE_PUT_SIZE and k == "procs" else []
+                add(op, s, k, mode, a, m_fig, None, targets, latency=True)
     for op in ("put", "get"):
         for s in bw_sizes:
-            m_fig = peer((f"{op}_bw", s))
-            c_fig = over_reps(memcpy[s])
+            m_fig, c_fig = peer((f"{op}_bw", s)), over_reps(memcpy[s])
             for k, mode in variants:
                 a = over_reps(bw[(k, mode, op, s)])
-                r_mpi, r_cpy = _node.ratio(a, m_fig), _node.ratio(a, c_fig)
-                targets = []
-                if s >= RMA_NODE_BW_SIZE and k == "procs":
-                    targets.append({"what": f">= {RMA_NODE_BW:g}x memcpy", "ratio": r_cpy,
-                                    "limit": RMA_NODE_BW, "met": r_cpy >= RMA_NODE_BW})
-                results.append({"section": "node", "op": f"blocking {op} bandwidth",
-                                "unit": "MB/s", "bytes": s, "ops_per_sample": ops[s],
-                                "config": labels[k], "amnet_run": {"n": 2, **runs[k]},
-                                "wait_mode": mode,
-                                "wait_mode_resolved": sorted(resolved[(k, mode)]), "amnet": a,
-                                "mpi4py_rma": m_fig, "memcpy": c_fig, "ratio_mpi4py": r_mpi,
-                                "ratio_memcpy": r_cpy, "better": "higher", "targets": targets})
-                rows.append([f"blocking {op} MB/s", size_label(s), labels[k],
-                             _wm(mode, resolved[(k, mode)]), _node.mbs_cell(a),
-                             _node.mbs_cell(m_fig, missing), _node.mbs_cell(c_fig),
-                             _node.ratio_cell(r_mpi), _node.ratio_cell(r_cpy),
-                             "; ".join(f"{t['what']}: {_node.verdict(t['met'])}"
-                                       for t in targets)])
+                r_cpy = _node.ratio(a, c_fig)
+                targets = [{"what": f">= {RMA_NODE_BW:g}x memcpy", "ratio": r_cpy,
+                            "limit": RMA_NODE_BW, "met": r_cpy >= RMA_NODE_BW}
+                           ] if s >= RMA_NODE_BW_SIZE and k == "procs" else []
+                add(op, s, k, mode, a, m_fig, c_fig, targets, latency=False)
 
     notes = [
         f"Node section: latency in µs per blocking operation, median (p10..p90) over batches "

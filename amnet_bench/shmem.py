@@ -267,19 +267,21 @@ class _Runner:
     def upc(self, form: str, part: str, plan: dict[str, Any], **kw: Any) -> list[Any]:
         return run_job(JOBS[part], {**self.base, **plan, "runtime": UPC_FORMS[form]}, **kw)
 
-    def shm(self, plan: dict[str, Any], n: int) -> list[Any] | None:
-        """The peer's results, or None after marking it failed (the rest still runs)."""
-        if "shmem4py" in self.missing:
-            return None
-        try:
-            return run_peer(self.peer, {**self.base, **plan}, n)
-        except PeerFailed as e:
-            self.missing["shmem4py"] = f"failed: {e}"
-            return None
+    def shm(self, plan: dict[str, Any], n: int, keep: Callable[[list[Any]], None],
+            what: str) -> None:
+        """The peer's run of ``plan`` on ``n`` PEs, where it runs: ``keep`` takes its
+        results (none once it failed: it is marked failed, and the rest still runs)."""
+        if "shmem4py" not in self.forms:
+            return
+        if "shmem4py" not in self.missing:
+            try:
+                keep(run_peer(self.peer, {**self.base, **plan}, n))
+            except PeerFailed as e:
+                self.missing["shmem4py"] = f"failed: {e}"
+        self.bar.step(f"{what}, shmem4py")
 
     def rep(self, rep: int) -> None:
         o, step = self.opts, self.bar.step
-        peer_on = "shmem4py" in self.forms
         # the upc forms back to back, in alternating order (their ratio is taken per rep)
         ups = self.upc_forms if rep % 2 == 0 else self.upc_forms[::-1]
         if "putget" in o.parts:
@@ -291,22 +293,18 @@ class _Runner:
                                  **({"nodes": 2} if topo == "2nodes" else {}))
                     self._putget(f, topo, r[0])
                     step(f"rep {rep + 1}, put/get {topo}, {f}")
-            if peer_on and "node" in o.topologies:
-                r = self.shm(plan, 2)
-                if r:
-                    self._putget("shmem4py", "node", r[0])
-                step(f"rep {rep + 1}, put/get, shmem4py")
+            if "node" in o.topologies:
+                self.shm(plan, 2, lambda r: self._putget("shmem4py", "node", r[0]),
+                         f"rep {rep + 1}, put/get")
         if "barrier" in o.parts:
             for t in o.threads:
                 for f in ups:
                     r = self.upc(f, "barrier", {"exp": "barrier"}, n=t)
                     self.put(f, f"barrier/{t}", _slowest(r, "barrier"))
                     step(f"rep {rep + 1}, barrier {t} threads, {f}")
-                if peer_on:
-                    r = self.shm({"exp": "barrier"}, t)
-                    if r:
-                        self.put("shmem4py", f"barrier/{t}", _slowest(r, "barrier"))
-                    step(f"rep {rep + 1}, barrier {t} threads, shmem4py")
+                self.shm({"exp": "barrier"}, t, lambda r, t=t: self.put(
+                    "shmem4py", f"barrier/{t}", _slowest(r, "barrier")),
+                    f"rep {rep + 1}, barrier {t} threads")
         T = o.coll_threads
         seg = max(16 << 20, 1 << (4 * max(o.coll_sizes)).bit_length())
         for part in ("bcast", "reduce"):
@@ -321,11 +319,8 @@ class _Runner:
                                  threads_per_proc=o.threads_per_proc)
                     self._coll(f, "treduce", r)
                     step(f"rep {rep + 1}, threaded reduce, {f}")
-            if peer_on:
-                r = self.shm(plan, T)
-                if r:
-                    self._coll("shmem4py", part, r)
-                step(f"rep {rep + 1}, {part}, shmem4py")
+            self.shm(plan, T, lambda r, part=part: self._coll("shmem4py", part, r),
+                     f"rep {rep + 1}, {part}")
         if "apps" in o.parts:
             plan = {"exp": "apps", "cpi_n": o.cpi_n, "triad_m": o.triad_m,
                     "triad_iters": max(2, o.iters // 10), "ra_words": o.ra_words,
@@ -335,11 +330,8 @@ class _Runner:
                 for f in ups:
                     self._apps(f, t, self.upc(f, "apps", plan, n=t, segment_size=seg))
                     step(f"rep {rep + 1}, apps {t} threads, {f}")
-                if peer_on:
-                    r = self.shm(plan, t)
-                    if r:
-                        self._apps("shmem4py", t, r)
-                    step(f"rep {rep + 1}, apps {t} threads, shmem4py")
+                self.shm(plan, t, lambda r, t=t: self._apps("shmem4py", t, r),
+                         f"rep {rep + 1}, apps {t} threads")
         if "osu" in o.parts:
             plan = {"exp": "osu", "bw_sizes": o.osu_sizes, "window": 16}
             seg = max(16 << 20, 1 << (4 * max(o.osu_sizes)).bit_length())
@@ -352,11 +344,8 @@ class _Runner:
                 for k, v in r[0]["amnet"]["pair"].items():
                     self.put(amnet_form, f"pair/osu/{k}", v)
                 step(f"rep {rep + 1}, OSU basics {topo}, shmem_rt")
-            if peer_on and "node" in o.topologies:
-                r = self.shm(plan, 2)
-                if r:
-                    self._osu("shmem4py", r)
-                step(f"rep {rep + 1}, OSU basics, shmem4py")
+            if "node" in o.topologies:
+                self.shm(plan, 2, lambda r: self._osu("shmem4py", r), f"rep {rep + 1}, OSU basics")
 
     def _putget(self, form: str, topo: str, r0: dict[str, Any]) -> None:
         for op in ("put", "get"):
