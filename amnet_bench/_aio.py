@@ -17,10 +17,11 @@ simulated nodes, the ``--conduit``'s first conduit other than mpi, else zmq):
 from __future__ import annotations
 
 import argparse
+import functools
 from typing import Any
 
 from ._aiojob import idle_job, many_job, rtt_job
-from ._report import Progress
+from ._report import interleave
 from ._stats import median, over_reps, stats
 from ._targets import AIO_AWAIT, AIO_IDLE, AIO_MANY
 from ._twonode import run_job, us
@@ -79,28 +80,31 @@ def aio_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
             "batches": max(3, opts.node_iters // max(10, opts.node_batch // 2) // 4)}
     many = {"count": 1000, "rounds": rounds_of(opts.reps)}
     idle = {"seconds": 1.0}
-    bar = Progress("am aio", opts.reps * len(places) * 2 + len(places), enabled=progress)
     rtts: dict[str, dict[str, list]] = {p: {} for p in places}
     gathers: dict[str, dict[str, list[float]]] = {
         p: {"handles": [], "gather": [], "when_all": [], "floor": [], "handles no loop": []}
         for p in places}
     idles: dict[str, dict[str, float]] = {}
-    try:
-        for rep in range(opts.reps):
-            for place, topo in places.items():
-                got = run_job(rtt_job, plan, **topo)[0]
-                for key, samples in got.items():
-                    rtts[place].setdefault(key, []).append(stats(samples, keep=False))
-                bar.step(f"{place} round trips rep {rep + 1}/{opts.reps}")
-                m = run_job(many_job, many, **{**topo, "n": 4})[0]
-                for k in ("handles", "gather", "when_all", "floor", "handles no loop"):
-                    gathers[place][k] += m[k]
-                bar.step(f"{place} 1000 rpcs rep {rep + 1}/{opts.reps}")
-        for place, topo in places.items():
-            idles[place] = run_job(idle_job, idle, **topo)[0]
-            bar.step(f"{place} idle")
-    finally:
-        bar.close()
+
+    def rtt(place: str) -> None:
+        got = run_job(rtt_job, plan, **places[place])[0]
+        for key, samples in got.items():
+            rtts[place].setdefault(key, []).append(stats(samples, keep=False))
+
+    def gather(place: str) -> None:
+        m = run_job(many_job, many, **{**places[place], "n": 4})[0]
+        for k in ("handles", "gather", "when_all", "floor", "handles no loop"):
+            gathers[place][k] += m[k]
+
+    def idle_cpu(place: str) -> None:
+        idles[place] = run_job(idle_job, idle, **places[place])[0]
+
+    interleave("am aio", opts.reps, [
+        step for place in places for step in (
+            (f"{place} round trips", functools.partial(rtt, place)),
+            (f"{place} 1000 rpcs", functools.partial(gather, place)))], progress)
+    interleave("am aio idle", 1, [(f"{place} idle", functools.partial(idle_cpu, place))
+                                  for place in places], progress)
 
     results: list[dict[str, Any]] = []
     rows: list[list[str]] = []

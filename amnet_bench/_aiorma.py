@@ -15,13 +15,15 @@ simulated nodes, the ``--conduit``'s first conduit other than mpi, else zmq):
 from __future__ import annotations
 
 import argparse
+import functools
 from typing import Any
 
 from ._aio import aio_places, await_row, many_row, rounds_of
 from ._aiojob import rma_aio_job
-from ._report import Progress
+from ._options import size_label
+from ._report import interleave
 from ._stats import over_reps, stats
-from ._twonode import run_job, size_label
+from ._twonode import run_job
 
 
 def rma_aio_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
@@ -31,18 +33,16 @@ def rma_aio_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
     plan = {"sizes": sizes, "batch": batch, "warmup": opts.node_warmup // 10 + 5,
             "batches": max(3, opts.node_iters // batch // 4), "count": 1000,
             "rounds": rounds_of(opts.reps)}
-    bar = Progress("rma aio", opts.reps * len(places), enabled=progress)
     per: dict[str, dict[str, list]] = {p: {} for p in places}
-    try:
-        for rep in range(opts.reps):
-            for place, topo in places.items():
-                got = run_job(rma_aio_job, plan, segment_size=max(sizes) + (1 << 20), **topo)[0]
-                for key, samples in got.items():
-                    per[place].setdefault(key, []).append(
-                        samples if key.startswith("gets") else stats(samples, keep=False))
-                bar.step(f"{place} rep {rep + 1}/{opts.reps}")
-    finally:
-        bar.close()
+
+    def run(place: str) -> None:
+        got = run_job(rma_aio_job, plan, segment_size=max(sizes) + (1 << 20), **places[place])[0]
+        for key, samples in got.items():
+            per[place].setdefault(key, []).append(
+                samples if key.startswith("gets") else stats(samples, keep=False))
+
+    interleave("rma aio", opts.reps, [(place, functools.partial(run, place))
+                                      for place in places], progress)
 
     results: list[dict[str, Any]] = []
     rows: list[list[str]] = []

@@ -13,7 +13,6 @@ collective time over the rounds; the suite reports the slowest rank's (the repor
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from typing import Any
@@ -232,8 +231,6 @@ def mpi_job(plan: dict[str, Any]) -> dict[str, float] | None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] != "job":
-        raise SystemExit("usage: mpiexec -n P python _colljob.py job PLAN_JSON")
-    res = mpi_job(json.loads(sys.argv[2]))
-    if res is not None:
-        print(PREFIX + json.dumps(res), flush=True)
+    from _mpipeer import script_main  # run as a script: this directory is sys.path[0]
+
+    script_main(mpi_job, PREFIX, sys.argv[1:], "mpiexec -n P python _colljob.py job PLAN_JSON")

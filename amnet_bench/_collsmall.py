@@ -24,7 +24,6 @@ weighs in a call over the conduit).
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Callable
@@ -154,10 +153,10 @@ def small_table(per: dict, ranks: list[int], topologies: list[str], plan: dict[s
     """The node table's rows (results, table) from ``per[(src, P, key)]`` (one value per
     repetition): src ``small`` (node, P processes), ``small-mpi``, ``small-threads`` and
     ``small-2nodes``."""
+    from ._options import size_label
     from ._stats import median
     from ._targets import COLL_NODE_MANY, COLL_NODE_NODES, COLL_NODE_PAIR, COLL_NODE_THREADS
     from ._twonode import cpu_count as _cores
-    from ._twonode import size_label
 
     results, rows, notes, missed = [], [], [], []
     groups = [("node", P, "small") for P in ranks if "node" in topologies]
@@ -255,8 +254,7 @@ def small_table(per: dict, ranks: list[int], topologies: list[str], plan: dict[s
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] != "job":
-        raise SystemExit("usage: mpiexec -n P python _collsmall.py job PLAN_JSON")
-    res = mpi_small_job(json.loads(sys.argv[2]))
-    if res is not None:
-        print(PREFIX + json.dumps(res), flush=True)
+    from _mpipeer import script_main  # run as a script: this directory is sys.path[0]
+
+    script_main(mpi_small_job, PREFIX, sys.argv[1:],
+                "mpiexec -n P python _collsmall.py job PLAN_JSON")

@@ -24,28 +24,22 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ._amnet import mpich_network_path
 from ._jobs import am_job, rma_job
 from ._mpipeer import run_mpi
-from ._report import Progress
+from ._options import size_label
+from ._report import interleave
 from ._stats import over_reps, stats, summary
 from ._targets import MPI_BW, MPI_BW_SIZE, MPI_SHORT
-from ._twonode import run_amnet, size_label, us
+from ._twonode import run_amnet, us
 
-PATHS = ("nolocal", "tcp")
 #: the section (and its table) of each path
 SECTION = {"tcp": "mpi", "nolocal": "mpi-nolocal"}
-
-
-def parse_paths(text: str) -> list[str]:
-    """``--mpi-paths``: a comma list of nolocal and tcp."""
-    from ._report import choice_list
-
-    return choice_list(text, PATHS, "MPI paths")
 
 
 def path_env(path: str) -> dict[str, str]:
@@ -87,6 +81,13 @@ def _env_note(env: dict[str, str]) -> str:
             f"mpiexec and mpi4py's alike ({what}).")
 
 
+def _steps(opts: argparse.Namespace, amnet: Callable[[str], None],
+           mpi4py: Callable[[], None]) -> list[tuple[str, Callable[[], None]]]:
+    """A repetition of an mpi section: amnet in each wait mode, then mpi4py."""
+    return [*((f"amnet mpi {m}", functools.partial(amnet, m)) for m in opts.wait_modes),
+            ("mpi4py", mpi4py)]
+
+
 def _path_title(path: str) -> str:
     return "TCP network path" if path == "tcp" else "no shared memory, MPIR_CVAR_NOLOCAL=1"
 
@@ -105,25 +106,22 @@ def am_section(opts: argparse.Namespace, progress: bool, path: str = "tcp") -> d
     resolved: dict[str, set[str]] = {m: set() for m in opts.wait_modes}
     peer: dict[str, list] = {"am": [], "pingpong": []}
     info: dict[str, Any] = {}
-    bar = Progress(f"am mpi {path}", (len(opts.wait_modes) + 1) * opts.reps,
-                   enabled=progress)
+
+    def amnet(mode: str) -> None:
+        r = run_amnet(am_job, plan, wait_mode=mode, **amnet_opts)
+        resolved[mode].add(r["wait_mode"])
+        got[mode]["short"].append(stats(r["short"], keep=False))
+        for s in opts.sizes:
+            got[mode][str(s)].append(stats(r["medium"][str(s)], keep=False))
+
+    def mpi4py() -> None:
+        m = run_mpi(mpi_plan)
+        peer["am"].append(m["am"])
+        peer["pingpong"].append(m["pingpong"])
+        info.update({k: m.get(k) for k in ("mpi_library", "mpi4py", "thread_level")})
+
     with network_path(path) as env:
-        try:
-            for rep in range(opts.reps):
-                for mode in opts.wait_modes:
-                    r = run_amnet(am_job, plan, wait_mode=mode, **amnet_opts)
-                    resolved[mode].add(r["wait_mode"])
-                    got[mode]["short"].append(stats(r["short"], keep=False))
-                    for s in opts.sizes:
-                        got[mode][str(s)].append(stats(r["medium"][str(s)], keep=False))
-                    bar.step(f"amnet mpi {mode} rep {rep + 1}/{opts.reps}")
-                m = run_mpi(mpi_plan)
-                peer["am"].append(m["am"])
-                peer["pingpong"].append(m["pingpong"])
-                info = {k: m.get(k) for k in ("mpi_library", "mpi4py", "thread_level")}
-                bar.step(f"mpi4py rep {rep + 1}/{opts.reps}")
-        finally:
-            bar.close()
+        interleave(f"am mpi {path}", opts.reps, _steps(opts, amnet, mpi4py), progress)
     emu, pp = over_reps(peer["am"]), over_reps(peer["pingpong"])
     results, rows = [], []
     for shape in shapes:
@@ -202,29 +200,25 @@ def rma_section(opts: argparse.Namespace, progress: bool, seg: int,
         for m in opts.wait_modes}
     resolved: dict[str, set[str]] = {m: set() for m in opts.wait_modes}
     peer: dict[int, list[float]] = {s: [] for s in opts.sizes}
-    bar = Progress(f"rma mpi {path}", (len(opts.wait_modes) + 1) * opts.reps,
-                   enabled=progress)
+
+    def amnet(mode: str) -> None:
+        r = run_amnet(rma_job, plan, wait_mode=mode, conduit="mpi", segment_size=seg)
+        resolved[mode].add(r["wait_mode"])
+        for s in opts.sizes:
+            moved = s * opts.window * windows[s]
+            for v, key in VARIANTS.items():
+                bw[v][mode][s].append(moved / r[key][str(s)] / 1e6)
+        for op in ("put", "get"):
+            for s in opts.lat_sizes:
+                lat[mode][(op, s)].append(stats(r[op][str(s)], keep=False))
+
+    def mpi4py() -> None:
+        m = run_mpi(mpi_plan)
+        for s in opts.sizes:
+            peer[s].append(m["send_bw"][str(s)]["aggregate"])
+
     with network_path(path) as env:
-        try:
-            for rep in range(opts.reps):
-                for mode in opts.wait_modes:
-                    r = run_amnet(rma_job, plan, wait_mode=mode, conduit="mpi",
-                                  segment_size=seg)
-                    resolved[mode].add(r["wait_mode"])
-                    for s in opts.sizes:
-                        moved = s * opts.window * windows[s]
-                        for v, key in VARIANTS.items():
-                            bw[v][mode][s].append(moved / r[key][str(s)] / 1e6)
-                    for op in ("put", "get"):
-                        for s in opts.lat_sizes:
-                            lat[mode][(op, s)].append(stats(r[op][str(s)], keep=False))
-                    bar.step(f"amnet mpi {mode} rep {rep + 1}/{opts.reps}")
-                m = run_mpi(mpi_plan)
-                for s in opts.sizes:
-                    peer[s].append(m["send_bw"][str(s)]["aggregate"])
-                bar.step(f"mpi4py rep {rep + 1}/{opts.reps}")
-        finally:
-            bar.close()
+        interleave(f"rma mpi {path}", opts.reps, _steps(opts, amnet, mpi4py), progress)
     results, rows = [], []
     for v, key in VARIANTS.items():
         floor = key == "bw_copy"  # what the copying put adds: a floor, with no target

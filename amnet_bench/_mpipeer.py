@@ -452,6 +452,7 @@ def run_script(path: str, n: int, plan: Any, timeout: float = TIMEOUT_S,
     last line that starts with it (a rank prints it). The script's ranks may print
     :data:`SHM_PREFIX` lines naming /dev/shm files to remove if the job dies. Raises
     BenchError (mpiexec missing, the job failed or ran past ``timeout`` s: then killed)."""
+    from amnet_bench._child import run_command
     from amnet_bench._registry import BenchError
     from amnet_bench._report import find_mpiexec
 
@@ -460,29 +461,8 @@ def run_script(path: str, n: int, plan: Any, timeout: float = TIMEOUT_S,
         raise BenchError("the mpi4py peer needs mpiexec, found neither beside "
                          f"{sys.executable} nor on PATH (pip install -e '.[peers]')")
     cmd = [mpiexec, "-n", str(n), sys.executable, path, "job", json.dumps(plan)]
-    what = f"`{mpiexec} -n {n} {sys.executable} {path} job ...`"
-    try:
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             stdin=subprocess.DEVNULL, text=True, start_new_session=True)
-    except OSError as e:
-        raise BenchError(f"the mpi4py peer {what} could not be started: {e}")
-    out = err = ""
-    try:
-        out, err = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        out, err = _stop(p)
-        raise BenchError(f"the mpi4py peer {what} did not finish within {timeout:g} s")
-    finally:
-        if p.poll() is None:
-            out, err = _stop(p)
-        _unlink_left(out)
-    if p.returncode != 0:
-        raise BenchError(f"the mpi4py peer {what} exited with status {p.returncode}: "
-                         f"{err.strip()[-2000:]}")
-    for line in reversed(out.splitlines()):
-        if line.startswith(prefix):
-            return json.loads(line[len(prefix):])
-    raise BenchError(f"the mpi4py peer {what} printed no result line: {out.strip()[-2000:]!r}")
+    return run_command(cmd, f"the mpi4py peer `{mpiexec} -n {n} {sys.executable} {path} job "
+                       "...`", prefix, timeout, stop=_stop, printed=_unlink_left)
 
 
 def _stop(p: subprocess.Popen) -> tuple[str, str]:
@@ -519,16 +499,23 @@ def _unlink_left(out: str) -> None:
                     pass
 
 
+def script_main(fn: Any, prefix: str, argv: list[str], usage: str) -> None:
+    """The main of a script that :func:`run_script` starts under ``mpiexec``: ``job
+    PLAN_JSON`` runs ``fn(plan)`` on every rank, and the rank that returns a result prints
+    it after ``prefix``. Anything else exits with ``usage``."""
+    if len(argv) != 2 or argv[0] != "job":
+        raise SystemExit(f"usage: {usage}")
+    res = fn(json.loads(argv[1]))
+    if res is not None:
+        print(prefix + json.dumps(res), flush=True)
+
+
 def main(argv: list[str]) -> None:
-    if argv and argv[0] == "job":
-        res = job(json.loads(argv[1]))
-        if res is not None:
-            print(PREFIX + json.dumps(res), flush=True)
+    if not argv:
+        print(json.dumps(run_mpi(), indent=1))
         return
-    if argv:
-        raise SystemExit("usage: mpiexec -n 2 python -m amnet_bench._mpipeer job PLAN_JSON | "
-                         "python -m amnet_bench._mpipeer")
-    print(json.dumps(run_mpi(), indent=1))
+    script_main(job, PREFIX, argv, "mpiexec -n 2 python -m amnet_bench._mpipeer job "
+                "PLAN_JSON | python -m amnet_bench._mpipeer")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from ._options import size_label
+
 #: Positive values spanning more than this factor get a log y axis (unless ``ylog`` is given).
 LOG_SPAN = 30.0
 
@@ -53,14 +55,6 @@ def require_matplotlib() -> Any:
 
         raise BenchError(MISSING) from None
     return plt
-
-
-def bytes_label(n: int) -> str:
-    """``8 B``, ``4 KiB``, ``1 MiB``: a whole number of the largest unit, else bytes."""
-    for unit, name in ((1 << 20, "MiB"), (1 << 10, "KiB")):
-        if n >= unit and n % unit == 0:
-            return f"{n // unit} {name}"
-    return f"{n} B"
 
 
 def _measured(ys: Any) -> list[float]:
@@ -150,7 +144,7 @@ def _curves(ax: Any, fig: dict[str, Any], ylog: bool) -> None:
     if fig.get("xbytes"):
         xs = sorted({x for s in fig["series"] for x, y in zip(s["x"], s["y"], strict=True)
                      if y is not None})
-        ax.set_xticks(xs, [bytes_label(int(x)) for x in xs], fontsize=7)
+        ax.set_xticks(xs, [size_label(int(x)) for x in xs], fontsize=7)
         ax.xaxis.set_minor_locator(NullLocator())  # no ticks at sizes not measured
     if ylog:
         ax.set_yscale("log")

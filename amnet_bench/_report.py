@@ -16,7 +16,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -244,117 +244,16 @@ class Progress:
         self.stream.flush()
 
 
-def comma_items(text: Any) -> list[Any]:
-    """The items of a command-line list: ``"1,4,8"`` -> ``["1", "4", "8"]``; an int or an
-    iterable of items is taken as it is."""
-    if isinstance(text, int):
-        return [text]
-    if isinstance(text, str):
-        return [t for t in text.replace(" ", "").split(",") if t]
-    return list(text)
-
-
-def choice_list(text: Any, allowed: Iterable[str], what: str) -> list[str]:
-    """A comma list of names from ``allowed`` (``--topology node,2nodes``), duplicates
-    dropped. Raises argparse.ArgumentTypeError naming what is allowed."""
-    import argparse
-
-    allowed = list(allowed)
-    items = [str(t).strip() for t in comma_items(text) if str(t).strip()]
-    if not items or any(i not in allowed for i in items):
-        raise argparse.ArgumentTypeError(f"{what} are {', '.join(allowed)}; got {text!r}")
-    return list(dict.fromkeys(items))
-
-
-def int_list(text: Any, what: str, least: int = 1, most: int = 1 << 30) -> list[int]:
-    """A comma list of ints in ``least..most`` (``--ranks 2,4,8``), duplicates dropped.
-    Raises argparse.ArgumentTypeError."""
-    import argparse
-
+def interleave(label: str, reps: int, steps: Sequence[tuple[str, Callable[[], Any]]],
+               progress: bool = True) -> None:
+    """Run ``reps`` repetitions of ``steps``, each ``(what, fn)`` by calling ``fn()`` in
+    turn (a figure and its peers interleaved in every repetition, each run in fresh
+    processes), with a :class:`Progress` line under ``label``."""
+    bar = Progress(label, reps * len(steps), enabled=progress)
     try:
-        vals = [int(t) for t in comma_items(text)]
-    except (TypeError, ValueError):
-        raise argparse.ArgumentTypeError(f"expected a comma list of {what} such as 2,4,8, "
-                                         f"got {text!r}") from None
-    if not vals or any(not least <= v <= most for v in vals):
-        raise argparse.ArgumentTypeError(f"{what} are {least}..{most}, got {text!r}")
-    return list(dict.fromkeys(vals))
-
-
-#: The options every suite takes (BENCHMARKS.md; ``--out`` is amnet-bench's own): a suite
-#: defines those its experiment varies, :func:`quick_parse` adds the others as fixed.
-COMMON = {"--ranks": "N", "--splits": "T,T", "--nodes": "K", "--sizes": "S,S", "--reps": "R"}
-
-
-def _items(v: Any) -> tuple[str, ...]:
-    return tuple(sorted(str(t).lower() for t in comma_items(v)))
-
-
-def quick_parse(p: Any, args: Any, quick: dict[str, Any], what: str,
-                fixed: dict[str, tuple[str | None, str]] | None = None,
-                plots: Sequence[str] = ()) -> Any:
-    """Add ``--quick`` to the suite's parser ``p`` and parse ``args``: with ``--quick``, the
-    options whose destinations ``quick`` names take its (already converted) values unless
-    they are given explicitly. ``what`` says in ``--help`` what the quick run does.
-
-    Every :data:`COMMON` option the suite does not define is added as one its experiment
-    fixes: ``fixed[flag] = (value, why)`` (value None: the suite has no such dimension). The
-    option is accepted at that value and refused otherwise, with ``why``, so one command
-    line can go to every suite and learn which do not vary what.
-
-    ``--help`` also lists amnet-bench's own ``--out`` (and, where the suite draws ``plots``,
-    the PNG files, ``--no-plots``): the command line takes them before the suite runs; a
-    suite called from Python with them refuses them (it returns its result, writing
-    nothing)."""
-    p.add_argument("--quick", action="store_true",
-                   help=f"a short run (under 2 minutes on 2 cores): {what}; options given "
-                        "explicitly still apply")
-    own = p.add_argument_group("amnet-bench's options (given after SUITE, or before it)")
-    own.add_argument("--out", metavar="DIR", dest="_out", default=None,
-                     help="write DIR/results.json (the machine, the config, every sample) "
-                          "and DIR/results.md" +
-                          (f", and PNG plots ({', '.join(plots)}; they need matplotlib, "
-                           "which is checked before anything is measured)" if plots else
-                           "; this suite draws no plots"))
-    if plots:
-        own.add_argument("--no-plots", dest="_no_plots", action="store_true",
-                         help="with --out: write no PNG plots (matplotlib not needed)")
-    added = {}
-    for flag, metavar in COMMON.items():
-        if flag in p._option_string_actions:
-            continue
-        value, why = (fixed or {}).get(flag, (None, "this suite does not vary it"))
-        dest = "_fixed_" + flag[2:]
-        p.add_argument(flag, dest=dest, default=None, metavar=metavar,
-                       help=f"fixed{f' at {value}' if value else ''}: {why}")
-        added[flag] = (dest, value, why)
-    argv = list(args or [])
-    if "--quick" in argv:
-        p.set_defaults(**quick)
-    opts = p.parse_args(argv)
-    if opts._out is not None or getattr(opts, "_no_plots", False):
-        p.error("--out and --no-plots are the amnet-bench command line's: a suite called "
-                "from Python returns its result and writes no files")
-    del opts._out
-    if plots:
-        del opts._no_plots
-    for flag, (dest, value, why) in added.items():
-        got = getattr(opts, dest)
-        delattr(opts, dest)
-        if got is not None and (value is None or _items(got) != _items(value)):
-            p.error(f"{flag} {got}: {why}" + (f"; this suite runs {flag} {value} only"
-                                              if value else ""))
-    return opts
-
-
-def nodes_topologies(text: Any) -> list[str]:
-    """``--nodes 1,2`` as the topologies of the suites that name them: 1 is ``node``, 2
-    ``2nodes``. Raises argparse.ArgumentTypeError for anything else."""
-    import argparse
-
-    names = {"1": "node", "2": "2nodes"}
-    items = comma_items(text)
-    if not items or any(t not in names for t in items):
-        raise argparse.ArgumentTypeError(f"--nodes takes 1, 2 or 1,2 here (one node, or two), "
-                                         f"got {text!r}")
-    return list(dict.fromkeys(names[t] for t in items))
+        for rep in range(reps):
+            for what, fn in steps:
+                fn()
+                bar.step(f"{what} rep {rep + 1}/{reps}")
+    finally:
+        bar.close()

@@ -172,6 +172,24 @@ def reduce(shmem: Any, plan: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def triad(a: Any, b: Any, c: Any, barrier: Callable[[], Any],
+          plan: dict[str, Any]) -> list[float]:
+    """Stream-Triad on this thread's part of the arrays, ``a = b + 3 c`` (b is 1, c is 2):
+    seconds per pass of ``plan["samples"]`` samples of ``plan["triad_iters"]`` passes, a
+    ``barrier()`` after each; the result checked."""
+    pc = time.perf_counter
+    out = []
+    for _ in range(plan["samples"]):
+        barrier()
+        t0 = pc()
+        for _ in range(plan["triad_iters"]):
+            np.add(b, 3.0 * c, out=a)
+            barrier()
+        out.append((pc() - t0) / plan["triad_iters"])
+    assert float(a[-1]) == 7.0
+    return out
+
+
 def apps(shmem: Any, plan: dict[str, Any]) -> dict[str, Any]:
     me, T = shmem.my_pe(), shmem.n_pes()
     pc = time.perf_counter
@@ -187,14 +205,7 @@ def apps(shmem: Any, plan: dict[str, Any]) -> dict[str, Any]:
     out["cpi_error"] = abs(float(tot[0]) - math.pi)
     M = plan["triad_m"]
     a, b, c = shmem.zeros(M), shmem.full(M, 1.0), shmem.full(M, 2.0)
-    for _ in range(plan["samples"]):
-        shmem.barrier_all()
-        t0 = pc()
-        for _ in range(plan["triad_iters"]):
-            np.add(b, 3.0 * c, out=a)
-            shmem.barrier_all()
-        out["triad"].append((pc() - t0) / plan["triad_iters"])
-    assert float(a[M - 1]) == 7.0
+    out["triad"] = triad(a, b, c, shmem.barrier_all, plan)
     L, count = plan["ra_words"], plan["ra_updates"]
     N = L * T
     table = shmem.zeros(L, dtype=np.uint64)

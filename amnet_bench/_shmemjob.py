@@ -26,7 +26,15 @@ from typing import Any
 
 import numpy as np
 
-from ._shmem4pyjob import batches, cpi_part, iters_for, ra_expected, ra_initial, ra_stream
+from ._shmem4pyjob import (
+    batches,
+    cpi_part,
+    iters_for,
+    ra_expected,
+    ra_initial,
+    ra_stream,
+    triad,
+)
 from ._stats import median
 
 
@@ -166,15 +174,7 @@ def apps_job(ep: Any, plan: dict[str, Any]) -> dict[str, Any]:
     b = upc.shared_array(M * T, "f8", M)
     c = upc.shared_array(M * T, "f8", M)
     b.local[:], c.local[:] = 1.0, 2.0
-    al, bl, cl = a.local, b.local, c.local
-    for _ in range(plan["samples"]):
-        upc.barrier()
-        t0 = pc()
-        for _ in range(plan["triad_iters"]):
-            np.add(bl, 3.0 * cl, out=al)
-            upc.barrier()
-        out["triad"].append((pc() - t0) / plan["triad_iters"])
-    assert float(al[M - 1]) == 7.0
+    out["triad"] = triad(a.local, b.local, c.local, upc.barrier, plan)
     L, count = plan["ra_words"], plan["ra_updates"]
     N = L * T
     table = upc.shared_array(N, "u8", L)

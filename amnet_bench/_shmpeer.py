@@ -40,7 +40,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -220,37 +219,10 @@ def _memcpy_local(sizes: Sequence[int], reps: int, pin: str, min_bytes: int) -> 
 def _run_child(args: list[str], timeout: float) -> dict[str, Any]:
     """Run this file as a script with ``args`` in its own session; the result line's JSON.
     Any failure is an :class:`amnet_bench.BenchError` naming the command."""
-    from amnet_bench._registry import BenchError
+    from amnet_bench._child import run_command
 
-    cmd = [sys.executable, os.path.abspath(__file__), *args]
-    what = f"the shm peer `{' '.join(args)}`"
-    try:
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             stdin=subprocess.DEVNULL, text=True, start_new_session=True)
-    except OSError as e:
-        raise BenchError(f"{what} could not be started: {e}")
-    try:
-        out, err = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill_group(p)
-        raise BenchError(f"{what} did not finish within {timeout:g} s")
-    finally:
-        if p.poll() is None:
-            _kill_group(p)
-    if p.returncode != 0:
-        raise BenchError(f"{what} exited with status {p.returncode}: {err.strip()}")
-    for line in reversed(out.splitlines()):
-        if line.startswith(PREFIX):
-            return json.loads(line[len(PREFIX):])
-    raise BenchError(f"{what} printed no result line: {out.strip()!r} {err.strip()}")
-
-
-def _kill_group(p: subprocess.Popen) -> None:
-    try:
-        os.killpg(p.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    p.communicate()
+    return run_command([sys.executable, os.path.abspath(__file__), *args],
+                       f"the shm peer `{' '.join(args)}`", PREFIX, timeout)
 
 
 def raw_shm_rtt(iters: int = 100_000, warmup: int = 10_000, pin: str = "none",

@@ -7,12 +7,9 @@ processes, labelled as the paper labels them (``2T-8P``: 8 processes of 2 pthrea
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-
-from ._report import comma_items
 
 
 @dataclass(frozen=True)
@@ -47,22 +44,6 @@ def splits_of(per_node: int) -> list[Split]:
     return [Split(t, per_node // t) for t in range(1, per_node + 1) if per_node % t == 0]
 
 
-def parse_threads(text: Any) -> list[int] | None:
-    """``--splits``: a comma list of rank-threads per process (``1,2,4``), or ``all``
-    (None: every divisor of the ranks per node). Raises argparse.ArgumentTypeError."""
-    if isinstance(text, str) and text.strip().lower() in ("", "all"):
-        return None
-    try:
-        vals = [int(t) for t in comma_items(text)]
-    except (TypeError, ValueError):
-        raise argparse.ArgumentTypeError(f"expected all or a comma list of rank-threads per "
-                                         f"process such as 1,2,4, got {text!r}") from None
-    if not vals or any(v < 1 for v in vals):
-        raise argparse.ArgumentTypeError(f"rank-threads per process are at least 1, got "
-                                         f"{text!r}")
-    return sorted(set(vals))
-
-
 def choose(per_node: int, threads: list[int] | None) -> list[Split]:
     """The splits to run: every one (``threads`` None) or those asked for.
 
@@ -77,32 +58,3 @@ def choose(per_node: int, threads: list[int] | None) -> list[Split]:
                          f"({per_node}); possible: "
                          f"{','.join(str(s.threads) for s in splits_of(per_node))}")
     return [Split(t, per_node // t) for t in threads]
-
-
-def add_options(p: argparse.ArgumentParser, ranks: int, nodes: int, splits: Any,
-                min_nodes: int) -> None:
-    """The options every split-sweeping suite shares: ``--ranks``, ``--nodes``,
-    ``--splits``."""
-    p.add_argument("--ranks", type=int, default=ranks, metavar="N",
-                   help="ranks in all, 2..64 (default: %(default)s)")
-    p.add_argument("--nodes", type=int, default=nodes, metavar="K",
-                   help=f"simulated nodes, at least {min_nodes}, dividing --ranks (default: "
-                        "%(default)s)")
-    p.add_argument("--splits", type=parse_threads, default=parse_threads(splits),
-                   metavar="T,T", help="rank-threads per process to run, each dividing the "
-                   "ranks per node, or all (default: all)")
-
-
-def check_options(p: argparse.ArgumentParser, opts: Any, min_nodes: int) -> list[Split]:
-    """The splits the parsed ``--ranks``, ``--nodes`` and ``--splits`` ask for; a bad value
-    ends the run with the parser's error, naming it and its limit."""
-    if not 2 <= opts.ranks <= 64:
-        p.error(f"--ranks must be in 2..64, got {opts.ranks}")
-    if not min_nodes <= opts.nodes <= opts.ranks or opts.ranks % opts.nodes:
-        p.error(f"--nodes must be at least {min_nodes} and divide --ranks ({opts.ranks}), "
-                f"got {opts.nodes}")
-    try:
-        return choose(opts.ranks // opts.nodes, opts.splits)
-    except ValueError as e:
-        p.error(str(e))
-        raise  # p.error exits; this only tells type checkers so

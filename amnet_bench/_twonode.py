@@ -1,4 +1,4 @@
-"""What the ``am`` and ``rma`` suites share: a 2-node amnet job, the raw-zmq peer, statistics.
+"""What the ``am`` and ``rma`` suites share: options, a 2-node amnet job, the raw-zmq peer.
 
 Both suites time amnet across two simulated nodes (``amnet.run(fn, n=2, nodes=2)``: one rank
 per node, all traffic over the zmq conduit on TCP loopback) beside the raw-zmq peer
@@ -11,49 +11,35 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
+from . import _options as options
 from ._registry import BenchError
-from ._report import comma_items, rank_job, ranks_result
+from ._report import interleave, rank_job, ranks_result
 
 RAW_MODES = ("block", "spin")  # the raw-zmq peer's wait strategies
-PINS = ("none", "same", "split")  # where the two sides' threads run (see _rawzmq.pin_process)
-PIN_HELP = ("none: where the scheduler puts them; same: every thread of both sides (Python and "
-            "libzmq) on one core; split: side 0 (amnet rank 0, the raw client) on one core, "
-            "side 1 on another (default: %(default)s)")
 JOB_TIMEOUT_S = 300.0
 
 
-def parse_sizes(text: str | int | Iterable[Any]) -> list[int]:
-    """``"8,1K,64K"`` (or ints) as a list of positive byte counts."""
-    from ._amnet import parse_size
-
-    try:
-        sizes = [parse_size(t) for t in comma_items(text)]
-    except (ValueError, TypeError):
-        raise argparse.ArgumentTypeError(f"expected a comma list of sizes such as 8,1K,64K, "
-                                         f"got {text!r}")
-    if not sizes or any(s < 1 for s in sizes):
-        raise argparse.ArgumentTypeError(f"sizes must be positive, got {text!r}")
-    return sizes
-
-
-def parse_modes(text: str | Iterable[str]) -> list[str]:
-    """``"auto,block"``: amnet wait modes to run (each is its own amnet row)."""
-    items = [t for t in text.replace(" ", "").split(",") if t] if isinstance(text, str) \
-        else list(text)
-    bad = [m for m in items if m not in ("auto", "spin", "block")]
-    if not items or bad:
-        raise argparse.ArgumentTypeError(f"wait modes are auto, spin, block; got {text!r}")
-    return list(dict.fromkeys(items))
-
-
-def size_label(n: int) -> str:
-    for unit, name in ((1 << 20, "MiB"), (1 << 10, "KiB")):
-        if n >= unit and n % unit == 0:
-            return f"{n // unit} {name}"
-    return f"{n} B"
+def add_options(p: options.Parser, d: dict[str, Any], ops: str, conduit_peer: str,
+                aio: str) -> None:
+    """The options of ``am`` and ``rma``, with the suite's defaults ``d`` (its keywords by
+    name): ``ops`` says what its node section times, ``conduit_peer`` what the mpi conduit
+    runs beside, ``aio`` what its aio section measures."""
+    options.reps(p, d["reps"], "a fresh amnet job and raw peers each")
+    options.pin(p, d["pin"])
+    options.conduits(p, d["conduit"], "the conduits between the nodes, each its own table: "
+                     f"zmq and tcp beside raw pyzmq, mpi beside {conduit_peer}")
+    options.mpi_paths(p)
+    options.wait_modes(p, d["wait_modes"])
+    options.sections(p, d["node"], d["network"], d["aio"], aio)
+    options.count(p, "--node-iters", d["node_iters"], f"node section: timed {ops} per "
+                  "repetition, rounded up to whole batches", metavar="I")
+    options.warmup(p, d["node_warmup"], f"node section: untimed {ops} first",
+                   flag="--node-warmup")
+    options.count(p, "--node-batch", d["node_batch"], f"node section: {ops} per timed batch",
+                  metavar="B")
 
 
 SKIPPED = "skipped (--pin same)"
@@ -79,6 +65,69 @@ def pin_note(pin: str) -> str | None:
         note += (" raw-zmq spin is not run: two spinning processes on one core only make "
                  "progress when the scheduler switches them (milliseconds per message).")
     return note
+
+
+class Network:
+    """The runs of a network section (``am``, ``rma``): in every repetition amnet's job in
+    each ``--wait-mode``, then the raw-zmq peer in each of its modes, fresh processes each.
+    After :meth:`run`, ``resolved`` says what each amnet wait mode resolved to and
+    ``unpinned`` which runs could not pin."""
+
+    def __init__(self, opts: argparse.Namespace) -> None:
+        self.opts = opts
+        self.raw_modes = raw_modes_for(opts.pin)
+        self.variants = ([("amnet", m) for m in opts.wait_modes]
+                         + [("raw", m) for m in self.raw_modes])
+        self.resolved: dict[str, set[str]] = {m: set() for m in opts.wait_modes}
+        self.unpinned: set[str] = set()
+
+    def run(self, label: str, job: Callable, plan: dict[str, Any], raw_plan: dict[str, Any],
+            amnet_opts: dict[str, Any], take: Callable[[str, str, dict[str, Any]], None],
+            progress: bool, latency_us: float = 0.0, buf_size: int = 1 << 20) -> None:
+        """Run every repetition: amnet's ``job`` through ``plan`` (``amnet_opts`` for
+        ``amnet.run``), the raw peer through ``raw_plan``; ``take(who, mode, result)``
+        keeps each run's figures."""
+
+        def step(who: str, mode: str) -> tuple[str, Callable[[], None]]:
+            def one() -> None:
+                if who == "amnet":
+                    r = run_amnet(job, plan, wait_mode=mode, **amnet_opts)
+                    self.resolved[mode].add(r["wait_mode"])
+                else:
+                    r = run_raw(raw_plan, mode, latency_us, buf_size, pin=self.opts.pin)
+                take(who, mode, r)
+                if r.get("core") is None:
+                    self.unpinned.add(f"{who} {mode}")
+            return f"{who} {mode}", one
+
+        interleave(label, self.opts.reps, [step(w, m) for w, m in self.variants], progress)
+
+    def mode_label(self, mode: str) -> str:
+        """``auto`` as it resolved: ``auto (spin/block)``, or the mode alone."""
+        modes = sorted(self.resolved[mode])
+        return mode if modes == [mode] else f"{mode} ({'/'.join(modes)})"
+
+    def notes(self, *more: str) -> list[str]:
+        """The notes every network table ends with: what auto resolved to, ``more``, and
+        how the runs were pinned."""
+        notes = []
+        if "auto" in self.opts.wait_modes:
+            notes.append(f"amnet's auto wait mode resolved to "
+                         f"{'/'.join(sorted(self.resolved['auto'])) or '-'} on this machine "
+                         f"(2 ranks, one process each, {cpu_count()} usable cores).")
+        notes += more
+        if pin_note(self.opts.pin):
+            notes.append(pin_note(self.opts.pin))
+            if self.unpinned:
+                notes.append(f"could not pin: {', '.join(sorted(self.unpinned))} (no "
+                             "os.sched_setaffinity or /proc/self/task here); those ran "
+                             "unpinned.")
+        return notes
+
+    def config(self) -> dict[str, Any]:
+        """The section's config entries for its runs."""
+        return {"wait_modes": self.opts.wait_modes, "pin": self.opts.pin,
+                "order": [f"{w} {m}" for w, m in self.variants]}
 
 
 def merge_sections(suite: str, *sections: dict[str, Any] | None) -> dict[str, Any]:
@@ -112,47 +161,35 @@ def merge_sections(suite: str, *sections: dict[str, Any] | None) -> dict[str, An
     return out
 
 
-def parse_conduits(text: Any) -> list[str]:
-    """A comma list of registered conduit names (``--conduit``), duplicates dropped."""
-    from ._amnet import registered_conduits
-
-    names = list(dict.fromkeys(t.strip() for t in str(text).split(",") if t.strip()))
-    known = registered_conduits(*names)
-    if not names or any(n not in known for n in names):
-        raise argparse.ArgumentTypeError(f"expected a comma list of registered conduits "
-                                         f"({', '.join(sorted(known))}), got {text!r}")
-    return names
-
-
 def segment_for(nbytes: int) -> int:
     """The segment size for a job that addresses ``nbytes`` of it: the next power of two,
     at least 1 MiB."""
     return max(1 << 20, 1 << (max(nbytes, 1) - 1).bit_length())
 
 
-def run_amnet(fn: Callable, plan: dict[str, Any], **options: Any) -> dict[str, Any]:
+def run_amnet(fn: Callable, plan: dict[str, Any], **kw: Any) -> dict[str, Any]:
     """Run ``fn(ep, plan)`` as a 2-rank, 2-node amnet job; return rank 0's result."""
     import amnet
 
     try:
         res = amnet.run(functools.partial(fn, plan=plan), n=2, nodes=2,
-                        timeout=JOB_TIMEOUT_S, **options)
+                        timeout=JOB_TIMEOUT_S, **kw)
     except Exception as e:
-        raise BenchError(f"the amnet job {fn.__name__} (n=2, nodes=2, {options}) failed: "
+        raise BenchError(f"the amnet job {fn.__name__} (n=2, nodes=2, {kw}) failed: "
                          f"{type(e).__name__}: {e}") from e
     return res[0]
 
 
-def run_job(fn: Callable, plan: dict[str, Any], **options: Any) -> list[Any]:
-    """Run ``fn(ep, plan)`` as ``amnet.run(..., **options)``; return every rank's result.
+def run_job(fn: Callable, plan: dict[str, Any], **kw: Any) -> list[Any]:
+    """Run ``fn(ep, plan)`` as ``amnet.run(..., **kw)``; return every rank's result.
     Raises BenchError naming the job when it fails."""
     import amnet
 
     try:
         res = amnet.run(functools.partial(rank_job, fn, plan=plan), timeout=JOB_TIMEOUT_S,
-                        **options)
+                        **kw)
     except Exception as e:
-        raise BenchError(f"the amnet job {fn.__name__} ({options}) failed: "
+        raise BenchError(f"the amnet job {fn.__name__} ({kw}) failed: "
                          f"{type(e).__name__}: {e}") from e
     return ranks_result(res)
 

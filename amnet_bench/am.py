@@ -47,15 +47,18 @@ handles, and the CPU of an idle awaiting rank, within a node and across nodes.
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from . import _mpinet, _node
+from . import _options as options
 from ._aio import aio_section
 from ._jobs import am_job, node_am_job
 from ._mpipeer import run_mpi
+from ._options import size_label
 from ._registry import suite
-from ._report import Progress, nodes_topologies, quick_parse
+from ._report import interleave
 from ._shmpeer import python_calls_rtt, raw_shm_rtt
 from ._stats import median, over_reps, stats, summary
 from ._targets import (
@@ -66,77 +69,35 @@ from ._targets import (
     AM_THREADS_VS_PROCS,
 )
 from ._twonode import (
-    PIN_HELP,
-    PINS,
+    Network,
+    add_options,
     cpu_cells,
-    cpu_count,
     merge_sections,
-    parse_conduits,
-    parse_modes,
-    parse_sizes,
-    pin_note,
-    raw_modes_for,
-    run_amnet,
-    run_raw,
-    size_label,
     us,
 )
 
 
-def _parser(iters: int, warmup: int, reps: int, sizes: Any, latency_us: float,
-            wait_modes: Any, pin: str, node: bool, network: bool, node_iters: int,
-            node_warmup: int, node_batch: int, conduit: Any,
-            aio: bool = True) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="amnet-bench am",
-        description="Network section: Short and Medium AM round trip across 2 simulated nodes "
-                    "(--conduit, TCP loopback) beside raw pyzmq ping-pong with the same message "
-                    "shapes (blocking and spinning receivers). Node section: the "
-                    "hybrid paper's Table 2, Short-AM round trip between 2 ranks of one node "
-                    "as 2 threads, 2 procs (PSHM), + thread-safety, + loopback, beside "
-                    "raw-shm and mpi4py (AM emulation, Send/Recv). Peers interleaved in the "
-                    "same run. Reports median (p10..p90) µs and ratios (lower is better).")
-    p.add_argument("--iters", type=int, default=iters, metavar="I",
-                   help="timed round trips per shape per repetition (default: %(default)s)")
-    p.add_argument("--warmup", type=int, default=warmup, metavar="W",
-                   help="untimed round trips before each shape's timed ones "
-                        "(default: %(default)s)")
-    p.add_argument("--reps", type=int, default=reps, metavar="R",
-                   help="repetitions (fresh amnet job and raw peers each) "
-                        "(default: %(default)s)")
-    p.add_argument("--sizes", type=parse_sizes, default=parse_sizes(sizes), metavar="S,S",
-                   help="Medium payload sizes, a comma list like 8,1K,64K (default: 8,1K,64K)")
-    p.add_argument("--latency-us", type=float, default=latency_us, metavar="L",
-                   help="AMNET_NET_LATENCY_US for amnet; the raw peer holds each received "
-                        "message as long (default: %(default)s)")
-    p.add_argument("--pin", choices=PINS, default=pin, help=PIN_HELP)
-    p.add_argument("--conduit", type=parse_conduits, default=parse_conduits(conduit),
-                   metavar="C,C",
-                   help="the conduits between the nodes, each its own table: zmq and tcp "
-                        "beside raw pyzmq, mpi beside mpi4py on the same MPI (default: zmq)")
-    p.add_argument("--mpi-paths", type=_mpinet.parse_paths, default=list(_mpinet.PATHS),
-                   metavar="P,P", help="with --conduit mpi: MPICH's paths, each its own "
-                   "table: nolocal (MPIR_CVAR_NOLOCAL=1, the default network module), tcp "
-                   "(forced onto TCP by libfabric) (default: nolocal,tcp)")
-    p.add_argument("--wait-mode", type=parse_modes, default=parse_modes(wait_modes),
-                   metavar="M,M", dest="wait_modes",
-                   help="amnet wait modes to run, each its own row (both sections): auto, "
-                        "spin, block (default: auto)")
-    p.add_argument("--node", action=argparse.BooleanOptionalAction, default=node,
-                   help="run the node section (default: on)")
-    p.add_argument("--network", action=argparse.BooleanOptionalAction, default=network,
-                   help="run the network section (default: on)")
-    p.add_argument("--aio", action=argparse.BooleanOptionalAction, default=aio,
-                   help="run the aio section: amnet.aio's awaited get and rpc beside the "
-                        "blocking forms, 1000 rpcs with asyncio.gather beside handles, the CPU "
-                        "of an idle awaiting rank (default: on)")
-    p.add_argument("--node-iters", type=int, default=node_iters, metavar="I",
-                   help="node section: timed round trips per configuration and peer per "
-                        "repetition, rounded up to whole batches (default: %(default)s)")
-    p.add_argument("--node-warmup", type=int, default=node_warmup, metavar="W",
-                   help="node section: untimed round trips first (default: %(default)s)")
-    p.add_argument("--node-batch", type=int, default=node_batch, metavar="B",
-                   help="node section: round trips per timed batch (default: %(default)s)")
+def _parser(d: dict[str, Any]) -> options.Parser:
+    """The options, with the suite's defaults ``d`` (its keywords by name)."""
+    p = options.Parser(
+        "am", "Network section: Short and Medium AM round trip across 2 simulated nodes "
+              "(--conduit, TCP loopback) beside raw pyzmq ping-pong with the same message "
+              "shapes (blocking and spinning receivers). Node section: the "
+              "hybrid paper's Table 2, Short-AM round trip between 2 ranks of one node "
+              "as 2 threads, 2 procs (PSHM), + thread-safety, + loopback, beside "
+              "raw-shm and mpi4py (AM emulation, Send/Recv). Peers interleaved in the "
+              "same run. Reports median (p10..p90) µs and ratios (lower is better).")
+    add_options(p, d, "round trips of each configuration and peer",
+                "mpi4py on the same MPI", "amnet.aio's awaited get and rpc beside the "
+                "blocking forms, 1000 rpcs with asyncio.gather beside handles, the CPU of an "
+                "idle awaiting rank")
+    options.count(p, "--iters", d["iters"], "timed round trips per shape per repetition",
+                  metavar="I")
+    options.warmup(p, d["warmup"], "untimed round trips before each shape's timed ones")
+    options.sizes(p, d["sizes"], "Medium payload sizes", most=16 << 20,
+                  unit="a Medium payload (AMNET_MAX_MEDIUM's limit)")
+    options.latency(p, d["latency_us"], "AMNET_NET_LATENCY_US for amnet; the raw peer holds "
+                    "each received message as long", flag="--latency-us")
     return p
 
 
@@ -150,12 +111,7 @@ def am(args: Sequence[str] | None = None, *, iters: int = 2000, warmup: int = 20
     """AM round trip across 2 nodes vs raw pyzmq, on one node vs raw-shm/mpi4py; amnet.aio.
 
     The network and node sections, then amnet.aio's awaits beside the blocking forms."""
-    parser = _parser(iters, warmup, reps, sizes, latency_us, wait_modes, pin, node, network,
-                     node_iters, node_warmup, node_batch, conduit, aio)
-    parser.add_argument("--nodes", type=nodes_topologies, default=None, metavar="K,K",
-                        help="1: the node section only, 2: the network section only, 1,2: "
-                             "both (as --node/--network)")
-    opts = quick_parse(parser, args, {
+    opts = options.parse(_parser(locals()), args, {
         "reps": 1, "iters": 200, "warmup": 20, "sizes": [8, 1024], "node_iters": 1000,
         "node_warmup": 100, "node_batch": 100}, "1 repetition, 200 round trips of 8 B and "
         "1 KiB, 1000 on the node", fixed={
@@ -163,22 +119,6 @@ def am(args: Sequence[str] | None = None, *, iters: int = 2000, warmup: int = 20
                              "hybrid sweeps rank counts)"),
             "--splits": ("1,2", "its node section runs the pair as 2 processes (1) and as 2 "
                                 "rank-threads of one process (2), side by side")})
-    if opts.nodes is not None:
-        opts.node, opts.network = "node" in opts.nodes, "2nodes" in opts.nodes
-    for name in ("iters", "reps", "node_iters", "node_batch"):
-        if getattr(opts, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be at least 1, "
-                         f"got {getattr(opts, name)}")
-    for name in ("warmup", "node_warmup"):
-        if getattr(opts, name) < 0:
-            parser.error(f"--{name.replace('_', '-')} must be 0 or more, "
-                         f"got {getattr(opts, name)}")
-    if not 0 <= opts.latency_us <= 1e6:
-        parser.error(f"--latency-us must be within 0..1000000, got {opts.latency_us}")
-    if max(opts.sizes) > 16 << 20:
-        parser.error("Medium sizes are at most 16 MiB (AMNET_MAX_MEDIUM's limit)")
-    if not (opts.node or opts.network or opts.aio):
-        parser.error("--no-node, --no-network and --no-aio leave nothing to run")
 
     nets = []
     if opts.network:
@@ -201,35 +141,22 @@ def _network(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
     if opts.latency_us:
         amnet_opts["net_latency_us"] = opts.latency_us
     shapes = ["short", *(str(s) for s in opts.sizes)]
-    raw_modes = raw_modes_for(opts.pin)
-    variants = [("amnet", m) for m in opts.wait_modes] + [("raw", m) for m in raw_modes]
-
+    net = Network(opts)
+    raw_modes = net.raw_modes
     per_rep: dict[tuple[str, str], dict[str, list[dict[str, float]]]] = {
-        v: {s: [] for s in shapes} for v in variants}
+        v: {s: [] for s in shapes} for v in net.variants}
     cpu: dict[tuple[str, str], dict[str, list[float]]] = {
-        v: {s: [] for s in shapes} for v in variants}
-    resolved: dict[str, set[str]] = {m: set() for m in opts.wait_modes}
-    unpinned: set[str] = set()  # runs that could not pin (or were not asked to)
-    bar = Progress("am", len(variants) * opts.reps, enabled=progress)
-    try:
-        for rep in range(opts.reps):  # interleaved: amnet (each mode), raw block, raw spin
-            for who, mode in variants:
-                if who == "amnet":
-                    r = run_amnet(am_job, plan, wait_mode=mode, **amnet_opts)
-                    resolved[mode].add(r["wait_mode"])
-                else:
-                    r = run_raw({"am": plan}, mode, opts.latency_us, pin=opts.pin)
-                got = per_rep[(who, mode)]
-                got["short"].append(stats(r["short"], keep=False))
-                for s in opts.sizes:
-                    got[str(s)].append(stats(r["medium"][str(s)], keep=False))
-                for shape in shapes:
-                    cpu[(who, mode)][shape].append(r["cpu"][shape])
-                if r.get("core") is None:
-                    unpinned.add(f"{who} {mode}")
-                bar.step(f"{who} {mode} rep {rep + 1}/{opts.reps}")
-    finally:
-        bar.close()
+        v: {s: [] for s in shapes} for v in net.variants}
+
+    def take(who: str, mode: str, r: dict[str, Any]) -> None:
+        got = per_rep[(who, mode)]
+        got["short"].append(stats(r["short"], keep=False))
+        for s in opts.sizes:
+            got[str(s)].append(stats(r["medium"][str(s)], keep=False))
+        for shape in shapes:
+            cpu[(who, mode)][shape].append(r["cpu"][shape])
+
+    net.run("am", am_job, plan, {"am": plan}, amnet_opts, take, progress, opts.latency_us)
 
     results: list[dict[str, Any]] = []
     rows: list[list[str]] = []
@@ -247,23 +174,22 @@ def _network(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
             target = None
             if kind == "short":
                 target = {"max_ratio": AM_SHORT, "met": ratio <= AM_SHORT}
-            modes = sorted(resolved[mode])
             results.append({"section": "network", "am": kind, "payload_bytes": size,
                             "wait_mode": mode,
-                            "wait_mode_resolved": modes, "amnet": a, "raw_block": raw["block"],
-                            "raw_spin": raw.get("spin"), "raw_faster": fastest, "ratio": ratio,
+                            "wait_mode_resolved": sorted(net.resolved[mode]), "amnet": a,
+                            "raw_block": raw["block"], "raw_spin": raw.get("spin"),
+                            "raw_faster": fastest, "ratio": ratio,
                             "ratio_vs": ratios, "target": target,
                             "cpu_per_round_trip": {"amnet": a_cpu,
                                                    "raw_block": raw_cpu["block"],
                                                    "raw_spin": raw_cpu.get("spin")}})
             what = "Short (1 arg)" if kind == "short" else f"Medium {size_label(size)}"
-            wm = mode if modes == [mode] else f"{mode} ({'/'.join(modes)})"
             verdict = ""
             if target:
                 verdict = (f"<= {AM_SHORT:g}: " + ("met" if target["met"] else "missed"))
             cpus = cpu_cells(a_cpu, raw_cpu["block"], raw_cpu.get("spin"))
-            rows.append([what, wm, us(a), us(raw["block"]), us(raw.get("spin")),
-                         f"{ratio:.2f} (vs {fastest})", verdict, cpus])
+            rows.append([what, net.mode_label(mode), us(a), us(raw["block"]),
+                         us(raw.get("spin")), f"{ratio:.2f} (vs {fastest})", verdict, cpus])
 
     notes = [
         f"µs per round trip: median (p10..p90), each the median over {opts.reps} "
@@ -287,25 +213,15 @@ def _network(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
         "and less sensitive to scheduling than the wall-clock figures (a spinning thread's "
         "CPU time is its wall time).",
     ]
-    if "auto" in opts.wait_modes:
-        notes.append(f"amnet's auto wait mode resolved to "
-                     f"{'/'.join(sorted(resolved['auto'])) or '-'} on this machine "
-                     f"(2 ranks, one process each, {cpu_count()} usable cores).")
-    if opts.latency_us:
-        notes.append(f"AMNET_NET_LATENCY_US={opts.latency_us:g}: amnet delays each message "
-                     "from the other node by that much; the raw peer holds each received "
-                     "message as long (busy wait) before acting on it.")
-    if pin_note(opts.pin):
-        notes.append(pin_note(opts.pin))
-        if unpinned:
-            notes.append(f"could not pin: {', '.join(sorted(unpinned))} (no "
-                         "os.sched_setaffinity or /proc/self/task here); those ran unpinned.")
-    config = {"iters": opts.iters, "warmup": opts.warmup, "reps": opts.reps, "pin": opts.pin,
-              "sizes": opts.sizes, "latency_us": opts.latency_us,
-              "wait_modes": opts.wait_modes, "amnet_options": amnet_opts,
+    notes += net.notes(*[f"AMNET_NET_LATENCY_US={opts.latency_us:g}: amnet delays each "
+                         "message from the other node by that much; the raw peer holds each "
+                         "received message as long (busy wait) before acting on it."]
+                       * bool(opts.latency_us))
+    config = {"iters": opts.iters, "warmup": opts.warmup, "reps": opts.reps,
+              "sizes": opts.sizes, "latency_us": opts.latency_us, **net.config(),
+              "amnet_options": amnet_opts,
               "amnet_job": "amnet.run(amnet_bench._jobs.am_job, n=2, nodes=2)",
               "raw_peer": "python amnet_bench/_rawzmq.py server|client MODE",
-              "order": [f"{w} {m}" for w, m in variants],
               "timer": "time.perf_counter per round trip, in rank 0 / the raw client"}
     table = {"columns": ["AM", "amnet wait mode", "amnet µs", "raw-zmq block µs",
                          "raw-zmq spin µs", "ratio amnet/raw (lower is better)", "target",
@@ -346,34 +262,35 @@ def _node_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
                                               "calls": []}
     peer_info: dict[str, Any] = {}
     batch = min(opts.node_batch, opts.node_iters)
-    steps = len(configs) + 1 + (mpi_why is None)  # python calls run with raw-shm's step
-    bar = Progress("am node", steps * opts.reps, enabled=progress)
-    try:
-        for rep in range(opts.reps):  # interleaved: every configuration, raw-shm, mpi4py
-            for label, key, kw, mode in configs:
-                r = _node.run_node(node_am_job, plan, wait_mode=mode, **kw)
-                per_rep[(key, mode)].append(stats(r["short"]))
-                cpu[(key, mode)].append(r["cpu"])
-                resolved[(key, mode)].add(r["wait_mode"])
-                if "turns" in r:
-                    turns[mode].append(median(r["turns"]))
-                bar.step(f"{label} ({mode}) rep {rep + 1}/{opts.reps}")
-            shm = raw_shm_rtt(opts.node_iters, opts.node_warmup, pin, opts.node_batch)
-            peers["raw_shm"].append(shm)
-            peer_info["raw_shm"] = {k: shm.get(k) for k in ("spin", "usable_cores", "pin",
-                                                            "batch", "batches")}
-            bar.step(f"raw-shm rep {rep + 1}/{opts.reps}")
-            peers["calls"].append(python_calls_rtt(opts.node_iters, opts.node_warmup,
-                                                   opts.node_batch))
-            if mpi_why is None:
-                m = run_mpi(mpi_plan)
-                peers["mpi_am"].append(m["am"])
-                peers["mpi_pingpong"].append(m["pingpong"])
-                peer_info["mpi4py"] = {k: m.get(k) for k in ("mpi_library", "mpi4py",
-                                                             "thread_level", "same_node")}
-                bar.step(f"mpi4py rep {rep + 1}/{opts.reps}")
-    finally:
-        bar.close()
+
+    def amnet(key: str, kw: dict[str, Any], mode: str) -> None:
+        r = _node.run_node(node_am_job, plan, wait_mode=mode, **kw)
+        per_rep[(key, mode)].append(stats(r["short"]))
+        cpu[(key, mode)].append(r["cpu"])
+        resolved[(key, mode)].add(r["wait_mode"])
+        if "turns" in r:
+            turns[mode].append(median(r["turns"]))
+
+    def raw_shm() -> None:  # and python calls, in the same step
+        shm = raw_shm_rtt(opts.node_iters, opts.node_warmup, pin, opts.node_batch)
+        peers["raw_shm"].append(shm)
+        peer_info["raw_shm"] = {k: shm.get(k) for k in ("spin", "usable_cores", "pin",
+                                                        "batch", "batches")}
+        peers["calls"].append(python_calls_rtt(opts.node_iters, opts.node_warmup,
+                                               opts.node_batch))
+
+    def mpi4py() -> None:
+        m = run_mpi(mpi_plan)
+        peers["mpi_am"].append(m["am"])
+        peers["mpi_pingpong"].append(m["pingpong"])
+        peer_info["mpi4py"] = {k: m.get(k) for k in ("mpi_library", "mpi4py", "thread_level",
+                                                     "same_node")}
+
+    # interleaved in every repetition: every configuration, raw-shm, mpi4py
+    interleave("am node", opts.reps, [
+        *((f"{label} ({mode})", functools.partial(amnet, key, kw, mode))
+          for label, key, kw, mode in configs),
+        ("raw-shm", raw_shm), *([("mpi4py", mpi4py)] if mpi_why is None else [])], progress)
 
     raw_shm = over_reps(peers["raw_shm"])
     calls = over_reps(peers["calls"])

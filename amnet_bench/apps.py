@@ -20,15 +20,14 @@ threads' time. The all-processes split is the control (no lock shared: about 0%)
 
 from __future__ import annotations
 
-import argparse
-import functools
 from collections.abc import Sequence
 from typing import Any
 
+from . import _options as options
 from ._appsjob import KERNELS, apps_job
 from ._registry import BenchError, suite
-from ._report import Progress, choice_list, quick_parse
-from ._splits import add_options, check_options, split_caption
+from ._report import Progress
+from ._splits import split_caption
 from ._stats import median
 from ._twonode import cpu_count, run_job
 
@@ -57,34 +56,24 @@ def apps(args: Sequence[str] | None = None, *, ranks: int = 4, nodes: int = 2,
          splits: Any = "all", kernels: Any = tuple(KERNELS), reps: int = 3, samples: int = 3,
          gil: bool = True, progress: bool = True) -> dict[str, Any]:
     """GUPS, Sobel, MCOP, a lock, Python compute per procs x threads split (hybrid Fig. 6)."""
-    p = argparse.ArgumentParser(
-        prog="amnet-bench apps",
-        description="The hybrid paper's fine-grained kernels (GUPS, Sobel, MCOP, a contended "
-                    "lock) and pure-Python compute on upc_rt for every procs x threads split, "
-                    "normalized to the all-threads split (its Fig. 6), with the interpreter "
-                    "lock's share of each split's time measured.")
-    add_options(p, ranks, nodes, splits, min_nodes=1)
-    p.add_argument("--kernels",
-                   type=functools.partial(choice_list, allowed=KERNELS, what="kernels"),
-                   default=choice_list(kernels, KERNELS, "kernels"), metavar="K,K",
-                   help=f"(default: {','.join(KERNELS)})")
-    p.add_argument("--reps", type=int, default=reps, metavar="R",
-                   help="repetitions, fresh jobs each (default: %(default)s)")
-    p.add_argument("--samples", type=int, default=samples, metavar="N",
-                   help="timed rounds per kernel in each job, after a warm-up round "
-                        "(default: %(default)s)")
-    p.add_argument("--gil", action=argparse.BooleanOptionalAction, default=gil,
-                   help="also run every split in spin wait mode to measure the interpreter "
-                        "lock's share (default: on)")
-    opts = quick_parse(p, args, {"reps": 1, "samples": 2},
-                       "smaller kernels, 1 repetition of 2 rounds", fixed={
-                           "--sizes": (None, "its kernels have no message size; their sizes "
-                                             "are the paper's, scaled to the machine "
-                                             "(--quick: smaller)")}, plots=PLOTS)
-    for name in ("reps", "samples"):
-        if getattr(opts, name) < 1:
-            p.error(f"--{name} must be at least 1, got {getattr(opts, name)}")
-    chosen = check_options(p, opts, min_nodes=1)
+    p = options.Parser(
+        "apps", "The hybrid paper's fine-grained kernels (GUPS, Sobel, MCOP, a contended "
+                "lock) and pure-Python compute on upc_rt for every procs x threads split, "
+                "normalized to the all-threads split (its Fig. 6), with the interpreter "
+                "lock's share of each split's time measured.")
+    options.split_sweep(p, ranks, nodes, splits, min_nodes=1)
+    options.choices(p, "--kernels", kernels, KERNELS, "kernels", metavar="K,K")
+    options.reps(p, reps)
+    options.count(p, "--samples", samples, "timed rounds per kernel in each job, after a "
+                  "warm-up round")
+    options.toggle(p, "--gil", gil, "also run every split in spin wait mode to measure the "
+                   "interpreter lock's share")
+    opts = options.parse(p, args, {"reps": 1, "samples": 2},
+                         "smaller kernels, 1 repetition of 2 rounds", fixed={
+                             "--sizes": (None, "its kernels have no message size; their "
+                                               "sizes are the paper's, scaled to the "
+                                               "machine (--quick: smaller)")}, plots=PLOTS)
+    chosen = options.chosen_splits(p, opts)
     params = QUICK if opts.quick else DEFAULTS
     plan = {"kernels": opts.kernels, "samples": opts.samples,
             "params": {k: params[k] for k in opts.kernels}}

@@ -25,27 +25,20 @@ mpi4py; 2 rank-threads beside 2 processes; 2 nodes of 2 beside ``hier_am``
 from __future__ import annotations
 
 import argparse
-import functools
 from collections.abc import Sequence
 from typing import Any
 
+from . import _options as options
 from ._colljob import PREFIX, SYNC_MODES, coll_job, upc_sync_job
 from ._collsmall import PREFIX as SMALL_PREFIX
 from ._collsmall import SMALL, TOPOLOGIES, small_job, small_table
 from ._node import mpi_missing
+from ._options import size_label
 from ._registry import suite
-from ._report import (
-    Progress,
-    choice_list,
-    int_list,
-    interpreter_line,
-    machine_info,
-    nodes_topologies,
-    quick_parse,
-)
+from ._report import Progress, interpreter_line, machine_info
 from ._stats import median
 from ._targets import COLL_MPI, COLL_PUSH
-from ._twonode import JOB_TIMEOUT_S, cpu_count, parse_sizes, run_job, size_label
+from ._twonode import JOB_TIMEOUT_S, cpu_count, run_job
 
 COLLECTIVES = ("broadcast", "gather_all", "exchange", "reduce_all")
 MPI_NAME = {"broadcast": "Bcast", "gather_all": "Allgather", "exchange": "Alltoall",
@@ -65,81 +58,47 @@ def coll(args: Sequence[str] | None = None, *, reps: int = 1, ranks: Any = "2,4,
     """Collectives by algorithm (the UPC collectives testbed) beside mpi4py."""
     from amnet.coll import ALGORITHMS
 
-    p = argparse.ArgumentParser(
-        prog="amnet-bench coll",
-        description="amnet's collectives by algorithm with the UPC collectives report's "
-                    "testbed (computation x the collective between calls, slowest rank's "
-                    "mean), beside mpi4py Bcast/Allgather/Alltoall/Allreduce. µs per call.")
-    p.add_argument("--reps", type=int, default=reps, metavar="R",
-                   help="repetitions, fresh jobs each (default: %(default)s)")
-    p.add_argument("--ranks",
-                   type=functools.partial(int_list, what="rank counts", least=2, most=64),
-                   default=int_list(ranks, "rank counts", 2, 64), metavar="P,P",
-                   help="rank counts (default: 2,4,8)")
-    p.add_argument("--topology", type=functools.partial(choice_list, allowed=("node", "2nodes"),
-                                                        what="topologies"),
-                   default=choice_list(topologies, ("node", "2nodes"), "topologies"),
-                   dest="topologies", metavar="X,X", help="node and/or 2nodes (default: both)")
-    p.add_argument("--nodes", type=nodes_topologies, dest="topologies", metavar="K,K",
-                   default=argparse.SUPPRESS,
-                   help="1, 2 or 1,2: the topologies node and 2nodes (as --topology)")
-    p.add_argument("--collectives", type=functools.partial(choice_list, allowed=COLLECTIVES,
-                                                           what="collectives"),
-                   default=choice_list(collectives, COLLECTIVES, "collectives"), metavar="C,C",
-                   help=f"(default: {','.join(COLLECTIVES)})")
-    p.add_argument("--sizes", type=parse_sizes, default=parse_sizes(sizes), metavar="S,S",
-                   help="bytes per block (default: 8,64,512,4K,64K)")
-    p.add_argument("--calls", type=int, default=calls, metavar="N",
-                   help="timed rounds per case (default: %(default)s)")
-    p.add_argument("--warmup", type=int, default=warmup, metavar="N",
-                   help="untimed calls, then as many timed without computation (default: "
-                        "%(default)s)")
-    p.add_argument("--compute", type=float, default=compute, metavar="X",
-                   help="computation after each call, x the warm-up time (default: "
-                        "%(default)s)")
-    p.add_argument("--skew", type=float, default=skew, metavar="X",
-                   help="the last rank computes X times longer (the report uses 10; "
-                        "default: %(default)s, no skew)")
-    p.add_argument("--naive-max", type=parse_sizes, default=parse_sizes(naive_max),
-                   metavar="S", help="largest size the naive algorithms run at (default: 64)")
-    p.add_argument("--sync", type=_sync_list, default=_sync_list(sync), metavar="M,M",
-                   help="upc_rt's all_broadcast and all_exchange under these IN/OUT modes "
-                        "(ALL, MY, NO: the report's test cases 1, 7, 8), or none "
-                        "(default: ALL,MY,NO)")
-    p.add_argument("--small-ranks", type=_rank_list, default=_rank_list(small_ranks),
-                   metavar="P,P", help="the node table (broadcast, reduce_all, gather_all, "
-                   "barrier at 8 B and 64 B, broadcast and reduce_all at 64 KiB) at these "
-                   "rank counts of one node, or none (default: 2,4)")
-    p.add_argument("--small-topologies",
-                   type=functools.partial(choice_list, allowed=TOPOLOGIES,
-                                          what="node-table topologies"),
-                   default=choice_list(small_topologies, TOPOLOGIES, "node-table topologies"),
-                   metavar="X,X", help="the node table's topologies: node (--small-ranks "
-                   "processes), threads (2 rank-threads of a process), 2nodes (2 of 2) "
-                   "(default: all)")
-    p.add_argument("--small-calls", type=int, default=small_calls, metavar="N",
-                   help="timed rounds a case in that table (default: %(default)s)")
-    opts = quick_parse(p, args, {
-        "ranks": [2, 4], "sizes": [8, 4096], "calls": 3, "warmup": 1, "naive_max": [8],
+    p = options.Parser(
+        "coll", "amnet's collectives by algorithm with the UPC collectives report's "
+                "testbed (computation x the collective between calls, slowest rank's "
+                "mean), beside mpi4py Bcast/Allgather/Alltoall/Allreduce. µs per call.")
+    options.reps(p, reps)
+    options.ranks(p, ranks, "rank counts", many=True)
+    options.topologies(p, topologies)
+    options.choices(p, "--collectives", collectives, COLLECTIVES, "collectives",
+                    metavar="C,C")
+    options.sizes(p, sizes, "bytes per block", most=16 << 20, unit="a block")
+    options.count(p, "--calls", calls, "timed rounds per case")
+    options.warmup(p, warmup, "untimed calls, then as many timed without computation",
+                   least=1)
+    options.number(p, "--compute", compute, "computation after each call, x the warm-up "
+                   "time", 0, 100)
+    options.number(p, "--skew", skew, "the last rank computes X times longer (the report "
+                   "uses 10; 1: no skew)", 1, 100)
+    options.size(p, "--naive-max", naive_max, "largest size the naive algorithms run at")
+    options.choices(p, "--sync", sync, SYNC_MODES, "sync modes", "upc_rt's all_broadcast and "
+                    "all_exchange under these IN/OUT modes (ALL, MY, NO: the report's test "
+                    "cases 1, 7, 8), or none", metavar="M,M", none=True, fold=True)
+    options.counts(p, "--small-ranks", small_ranks, "rank counts", "the node table "
+                   "(broadcast, reduce_all, gather_all, barrier at 8 B and 64 B, broadcast and "
+                   "reduce_all at 64 KiB) at these rank counts of one node, or none", 2, 64,
+                   metavar="P,P", none=True)
+    options.choices(p, "--small-topologies", small_topologies, TOPOLOGIES,
+                    "node-table topologies", "the node table's topologies: node "
+                    "(--small-ranks processes), threads (2 rank-threads of a process), 2nodes "
+                    "(2 of 2)")
+    options.count(p, "--small-calls", small_calls, "timed rounds a case in that table")
+    opts = options.parse(p, args, {
+        "ranks": [2, 4], "sizes": [8, 4096], "calls": 3, "warmup": 1, "naive_max": 8,
         "small_ranks": [2], "small_calls": 100, "small_topologies": ["node"]},
         "2 and 4 ranks, 8 B and 4 KiB, 3 calls a case",
         fixed={"--splits": ("1", "its ranks are processes, a UPC thread each")},
         plots=PLOTS)
-    for name in ("reps", "calls", "warmup", "small_calls"):
-        if getattr(opts, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be at least 1, got "
-                    f"{getattr(opts, name)}")
-    if not 0 <= opts.compute <= 100:
-        p.error(f"--compute must be in 0..100, got {opts.compute}")
-    if not 1 <= opts.skew <= 100:
-        p.error(f"--skew must be in 1..100, got {opts.skew}")
-    if max(opts.sizes) > 16 << 20:
-        p.error(f"--sizes: at most 16 MiB a block, got {max(opts.sizes)}")
     if "2nodes" in opts.topologies and any(r % 2 for r in opts.ranks):
         p.error(f"--ranks must be even with --topology 2nodes, got {opts.ranks}")
     plan = {"collectives": opts.collectives, "sizes": opts.sizes, "calls": opts.calls,
             "warmup": opts.warmup, "compute": opts.compute, "skew_factor": opts.skew,
-            "naive_max": opts.naive_max[0],
+            "naive_max": opts.naive_max,
             "algorithms": {w: list(ALGORITHMS[w]) for w in opts.collectives}}
     plan["sync"] = opts.sync
     upc_too = bool(opts.sync) and any(w in opts.collectives for w in ("broadcast", "exchange"))
@@ -213,20 +172,6 @@ def _mpi(script: str, P: int, plan: dict[str, Any], prefix: str) -> dict[str, fl
     from ._mpipeer import run_script
 
     return run_script(script, P, plan, JOB_TIMEOUT_S, prefix)
-
-
-def _rank_list(text: Any) -> list[int]:
-    if str(text).strip().lower() in ("", "none"):
-        return []
-    return int_list(text, "rank counts", 2, 64)
-
-
-def _sync_list(text: Any) -> list[str]:
-    if isinstance(text, list | tuple):
-        text = ",".join(text)
-    if str(text).strip().lower() in ("", "none"):
-        return []
-    return choice_list(str(text).upper(), SYNC_MODES, "sync modes")
 
 
 def _sync_table(opts: argparse.Namespace, med: dict) -> tuple[list, list, list]:

@@ -15,22 +15,30 @@ normalizes to. With ``--out``: ``hybrid_am.png``, ``hybrid_bandwidth_<pattern>.p
 
 from __future__ import annotations
 
-import argparse
-import functools
 from collections.abc import Sequence
 from typing import Any
 
 from . import _hcolljob as hcoll
+from . import _options as options
 from . import apps as apps_mod
 from ._appsjob import KERNELS
 from ._hcolljob import COLLECTIVES
 from ._hybridjob import hybrid_job
+from ._options import choice_list, one_size, parse_sizes, size_label
 from ._registry import suite
-from ._report import Progress, choice_list, quick_parse
-from ._splits import add_options, check_options, split_caption
+from ._report import Progress
+from ._splits import split_caption
 from ._stats import median
-from ._twonode import cpu_count, parse_sizes, run_job, segment_for, size_label
-from .inject import MODES, PATTERNS, job_figures, job_plan, modes_caption, plotted_modes
+from ._twonode import cpu_count, run_job, segment_for
+from .inject import (
+    MODES,
+    PATTERNS,
+    add_put_options,
+    job_figures,
+    job_plan,
+    modes_caption,
+    plotted_modes,
+)
 
 QUICK = {"sizes": "8,4K,64K", "modes": "B,NB", "patterns": "p2p", "reps": 1, "samples": 2,
          "bytes": "128K", "trips": 20, "coll_calls": 5}
@@ -41,18 +49,6 @@ PLOTS = ("hybrid_am.png", "hybrid_bandwidth_<pattern>.png", "hybrid_apps.png",
          "hybrid_coll.png")
 
 
-def coll_list(text: Any) -> list[str]:
-    """``--collectives``: a comma list of :data:`COLLECTIVES`, or ``none`` (the part
-    skipped). Raises argparse.ArgumentTypeError naming what is allowed."""
-    if isinstance(text, str) and text.strip().lower() == "none":
-        return []
-    try:
-        return choice_list(text, COLLECTIVES, "collectives")
-    except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(f"collectives are {', '.join(COLLECTIVES)}, or none "
-                                         f"to skip them; got {text!r}") from None
-
-
 @suite("hybrid", plots=PLOTS)
 def hybrid(args: Sequence[str] | None = None, *, ranks: int = 8, nodes: int = 2,
            splits: Any = "all", sizes: Any = "8,512,4K,32K,256K", modes: Any = "B,NB32,NB",
@@ -61,61 +57,31 @@ def hybrid(args: Sequence[str] | None = None, *, ranks: int = 8, nodes: int = 2,
            collectives: Any = COLLECTIVES, coll_sizes: Any = "8,4K", coll_calls: int = 20,
            progress: bool = True) -> dict[str, Any]:
     """The hybrid study: am + inject + apps + coll over every procs x threads split, one report."""
-    p = argparse.ArgumentParser(
-        prog="amnet-bench hybrid",
-        description="The hybrid paper's study in one run: AM round trips, injection "
-                    "bandwidth, the fine-grained kernels and the collectives (world team) "
-                    "for every procs x threads split of the ranks of a node, and which split "
-                    "to use for which message size and pattern.")
-    add_options(p, ranks, nodes, splits, min_nodes=2)
-    p.add_argument("--sizes", type=parse_sizes, default=parse_sizes(sizes), metavar="S,S",
-                   help="put sizes (default: 8,512,4K,32K,256K)")
-    p.add_argument("--modes", type=functools.partial(choice_list, allowed=MODES, what="modes"),
-                   default=choice_list(modes, MODES, "modes"), metavar="M,M",
-                   help="put modes, as for inject (default: B,NB32,NB)")
-    p.add_argument("--patterns",
-                   type=functools.partial(choice_list, allowed=PATTERNS, what="patterns"),
-                   default=choice_list(patterns, PATTERNS, "patterns"), metavar="P,P",
-                   help="p2p and/or p2m (default: both)")
-    p.add_argument("--kernels",
-                   type=functools.partial(choice_list, allowed=KERNELS, what="kernels"),
-                   default=choice_list(kernels, KERNELS, "kernels"), metavar="K,K",
-                   help=f"(default: {','.join(KERNELS)})")
-    p.add_argument("--reps", type=int, default=reps, metavar="R",
-                   help="repetitions, fresh jobs each (default: %(default)s)")
-    p.add_argument("--samples", type=int, default=samples, metavar="N",
-                   help="timed rounds per case in each job (default: %(default)s)")
-    p.add_argument("--bytes", type=parse_sizes, default=parse_sizes(nbytes), metavar="B",
-                   dest="nbytes", help="bytes each rank puts per round (default: 512K)")
-    p.add_argument("--trips", type=int, default=trips, metavar="N",
-                   help="AM round trips per round (default: %(default)s)")
-    p.add_argument("--gil", action=argparse.BooleanOptionalAction, default=gil,
-                   help="measure the interpreter lock's share of the kernels (default: on)")
-    p.add_argument("--collectives", type=coll_list, default=coll_list(collectives),
-                   metavar="C,C", help="collectives on the world team, default algorithms, "
-                   f"each call checked, or none to skip them (default: {','.join(COLLECTIVES)})")
-    p.add_argument("--coll-sizes", type=parse_sizes, default=parse_sizes(coll_sizes),
-                   metavar="S,S", help="bytes a block, for every collective but barrier "
-                   "(default: 8,4K)")
-    p.add_argument("--coll-calls", type=int, default=coll_calls, metavar="N",
-                   help="calls of a collective per timed round (default: %(default)s)")
-    opts = quick_parse(p, args, {
+    p = options.Parser(
+        "hybrid", "The hybrid paper's study in one run: AM round trips, injection "
+                  "bandwidth, the fine-grained kernels and the collectives (world team) "
+                  "for every procs x threads split of the ranks of a node, and which split "
+                  "to use for which message size and pattern.")
+    add_put_options(p, locals(), "put modes, as for inject", "bytes each rank puts per round")
+    options.choices(p, "--kernels", kernels, KERNELS, "kernels", metavar="K,K")
+    options.count(p, "--trips", trips, "AM round trips per round")
+    options.toggle(p, "--gil", gil, "measure the interpreter lock's share of the kernels")
+    options.choices(p, "--collectives", collectives, COLLECTIVES, "collectives", "collectives "
+                    "on the world team, default algorithms, each call checked, or none to "
+                    "skip them", metavar="C,C", none=True)
+    options.sizes(p, coll_sizes, "bytes a block, for every collective but barrier",
+                  flag="--coll-sizes", most=COLL_MAX, unit="a block")
+    options.count(p, "--coll-calls", coll_calls, "calls of a collective per timed round")
+    opts = options.parse(p, args, {
         "sizes": parse_sizes(QUICK["sizes"]),
         "modes": choice_list(QUICK["modes"], MODES, "modes"),
         "patterns": choice_list(QUICK["patterns"], PATTERNS, "patterns"),
         "reps": QUICK["reps"], "samples": QUICK["samples"],
-        "nbytes": parse_sizes(QUICK["bytes"]), "trips": QUICK["trips"],
+        "nbytes": one_size(QUICK["bytes"]), "trips": QUICK["trips"],
         "coll_calls": QUICK["coll_calls"], "ranks": 4},
         "4 ranks, sizes 8,4K,64K, modes B,NB, p2p, smaller kernels, collectives of "
         f"{QUICK['coll_calls']} calls a round, 1 repetition of 2 rounds", plots=PLOTS)
-    for name in ("reps", "samples", "trips", "coll_calls"):
-        if getattr(opts, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(opts, name)}")
-    if max(opts.sizes) > 16 << 20:
-        p.error(f"--sizes: at most 16 MiB a put, got {max(opts.sizes)}")
-    if max(opts.coll_sizes) > COLL_MAX:
-        p.error(f"--coll-sizes: at most 1 MiB a block, got {max(opts.coll_sizes)}")
-    chosen = check_options(p, opts, min_nodes=2)
+    chosen = options.chosen_splits(p, opts)
     inject_plan = job_plan(opts)
     msgs = inject_plan["msgs"]
     kparams = apps_mod.QUICK if opts.quick else apps_mod.DEFAULTS

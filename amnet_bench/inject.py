@@ -18,17 +18,17 @@ draw the curves.
 
 from __future__ import annotations
 
-import argparse
-import functools
 from collections.abc import Sequence
 from typing import Any
 
+from . import _options as options
 from ._injectjob import inject_job
+from ._options import choice_list, one_size, parse_sizes, size_label
 from ._registry import suite
-from ._report import Progress, choice_list, quick_parse
-from ._splits import add_options, check_options, split_caption
+from ._report import Progress
+from ._splits import split_caption
 from ._stats import median
-from ._twonode import cpu_count, parse_sizes, run_job, segment_for, size_label
+from ._twonode import cpu_count, run_job, segment_for
 
 MODES = ("B", "NB8", "NB32", "NB128", "NB")
 PATTERNS = ("p2p", "p2m")
@@ -45,47 +45,22 @@ def inject(args: Sequence[str] | None = None, *, ranks: int = 4, nodes: int = 2,
            patterns: Any = PATTERNS, reps: int = 3, samples: int = 3, nbytes: Any = "1M",
            latency: float = 0.0, progress: bool = True) -> dict[str, Any]:
     """Injection overhead and bandwidth per procs x threads split (hybrid paper Figs. 2-5)."""
-    p = argparse.ArgumentParser(
-        prog="amnet-bench inject",
-        description="Message injection overhead and aggregate bandwidth between nodes for "
-                    "every procs x threads split of the ranks of a node, blocking and "
-                    "nonblocking with in-flight caps, one partner (p2p) or many (p2m): the "
-                    "hybrid paper's Figs. 2-5.")
-    add_options(p, ranks, nodes, splits, min_nodes=2)
-    p.add_argument("--sizes", type=parse_sizes, default=parse_sizes(sizes), metavar="S,S",
-                   help="bytes per put (default: 8,64,512,4K,32K,256K)")
-    p.add_argument("--modes", type=functools.partial(choice_list, allowed=MODES, what="modes"),
-                   default=choice_list(modes, MODES, "modes"), metavar="M,M",
-                   help="B (blocking), NB8, NB32, NB128 (nonblocking, at most that many in "
-                        "flight), NB (no cap) (default: all)")
-    p.add_argument("--patterns",
-                   type=functools.partial(choice_list, allowed=PATTERNS, what="patterns"),
-                   default=choice_list(patterns, PATTERNS, "patterns"), metavar="P,P",
-                   help="p2p and/or p2m (default: both)")
-    p.add_argument("--reps", type=int, default=reps, metavar="R",
-                   help="repetitions, fresh jobs each (default: %(default)s)")
-    p.add_argument("--samples", type=int, default=samples, metavar="N",
-                   help="timed rounds per case in each job, after a warm-up round "
-                        "(default: %(default)s)")
-    p.add_argument("--bytes", type=parse_sizes, default=parse_sizes(nbytes), metavar="B",
-                   dest="nbytes", help="bytes each rank puts per round: the put count is "
-                   "B / size, 16..1024 (default: 1M)")
-    p.add_argument("--latency", type=float, default=latency, metavar="US",
-                   help="AMNET_NET_LATENCY_US between the nodes (default: %(default)s)")
-    opts = quick_parse(p, args, {
+    p = options.Parser(
+        "inject", "Message injection overhead and aggregate bandwidth between nodes for "
+                  "every procs x threads split of the ranks of a node, blocking and "
+                  "nonblocking with in-flight caps, one partner (p2p) or many (p2m): the "
+                  "hybrid paper's Figs. 2-5.")
+    add_put_options(p, locals(), "B (blocking), NB8, NB32, NB128 (nonblocking, at most that "
+                    "many in flight), NB (no cap)", "bytes each rank puts per round: the put "
+                    "count is B / size, 16..1024")
+    options.latency(p, latency)
+    opts = options.parse(p, args, {
         "sizes": parse_sizes(QUICK["sizes"]), "modes": choice_list(QUICK["modes"], MODES,
                                                                     "modes"),
         "reps": QUICK["reps"], "samples": QUICK["samples"],
-        "nbytes": parse_sizes(QUICK["bytes"])},
+        "nbytes": one_size(QUICK["bytes"])},
         "sizes 8,4K,64K, modes B,NB32,NB, 1 repetition of 2 rounds of 256 KiB", plots=PLOTS)
-    for name in ("reps", "samples"):
-        if getattr(opts, name) < 1:
-            p.error(f"--{name} must be at least 1, got {getattr(opts, name)}")
-    if max(opts.sizes) > 16 << 20:
-        p.error(f"--sizes: at most 16 MiB a put, got {max(opts.sizes)}")
-    if not 0 <= opts.latency <= 1e6:
-        p.error(f"--latency must be in 0..1000000 µs, got {opts.latency}")
-    chosen = check_options(p, opts, min_nodes=2)
+    chosen = options.chosen_splits(p, opts)
     plan = job_plan(opts)
     msgs, segment = plan["msgs"], segment_for(opts.ranks * max(opts.sizes))
 
@@ -103,11 +78,26 @@ def inject(args: Sequence[str] | None = None, *, ranks: int = 4, nodes: int = 2,
     return _report(opts, chosen, per, msgs, segment)
 
 
+def add_put_options(p: options.Parser, d: dict[str, Any], modes: str, nbytes: str) -> None:
+    """The options of the puts :func:`job_plan` makes (inject's and hybrid's), with the
+    suite's defaults ``d`` (its keywords by name); ``modes`` and ``nbytes`` say what its
+    --modes and --bytes are."""
+    options.split_sweep(p, d["ranks"], d["nodes"], d["splits"], min_nodes=2)
+    options.sizes(p, d["sizes"], "bytes per put", most=16 << 20, unit="a put")
+    options.choices(p, "--modes", d["modes"], MODES, "modes", modes, metavar="M,M")
+    options.choices(p, "--patterns", d["patterns"], PATTERNS, "patterns", "p2p and/or p2m",
+                    metavar="P,P")
+    options.reps(p, d["reps"])
+    options.count(p, "--samples", d["samples"], "timed rounds per case in each job, after a "
+                  "warm-up round")
+    options.size(p, "--bytes", d["nbytes"], nbytes, dest="nbytes")
+
+
 def job_plan(opts: Any) -> dict[str, Any]:
     """What :func:`amnet_bench._injectjob.inject_job` runs for parsed options (``patterns``,
     ``sizes``, ``modes``, ``samples``, ``nbytes``): ``nbytes`` a round per rank, in 16 to
     1024 puts of each size."""
-    nbytes = opts.nbytes[0]
+    nbytes = opts.nbytes
     return {"patterns": opts.patterns, "sizes": opts.sizes, "modes": opts.modes,
             "samples": opts.samples,
             "msgs": {str(s): max(16, min(1024, nbytes // s)) for s in opts.sizes}}

@@ -22,17 +22,16 @@ one node and across 2 nodes, cache off and on.
 
 from __future__ import annotations
 
-import argparse
-import functools
 from collections.abc import Sequence
 from typing import Any
 
+from . import _options as options
 from ._modeljob import KERNELS, model_job
 from ._registry import BenchError, suite
-from ._report import Progress, choice_list, nodes_topologies, quick_parse
+from ._report import Progress
 from ._stats import median, percentiles
 from ._targets import MODEL_DELTA
-from ._twonode import parse_conduits, run_job
+from ._twonode import run_job
 
 TOPOLOGIES = ("node", "2nodes")
 DEFAULTS = {"histogram": {"size": 4096, "updates": 1500}, "matmul": {"n": 16},
@@ -48,57 +47,33 @@ def model(args: Sequence[str] | None = None, *, threads: int = 2, topologies: An
           samples: int = 8, min_time: float = 0.05, bind_to: str = "core",
           conduit: Any = "zmq", progress: bool = True) -> dict[str, Any]:
     """MuPC's performance model: predicted vs measured time of three kernels (ch. 6-7)."""
-    p = argparse.ArgumentParser(
-        prog="amnet-bench model",
-        description="MuPC's performance model on upc_rt: the platform's access costs by "
-                    "pattern, three kernels' reference partitions, predicted against "
-                    "measured run time (δ), within a node and across 2 nodes, cache off "
-                    "and on.")
-    p.add_argument("--threads", "--ranks", type=int, default=threads, metavar="T",
-                   help="UPC threads, a process each (default: %(default)s)")
-    p.add_argument("--nodes", type=nodes_topologies, dest="topologies", metavar="K,K",
-                   default=argparse.SUPPRESS,
-                   help="1, 2 or 1,2: the topologies node and 2nodes (as --topology)")
-    p.add_argument("--topology",
-                   type=functools.partial(choice_list, allowed=TOPOLOGIES, what="topologies"),
-                   default=choice_list(topologies, TOPOLOGIES, "topologies"),
-                   dest="topologies", metavar="X,X", help="node and/or 2nodes (default: both)")
-    p.add_argument("--cache", type=functools.partial(choice_list, allowed=("off", "on"),
-                                                     what="cache settings"),
-                   default=choice_list(caches, ("off", "on"), "cache settings"),
-                   dest="caches", metavar="C,C",
-                   help="upc_rt's remote-reference cache (default: off,on)")
-    p.add_argument("--kernels",
-                   type=functools.partial(choice_list, allowed=KERNELS, what="kernels"),
-                   default=choice_list(kernels, KERNELS, "kernels"), metavar="K,K",
-                   help=f"(default: {','.join(KERNELS)})")
+    p = options.Parser(
+        "model", "MuPC's performance model on upc_rt: the platform's access costs by "
+                 "pattern, three kernels' reference partitions, predicted against "
+                 "measured run time (δ), within a node and across 2 nodes, cache off "
+                 "and on.")
+    options.ranks(p, threads, "UPC threads, a process each", 2, 16, threads=True)
+    options.topologies(p, topologies)
+    options.choices(p, "--cache", caches, ("off", "on"), "cache settings",
+                    "upc_rt's remote-reference cache", dest="caches", metavar="C,C")
+    options.choices(p, "--kernels", kernels, KERNELS, "kernels", metavar="K,K")
     p.add_argument("--bind-to", choices=("core", "none"), default=bind_to,
                    help="where the rank processes run: core, each bound to a core of its "
                         "own, as an HPC job binds its ranks; none, where the scheduler "
                         "puts them (default: %(default)s)")
-    p.add_argument("--conduit", type=parse_conduits, default=parse_conduits(conduit),
-                   metavar="C,C", help="the conduits between the nodes, each its own 2nodes "
-                                       "rows (default: zmq)")
-    p.add_argument("--reps", type=int, default=reps, metavar="R",
-                   help="repetitions, fresh jobs each (default: %(default)s)")
-    p.add_argument("--samples", type=int, default=samples, metavar="N",
-                   help="rounds in each job, each every kernel run once between two "
-                        "measurements of the platform (default: %(default)s)")
-    p.add_argument("--min-time", type=float, default=min_time, metavar="S",
-                   help="seconds each access pattern is timed for at least, each round "
-                        "(default: %(default)s)")
-    opts = quick_parse(p, args, {"reps": 1, "samples": 3, "min_time": 0.02},
-                       "smaller kernels, 1 repetition of 3 rounds, patterns timed 20 ms",
-                       fixed={"--splits": ("1", "MuPC's threads are processes"),
-                              "--sizes": (None, "its kernels have no message size (--quick "
-                                                "runs smaller kernels)")})
-    for name in ("reps", "samples"):
-        if getattr(opts, name) < 1:
-            p.error(f"--{name} must be at least 1, got {getattr(opts, name)}")
-    if not 2 <= opts.threads <= 16 or ("2nodes" in opts.topologies and opts.threads % 2):
+    options.conduits(p, conduit, "the conduits between the nodes, each its own 2nodes rows")
+    options.reps(p, reps)
+    options.count(p, "--samples", samples, "rounds in each job, each every kernel run once "
+                  "between two measurements of the platform")
+    options.min_time(p, min_time, "seconds each access pattern is timed for at least, each "
+                     "round")
+    opts = options.parse(p, args, {"reps": 1, "samples": 3, "min_time": 0.02},
+                         "smaller kernels, 1 repetition of 3 rounds, patterns timed 20 ms",
+                         fixed={"--splits": ("1", "MuPC's threads are processes"),
+                                "--sizes": (None, "its kernels have no message size "
+                                                  "(--quick runs smaller kernels)")})
+    if "2nodes" in opts.topologies and opts.threads % 2:
         p.error(f"--threads must be in 2..16 (even with 2nodes), got {opts.threads}")
-    if not 0 < opts.min_time <= 10:
-        p.error(f"--min-time must be in (0, 10] seconds, got {opts.min_time}")
     params = QUICK if opts.quick else DEFAULTS
     setups = [(t, c) for t in opts.topologies for c in (opts.conduit if t == "2nodes"
                                                           else opts.conduit[:1])]

@@ -24,18 +24,18 @@ automatic run for the kernels with monotone addresses (gups, stencil, transpose)
 from __future__ import annotations
 
 import argparse
-import functools
 import math
 from collections.abc import Sequence
 from typing import Any
 
+from . import _options as options
 from ._nbjob import FORMS, nb_job
 from ._nbkernels import DEFAULTS, KERNELS, check_params
 from ._registry import suite
-from ._report import Progress, choice_list, quick_parse
+from ._report import Progress
 from ._stats import median
 from ._targets import NB_CHECK, NB_SHARE, NB_SPEEDUP
-from ._twonode import parse_conduits, run_job, segment_for
+from ._twonode import run_job, segment_for
 
 MONOTONE = ("gups", "stencil", "transpose")  # puts at monotone addresses
 STAT_COLUMNS = (("puts_deferred", "puts deferred"), ("fast_checks", "box checks"),
@@ -60,32 +60,22 @@ def _setting(text: str) -> tuple[str, str, int]:
     return kernel, key, val
 
 
-def _parser(d: dict[str, Any]) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="amnet-bench nbcomm",
-        description="The autoNB paper's Fig. 7: four kernels written once with blocking "
-                    "memput/memget, timed blocking, made nonblocking by hand, under the "
-                    "automatic scheduler, and without communication. µs per iteration.")
-    p.add_argument("--kernels",
-                   type=functools.partial(choice_list, allowed=KERNELS, what="kernels"),
-                   default=choice_list(d["kernels"], KERNELS, "kernels"), metavar="K,K",
-                   help=f"(default: {','.join(KERNELS)})")
-    p.add_argument("--reps", type=int, default=d["reps"], metavar="R",
-                   help="repetitions, a fresh job each (default: %(default)s)")
-    p.add_argument("--samples", type=int, default=d["samples"], metavar="N",
-                   help="timed rounds of every form per kernel in each job, after one "
-                        "warm-up round (default: %(default)s)")
-    p.add_argument("--iters", type=int, default=d["iters"], metavar="N",
-                   help="iterations a timed run (the automatic form records in the first) "
-                        "(default: %(default)s)")
-    p.add_argument("--ranks", type=int, default=d["ranks"], metavar="P",
-                   help="ranks (default: %(default)s)")
-    p.add_argument("--nodes", type=int, default=d["nodes"], metavar="N",
-                   help="simulated nodes the ranks are split over (default: %(default)s)")
-    p.add_argument("--latency", type=float, default=d["latency"], metavar="US",
-                   help="AMNET_NET_LATENCY_US between the nodes (default: %(default)s)")
-    p.add_argument("--conduit", type=parse_conduits, default=parse_conduits(d["conduit"]),
-                   metavar="C", help="the conduit between the nodes (default: zmq)")
+def _parser(d: dict[str, Any]) -> options.Parser:
+    """The options, with the suite's defaults ``d`` (its keywords by name)."""
+    p = options.Parser(
+        "nbcomm", "The autoNB paper's Fig. 7: four kernels written once with blocking "
+                  "memput/memget, timed blocking, made nonblocking by hand, under the "
+                  "automatic scheduler, and without communication. µs per iteration.")
+    options.choices(p, "--kernels", d["kernels"], KERNELS, "kernels", metavar="K,K")
+    options.reps(p, d["reps"], "a fresh job each")
+    options.count(p, "--samples", d["samples"], "timed rounds of every form per kernel in each "
+                  "job, after one warm-up round")
+    options.count(p, "--iters", d["iters"], "iterations a timed run (the automatic form "
+                  "records in the first)")
+    options.ranks(p, d["ranks"], "ranks", 2, 256)
+    options.nodes(p, d["nodes"], "simulated nodes the ranks are split over")
+    options.latency(p, d["latency"])
+    options.conduits(p, d["conduit"], "the conduit between the nodes", one=True)
     p.add_argument("--set", type=_setting, action="append", default=[], metavar="K.P=V",
                    dest="settings",
                    help="a kernel parameter, e.g. gups.updates=32 (repeatable; defaults: " +
@@ -103,25 +93,13 @@ def nbcomm(args: Sequence[str] | None = None, *, kernels: Any = tuple(KERNELS), 
            latency: float = 10.0, conduit: str = "zmq", progress: bool = True
            ) -> dict[str, Any]:
     """Fig. 7 of the autoNB paper: blocking, manual and automatic nonblocking kernels."""
-    parser = _parser(dict(kernels=kernels, reps=reps, samples=samples, iters=iters,
-                          ranks=ranks, nodes=nodes, latency=latency, conduit=conduit))
-    opts = quick_parse(parser, args, {"reps": 1, "samples": 1, "iters": 10},
-                       "1 repetition, 1 round of 10 iterations", fixed={
-                           "--splits": ("1", "its ranks are processes, as the paper's are"),
-                           "--sizes": (None, "its kernels have no message size of their own "
-                                             "(set their parameters with --set "
-                                             "KERNEL.PARAM=V)")}, plots=PLOTS)
-    for name in ("reps", "samples", "iters"):
-        if getattr(opts, name) < 1:
-            parser.error(f"--{name} must be at least 1, got {getattr(opts, name)}")
-    if not 2 <= opts.ranks <= 256:
-        parser.error(f"--ranks must be in 2..256, got {opts.ranks}")
-    if not 1 <= opts.nodes <= opts.ranks or opts.ranks % opts.nodes:
-        parser.error(f"--nodes must divide --ranks ({opts.ranks}), got {opts.nodes}")
-    if not 0 <= opts.latency <= 1e6:
-        parser.error(f"--latency must be in 0..1000000 µs, got {opts.latency}")
-    if len(opts.conduit) != 1:
-        parser.error(f"--conduit takes one conduit, got {','.join(opts.conduit)}")
+    parser = _parser(locals())
+    opts = options.parse(parser, args, {"reps": 1, "samples": 1, "iters": 10},
+                         "1 repetition, 1 round of 10 iterations", fixed={
+                             "--splits": ("1", "its ranks are processes, as the paper's are"),
+                             "--sizes": (None, "its kernels have no message size of their "
+                                               "own (set their parameters with --set "
+                                               "KERNEL.PARAM=V)")}, plots=PLOTS)
     params = {k: dict(v) for k, v in DEFAULTS.items()}
     for k, key, val in opts.settings:
         params[k][key] = val

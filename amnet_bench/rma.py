@@ -49,15 +49,18 @@ other, fresh processes each; targets are checked on the medians over repetitions
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from . import _mpinet, _node
+from . import _options as options
 from ._aiorma import rma_aio_section
 from ._jobs import node_rma_job, rma_job
 from ._mpipeer import run_mpi
+from ._options import size_label
 from ._registry import suite
-from ._report import Progress, nodes_topologies, quick_parse
+from ._report import interleave
 from ._shmpeer import memcpy_bw
 from ._stats import over_reps, stats, summary
 from ._targets import (
@@ -69,20 +72,11 @@ from ._targets import (
     RMA_NODE_PUT_SIZE,
 )
 from ._twonode import (
-    PIN_HELP,
-    PINS,
     SKIPPED,
+    Network,
+    add_options,
     cpu_cells,
-    cpu_count,
     merge_sections,
-    parse_conduits,
-    parse_modes,
-    parse_sizes,
-    pin_note,
-    raw_modes_for,
-    run_amnet,
-    run_raw,
-    size_label,
     us,
 )
 
@@ -91,94 +85,40 @@ DEFAULT_SEGMENT = 64 << 20
 NODE_BW_WARMUP = 2  # untimed operations per size before a bandwidth's samples
 
 
-def _one_size(text: str | int) -> int:
-    from ._amnet import parse_size
-
-    try:
-        size = parse_size(text)
-    except (ValueError, TypeError):
-        raise argparse.ArgumentTypeError(f"expected a size such as 128M, got {text!r}")
-    if size < 1:
-        raise argparse.ArgumentTypeError(f"the size must be positive, got {text!r}")
-    return size
-
-
-def _parser(reps: int, sizes: Any, window: int, nbytes: Any, max_windows: int,
-            lat_sizes: Any, lat_iters: int, warmup: int,
-            wait_modes: Any, pin: str, node: dict[str, Any]) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="amnet-bench rma",
-        description="Network section: put_nbi streaming bandwidth and blocking put/get latency "
-                    "across 2 simulated nodes (zmq conduit, TCP loopback) beside raw pyzmq "
-                    "streaming and ping-pong with the same message shapes. Node section: "
-                    "blocking put/get latency and bandwidth between 2 processes of one node "
-                    "(PSHM) and 2 threads of one process, beside mpi4py RMA and memcpy. Peers "
-                    "interleaved in the same run. Reports MB/s (higher is better) and µs "
-                    "(lower is better).")
-    p.add_argument("--reps", type=int, default=reps, metavar="R",
-                   help="repetitions (fresh amnet job and raw peers each) "
-                        "(default: %(default)s)")
-    p.add_argument("--sizes", type=parse_sizes, default=parse_sizes(sizes), metavar="S,S",
-                   help="put_nbi sizes for bandwidth (default: 4K,64K,1M,4M)")
-    p.add_argument("--window", type=int, default=window, metavar="W",
-                   help="put_nbi in flight before wait_nbi (default: %(default)s)")
-    p.add_argument("--bytes", type=_one_size, default=_one_size(nbytes), metavar="B",
-                   help="bytes streamed per size per repetition (default: 128M)")
-    p.add_argument("--max-windows", type=int, default=max_windows, metavar="N",
-                   help="at most this many windows per size per repetition (bounds small "
-                        "sizes) (default: %(default)s)")
-    p.add_argument("--lat-sizes", type=parse_sizes, default=parse_sizes(lat_sizes),
-                   metavar="S,S", help="blocking put/get latency sizes (default: 8,1K)")
-    p.add_argument("--iters", type=int, default=lat_iters, metavar="I",
-                   help="timed blocking puts (and gets) per latency size per repetition "
-                        "(default: %(default)s)")
-    p.add_argument("--warmup", type=int, default=warmup, metavar="W",
-                   help="untimed windows before each size's bandwidth, and 10x as many "
-                        "untimed puts/gets before latencies (default: %(default)s)")
-    p.add_argument("--pin", choices=PINS, default=pin, help=PIN_HELP)
-    p.add_argument("--conduit", type=parse_conduits, default=parse_conduits("zmq"),
-                   metavar="C,C",
-                   help="the conduits between the nodes, each its own table: zmq and tcp "
-                        "beside raw pyzmq, mpi beside mpi4py Send/Recv on the same MPI "
-                        "(default: zmq)")
-    p.add_argument("--mpi-paths", type=_mpinet.parse_paths, default=list(_mpinet.PATHS),
-                   metavar="P,P", help="with --conduit mpi: MPICH's paths, each its own "
-                   "table: nolocal (MPIR_CVAR_NOLOCAL=1, the default network module), tcp "
-                   "(forced onto TCP by libfabric) (default: nolocal,tcp)")
-    p.add_argument("--wait-mode", type=parse_modes, default=parse_modes(wait_modes),
-                   metavar="M,M", dest="wait_modes",
-                   help="amnet wait modes to run, each its own row (both sections): auto, "
-                        "spin, block (default: auto)")
-    p.add_argument("--node", action=argparse.BooleanOptionalAction, default=node["node"],
-                   help="run the node section (default: on)")
-    p.add_argument("--network", action=argparse.BooleanOptionalAction,
-                   default=node["network"], help="run the network section (default: on)")
-    p.add_argument("--aio", action=argparse.BooleanOptionalAction, default=node["aio"],
-                   help="run the aio section: amnet.aio's awaited puts and gets beside the "
-                        "blocking forms, within a node and across nodes (default: on)")
-    p.add_argument("--node-threads", action=argparse.BooleanOptionalAction,
-                   default=node["threads"],
-                   help="node section: also the 2-threads-of-one-process rows (default: on)")
-    p.add_argument("--node-lat-sizes", type=parse_sizes, default=parse_sizes(node["lat_sizes"]),
-                   metavar="S,S", help="node section: put/get latency sizes (default: 8,1K,64K)")
-    p.add_argument("--node-bw-sizes", type=parse_sizes, default=parse_sizes(node["bw_sizes"]),
-                   metavar="S,S",
-                   help="node section: put/get bandwidth sizes (default: 1M,4M,16M)")
-    p.add_argument("--node-iters", type=int, default=node["iters"], metavar="I",
-                   help="node section: timed operations per latency size per repetition, "
-                        "rounded up to whole batches (default: %(default)s)")
-    p.add_argument("--node-warmup", type=int, default=node["warmup"], metavar="W",
-                   help="node section: untimed operations before each latency size "
-                        "(default: %(default)s)")
-    p.add_argument("--node-batch", type=int, default=node["batch"], metavar="B",
-                   help="node section: latency operations per timed batch "
-                        "(default: %(default)s)")
-    p.add_argument("--node-bytes", type=_one_size, default=_one_size(node["bytes"]),
-                   metavar="B", help="node section: bytes moved per bandwidth sample "
-                                     "(default: 64M)")
-    p.add_argument("--node-samples", type=int, default=node["samples"], metavar="N",
-                   help="node section: bandwidth samples per size per repetition "
-                        "(default: %(default)s)")
+def _parser(d: dict[str, Any]) -> options.Parser:
+    """The options, with the suite's defaults ``d`` (its keywords by name)."""
+    p = options.Parser(
+        "rma", "Network section: put_nbi streaming bandwidth and blocking put/get latency "
+               "across 2 simulated nodes (zmq conduit, TCP loopback) beside raw pyzmq "
+               "streaming and ping-pong with the same message shapes. Node section: "
+               "blocking put/get latency and bandwidth between 2 processes of one node "
+               "(PSHM) and 2 threads of one process, beside mpi4py RMA and memcpy. Peers "
+               "interleaved in the same run. Reports MB/s (higher is better) and µs "
+               "(lower is better).")
+    add_options(p, d, "latency operations of each size", "mpi4py Send/Recv on the same MPI",
+                "amnet.aio's awaited puts and gets beside the blocking forms, within a node "
+                "and across nodes")
+    options.sizes(p, d["sizes"], "put_nbi sizes for bandwidth")
+    options.count(p, "--window", d["window"], "put_nbi in flight before wait_nbi",
+                  metavar="W")
+    options.size(p, "--bytes", d["nbytes"], "bytes streamed per size per repetition")
+    options.count(p, "--max-windows", d["max_windows"], "at most this many windows per size "
+                  "per repetition (bounds small sizes)")
+    options.sizes(p, d["lat_sizes"], "blocking put/get latency sizes", flag="--lat-sizes")
+    options.count(p, "--iters", d["lat_iters"], "timed blocking puts (and gets) per latency "
+                  "size per repetition", metavar="I")
+    options.warmup(p, d["warmup"], "untimed windows before each size's bandwidth, and 10x as "
+                   "many untimed puts/gets before latencies")
+    options.toggle(p, "--node-threads", d["node_threads"],
+                   "node section: also the 2-threads-of-one-process rows")
+    for flag, key, what in (("--node-lat-sizes", "node_lat_sizes", "put/get latency sizes"),
+                            ("--node-bw-sizes", "node_bw_sizes", "put/get bandwidth sizes")):
+        options.sizes(p, d[key], f"node section: {what}", flag=flag, most=1 << 30,
+                      unit="an operation")
+    options.size(p, "--node-bytes", d["node_bytes"], "node section: bytes moved per "
+                 "bandwidth sample")
+    options.count(p, "--node-samples", d["node_samples"], "node section: bandwidth samples "
+                  "per size per repetition")
     return p
 
 
@@ -198,43 +138,21 @@ def rma(args: Sequence[str] | None = None, *, reps: int = 7,
         node_lat_sizes: str | Iterable[int] = "8,1K,64K",
         node_bw_sizes: str | Iterable[int] = "1M,4M,16M", node_iters: int = 5000,
         node_warmup: int = 200, node_batch: int = 200, node_bytes: str | int = "64M",
-        node_samples: int = 5, aio: bool = True, progress: bool = True) -> dict[str, Any]:
+        node_samples: int = 5, aio: bool = True, conduit: str = "zmq",
+        progress: bool = True) -> dict[str, Any]:
     """put/get across 2 nodes vs raw pyzmq; on one node vs mpi4py RMA and memcpy; amnet.aio.
 
     The network and node sections, then amnet.aio's awaited puts and gets beside the
     blocking forms."""
-    parser = _parser(reps, sizes, window, nbytes, max_windows, lat_sizes, lat_iters, warmup,
-                     wait_modes, pin,
-                     {"node": node, "network": network, "threads": node_threads,
-                      "lat_sizes": node_lat_sizes, "bw_sizes": node_bw_sizes,
-                      "iters": node_iters, "warmup": node_warmup, "batch": node_batch,
-                      "bytes": node_bytes, "samples": node_samples, "aio": aio})
-    parser.add_argument("--nodes", type=nodes_topologies, default=None, metavar="K,K",
-                        help="1: the node section only, 2: the network section only, 1,2: "
-                             "both (as --node/--network; the aio section runs unless --no-aio)")
-    opts = quick_parse(parser, args, {
-        "reps": 1, "sizes": [4096, 1 << 20], "nbytes": 8 << 20, "max_windows": 16,
+    parser = _parser(locals())
+    opts = options.parse(parser, args, {
+        "reps": 1, "sizes": [4096, 1 << 20], "bytes": 8 << 20, "max_windows": 16,
         "lat_sizes": [8], "iters": 100, "node_lat_sizes": [8], "node_bw_sizes": [1 << 20],
         "node_iters": 500, "node_warmup": 50, "node_bytes": 8 << 20, "node_samples": 3},
         "1 repetition, 4 KiB and 1 MiB puts, 8 MiB a sample, 100 latency round trips",
         fixed={"--ranks": ("2", "rma times puts and gets between a pair of ranks"),
                "--splits": ("1", "its ranks are processes (--node-threads adds the "
                                  "rank-thread rows of the node section)")})
-    if opts.nodes is not None:
-        opts.node, opts.network = "node" in opts.nodes, "2nodes" in opts.nodes
-    for name in ("reps", "window", "max_windows", "iters", "node_iters", "node_batch",
-                 "node_samples"):
-        if getattr(opts, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be at least 1, "
-                         f"got {getattr(opts, name)}")
-    for name in ("warmup", "node_warmup"):
-        if getattr(opts, name) < 0:
-            parser.error(f"--{name.replace('_', '-')} must be 0 or more, "
-                         f"got {getattr(opts, name)}")
-    if not (opts.node or opts.network or opts.aio):
-        parser.error("--no-node, --no-network and --no-aio leave nothing to run")
-    if max(opts.node_lat_sizes + opts.node_bw_sizes) > 1 << 30:
-        parser.error("node section sizes are at most 1 GiB")
 
     nets = []
     if opts.network:
@@ -268,46 +186,28 @@ def _network(parser: argparse.ArgumentParser, opts: argparse.Namespace,
             "lat_sizes": opts.lat_sizes, "lat_iters": opts.iters,
             "lat_warmup": 10 * opts.warmup}
     amnet_opts: dict[str, Any] = {"segment_size": seg, "conduit": opts.conduit}
-    raw_modes = raw_modes_for(opts.pin)
-    variants = [("amnet", m) for m in opts.wait_modes] + [("raw", m) for m in raw_modes]
-
+    net = Network(opts)
+    raw_modes = net.raw_modes
     bw: dict[tuple[str, str], dict[int, list[float]]] = {
-        v: {s: [] for s in opts.sizes} for v in variants}
+        v: {s: [] for s in opts.sizes} for v in net.variants}
     bw_cpu: dict[tuple[str, str], dict[int, list[float]]] = {
-        v: {s: [] for s in opts.sizes} for v in variants}
+        v: {s: [] for s in opts.sizes} for v in net.variants}
     lat: dict[tuple[str, str], dict[tuple[str, int], list[dict[str, float]]]] = {
-        v: {(op, s): [] for op in ("put", "get") for s in opts.lat_sizes} for v in variants}
-    resolved: dict[str, set[str]] = {m: set() for m in opts.wait_modes}
-    unpinned: set[str] = set()  # runs that could not pin (or were not asked to)
-    bar = Progress("rma", len(variants) * opts.reps, enabled=progress)
-    try:
-        for rep in range(opts.reps):  # interleaved: amnet (each mode), raw block, raw spin
-            for who, mode in variants:
-                if who == "amnet":
-                    r = run_amnet(rma_job, plan, wait_mode=mode, **amnet_opts)
-                    resolved[mode].add(r["wait_mode"])
-                else:
-                    r = run_raw({"rma": plan}, mode, 0.0, seg, pin=opts.pin)
-                for s in opts.sizes:
-                    moved = s * opts.window * windows[s]
-                    bw[(who, mode)][s].append(moved / r["bw"][str(s)] / 1e6)
-                    bw_cpu[(who, mode)][s].append(
-                        r["bw_cpu"][str(s)] / (opts.window * windows[s]))
-                for op in ("put", "get"):
-                    for s in opts.lat_sizes:
-                        lat[(who, mode)][(op, s)].append(stats(r[op][str(s)], keep=False))
-                if r.get("core") is None:
-                    unpinned.add(f"{who} {mode}")
-                bar.step(f"{who} {mode} rep {rep + 1}/{opts.reps}")
-    finally:
-        bar.close()
+        v: {(op, s): [] for op in ("put", "get") for s in opts.lat_sizes} for v in net.variants}
+
+    def take(who: str, mode: str, r: dict[str, Any]) -> None:
+        for s in opts.sizes:
+            moved = s * opts.window * windows[s]
+            bw[(who, mode)][s].append(moved / r["bw"][str(s)] / 1e6)
+            bw_cpu[(who, mode)][s].append(r["bw_cpu"][str(s)] / (opts.window * windows[s]))
+        for op in ("put", "get"):
+            for s in opts.lat_sizes:
+                lat[(who, mode)][(op, s)].append(stats(r[op][str(s)], keep=False))
+
+    net.run("rma", rma_job, plan, {"rma": plan}, amnet_opts, take, progress, 0.0, seg)
 
     results: list[dict[str, Any]] = []
     rows: list[list[str]] = []
-
-    def wm_label(mode: str) -> str:
-        modes = sorted(resolved[mode])
-        return mode if modes == [mode] else f"{mode} ({'/'.join(modes)})"
 
     for s in opts.sizes:
         raw = {m: summary(bw[("raw", m)][s]) for m in raw_modes}
@@ -323,7 +223,7 @@ def _network(parser: argparse.ArgumentParser, opts: argparse.Namespace,
             results.append({"section": "network", "op": "put_nbi bandwidth", "unit": "MB/s",
                             "bytes": s,
                             "window": opts.window, "windows": windows[s],
-                            "wait_mode": mode, "wait_mode_resolved": sorted(resolved[mode]),
+                            "wait_mode": mode, "wait_mode_resolved": sorted(net.resolved[mode]),
                             "amnet": a, "raw_block": raw["block"], "raw_spin": raw.get("spin"),
                             "raw_faster": fastest, "ratio": ratio,
                             "ratio_vs": {m: a["median"] / raw[m]["median"] for m in raw_modes},
@@ -334,7 +234,7 @@ def _network(parser: argparse.ArgumentParser, opts: argparse.Namespace,
             if target:
                 verdict = f">= {RMA_BW:g}: " + ("met" if target["met"] else "missed")
             rows.append([f"put_nbi stream MB/s, W={opts.window}", size_label(s),
-                         wm_label(mode), _mbs(a), _mbs(raw["block"]), _mbs(raw.get("spin")),
+                         net.mode_label(mode), _mbs(a), _mbs(raw["block"]), _mbs(raw.get("spin")),
                          f"{ratio:.2f} (vs {fastest}; higher is better)", verdict,
                          cpu_cells(a_cpu, raw_cpu["block"], raw_cpu.get("spin"))])
     for op in ("put", "get"):
@@ -347,13 +247,13 @@ def _network(parser: argparse.ArgumentParser, opts: argparse.Namespace,
                 results.append({"section": "network", "op": f"blocking {op} latency",
                                 "unit": "s", "bytes": s,
                                 "wait_mode": mode,
-                                "wait_mode_resolved": sorted(resolved[mode]), "amnet": a,
+                                "wait_mode_resolved": sorted(net.resolved[mode]), "amnet": a,
                                 "raw_block": raw["block"], "raw_spin": raw.get("spin"),
                                 "raw_faster": fastest, "ratio": ratio,
                                 "ratio_vs": {m: a["median"] / raw[m]["median"]
                                              for m in raw_modes},
                                 "better": "lower", "target": None})
-                rows.append([f"blocking {op} µs", size_label(s), wm_label(mode), us(a),
+                rows.append([f"blocking {op} µs", size_label(s), net.mode_label(mode), us(a),
                              us(raw["block"]), us(raw.get("spin")),
                              f"{ratio:.2f} (vs {fastest}; lower is better)", "", ""])
 
@@ -385,22 +285,13 @@ def _network(parser: argparse.ArgumentParser, opts: argparse.Namespace,
         f"for bandwidth higher is better (target at 1 MiB: >= {RMA_BW:g}); for latency "
         "lower is better.",
     ]
-    if "auto" in opts.wait_modes:
-        notes.append(f"amnet's auto wait mode resolved to "
-                     f"{'/'.join(sorted(resolved['auto'])) or '-'} on this machine "
-                     f"(2 ranks, one process each, {cpu_count()} usable cores).")
-    if pin_note(opts.pin):
-        notes.append(pin_note(opts.pin))
-        if unpinned:
-            notes.append(f"could not pin: {', '.join(sorted(unpinned))} (no "
-                         "os.sched_setaffinity or /proc/self/task here); those ran unpinned.")
-    config = {"reps": opts.reps, "sizes": opts.sizes, "window": opts.window, "pin": opts.pin,
+    notes += net.notes()
+    config = {"reps": opts.reps, "sizes": opts.sizes, "window": opts.window,
               "bytes": total, "max_windows": opts.max_windows, "windows": windows,
               "lat_sizes": opts.lat_sizes, "iters": opts.iters, "warmup": opts.warmup,
-              "wait_modes": opts.wait_modes, "amnet_options": amnet_opts,
+              **net.config(), "amnet_options": amnet_opts,
               "amnet_job": "amnet.run(amnet_bench._jobs.rma_job, n=2, nodes=2)",
               "raw_peer": "python amnet_bench/_rawzmq.py server|client MODE",
-              "order": [f"{w} {m}" for w, m in variants],
               "timer": "time.perf_counter in rank 0 / the raw client"}
     table = {"columns": ["operation", "size", "amnet wait mode", "amnet", "raw-zmq block",
                          "raw-zmq spin", "ratio amnet/raw", "target",
@@ -449,37 +340,36 @@ def _node_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
         for s in (lat_sizes if op in ("put", "get") else bw_sizes)}
     memcpy: dict[int, list[dict[str, Any]]] = {s: [] for s in bw_sizes}
     mpi_info: dict[str, Any] = {}
-    steps = len(variants) + 1 + (mpi_why is None)
-    bar = Progress("rma node", steps * opts.reps, enabled=progress)
-    try:
-        for rep in range(opts.reps):  # interleaved: amnet configurations, memcpy, mpi4py
-            for k, mode in variants:
-                r = _node.run_node(node_rma_job, plan, wait_mode=mode, segment_size=seg,
-                                   **runs[k])
-                resolved[(k, mode)].add(r["wait_mode"])
-                direct[k].add(bool(r["direct"]))
-                for op in ("put", "get"):
-                    for s in lat_sizes:
-                        lat[(k, mode, op, s)].append(stats(r[op][str(s)]))
-                    for s in bw_sizes:
-                        bw[(k, mode, op, s)].append(stats(r[f"{op}_bw"][str(s)]))
-                bar.step(f"{labels[k]} ({mode}) rep {rep + 1}/{opts.reps}")
-            m = memcpy_bw(bw_sizes, opts.node_samples, pin, opts.node_bytes)
+
+    def amnet(k: str, mode: str) -> None:
+        r = _node.run_node(node_rma_job, plan, wait_mode=mode, segment_size=seg, **runs[k])
+        resolved[(k, mode)].add(r["wait_mode"])
+        direct[k].add(bool(r["direct"]))
+        for op in ("put", "get"):
+            for s in lat_sizes:
+                lat[(k, mode, op, s)].append(stats(r[op][str(s)]))
             for s in bw_sizes:
-                memcpy[s].append(m["sizes"][str(s)])
-            bar.step(f"memcpy rep {rep + 1}/{opts.reps}")
-            if mpi_why is None:
-                res = run_mpi(mpi_plan)
-                mpi_info = {k2: res.get(k2) for k2 in ("mpi_library", "mpi4py",
-                                                       "thread_level", "same_node")}
-                for op in ("put", "get"):
-                    for s in lat_sizes:
-                        mpi[(op, s)].append(res[f"rma_{op}"][str(s)])
-                    for s in bw_sizes:
-                        mpi[(f"{op}_bw", s)].append(res[f"rma_{op}_bw"][str(s)])
-                bar.step(f"mpi4py rep {rep + 1}/{opts.reps}")
-    finally:
-        bar.close()
+                bw[(k, mode, op, s)].append(stats(r[f"{op}_bw"][str(s)]))
+
+    def copies() -> None:
+        m = memcpy_bw(bw_sizes, opts.node_samples, pin, opts.node_bytes)
+        for s in bw_sizes:
+            memcpy[s].append(m["sizes"][str(s)])
+
+    def mpi4py() -> None:
+        res = run_mpi(mpi_plan)
+        mpi_info.update({k: res.get(k) for k in ("mpi_library", "mpi4py", "thread_level",
+                                                 "same_node")})
+        for op in ("put", "get"):
+            for s in lat_sizes:
+                mpi[(op, s)].append(res[f"rma_{op}"][str(s)])
+            for s in bw_sizes:
+                mpi[(f"{op}_bw", s)].append(res[f"rma_{op}_bw"][str(s)])
+
+    # interleaved in every repetition: amnet configurations, memcpy, mpi4py
+    interleave("rma node", opts.reps, [
+        *((f"{labels[k]} ({mode})", functools.partial(amnet, k, mode)) for k, mode in variants),
+        ("memcpy", copies), *([("mpi4py", mpi4py)] if mpi_why is None else [])], progress)
 
     missing = f"missing: {mpi_why}" if mpi_why else "missing"
 
@@ -488,54 +378,48 @@ def _node_section(opts: argparse.Namespace, progress: bool) -> dict[str, Any]:
 
     results: list[dict[str, Any]] = []
     rows: list[list[str]] = []
+
+    def add(op: str, s: int, k: str, mode: str, a: dict[str, Any], m_fig: Any, c_fig: Any,
+            targets: list[dict[str, Any]], latency: bool) -> None:
+        """A result and its row: latency (no memcpy) or bandwidth."""
+        r_mpi, r_cpy = _node.ratio(a, m_fig), _node.ratio(a, c_fig)
+        cell = _node.us_cell if latency else _node.mbs_cell
+        results.append({"section": "node",
+                        "op": f"blocking {op} {'latency' if latency else 'bandwidth'}",
+                        "unit": "s" if latency else "MB/s", "bytes": s,
+                        **({} if latency else {"ops_per_sample": ops[s]}),
+                        "config": labels[k], "amnet_run": {"n": 2, **runs[k]},
+                        "wait_mode": mode, "wait_mode_resolved": sorted(resolved[(k, mode)]),
+                        "amnet": a, "mpi4py_rma": m_fig, "memcpy": c_fig, "ratio_mpi4py": r_mpi,
+                        "ratio_memcpy": r_cpy, "better": "lower" if latency else "higher",
+                        "targets": targets})
+        rows.append([f"blocking {op} {'µs' if latency else 'MB/s'}", size_label(s), labels[k],
+                     _wm(mode, resolved[(k, mode)]), cell(a), cell(m_fig, missing),
+                     "-" if latency else cell(c_fig), _node.ratio_cell(r_mpi),
+                     "-" if latency else _node.ratio_cell(r_cpy),
+                     "; ".join(f"{t['what']}: {_node.verdict(t['met'])}" for t in targets)])
+
     for op in ("put", "get"):
         for s in lat_sizes:
             m_fig = peer((op, s))
             for k, mode in variants:
                 a = over_reps(lat[(k, mode, op, s)])
                 r_mpi = _node.ratio(a, m_fig)
-                targets = []
-                if op == "put" and s == RMA_NODE_PUT_SIZE and k == "procs":
-                    targets.append({"what": f"<= {RMA_NODE_PUT:g}x mpi4py RMA put",
-                                    "ratio": r_mpi, "limit": RMA_NODE_PUT,
-                                    "met": None if r_mpi is None else r_mpi <= RMA_NODE_PUT})
-                results.append({"section": "node", "op": f"blocking {op} latency", "unit": "s",
-                                "bytes": s, "config": labels[k], "amnet_run": {"n": 2,
-                                                                               **runs[k]},
-                                "wait_mode": mode,
-                                "wait_mode_resolved": sorted(resolved[(k, mode)]), "amnet": a,
-                                "mpi4py_rma": m_fig, "memcpy": None, "ratio_mpi4py": r_mpi,
-                                "ratio_memcpy": None, "better": "lower", "targets": targets})
-                rows.append([f"blocking {op} µs", size_label(s), labels[k],
-                             _wm(mode, resolved[(k, mode)]), _node.us_cell(a),
-                             _node.us_cell(m_fig, missing), "-",
-                             _node.ratio_cell(r_mpi), "-",
-                             "; ".join(f"{t['what']}: {_node.verdict(t['met'])}"
-                                       for t in targets)])
+                targets = [{"what": f"<= {RMA_NODE_PUT:g}x mpi4py RMA put", "ratio": r_mpi,
+                            "limit": RMA_NODE_PUT,
+                            "met": None if r_mpi is None else r_mpi <= RMA_NODE_PUT}
+                           ] if op == "put" and s == RMA_NODE_PUT_SIZE and k == "procs" else []
+                add(op, s, k, mode, a, m_fig, None, targets, latency=True)
     for op in ("put", "get"):
         for s in bw_sizes:
-            m_fig = peer((f"{op}_bw", s))
-            c_fig = over_reps(memcpy[s])
+            m_fig, c_fig = peer((f"{op}_bw", s)), over_reps(memcpy[s])
             for k, mode in variants:
                 a = over_reps(bw[(k, mode, op, s)])
-                r_mpi, r_cpy = _node.ratio(a, m_fig), _node.ratio(a, c_fig)
-                targets = []
-                if s >= RMA_NODE_BW_SIZE and k == "procs":
-                    targets.append({"what": f">= {RMA_NODE_BW:g}x memcpy", "ratio": r_cpy,
-                                    "limit": RMA_NODE_BW, "met": r_cpy >= RMA_NODE_BW})
-                results.append({"section": "node", "op": f"blocking {op} bandwidth",
-                                "unit": "MB/s", "bytes": s, "ops_per_sample": ops[s],
-                                "config": labels[k], "amnet_run": {"n": 2, **runs[k]},
-                                "wait_mode": mode,
-                                "wait_mode_resolved": sorted(resolved[(k, mode)]), "amnet": a,
-                                "mpi4py_rma": m_fig, "memcpy": c_fig, "ratio_mpi4py": r_mpi,
-                                "ratio_memcpy": r_cpy, "better": "higher", "targets": targets})
-                rows.append([f"blocking {op} MB/s", size_label(s), labels[k],
-                             _wm(mode, resolved[(k, mode)]), _node.mbs_cell(a),
-                             _node.mbs_cell(m_fig, missing), _node.mbs_cell(c_fig),
-                             _node.ratio_cell(r_mpi), _node.ratio_cell(r_cpy),
-                             "; ".join(f"{t['what']}: {_node.verdict(t['met'])}"
-                                       for t in targets)])
+                r_cpy = _node.ratio(a, c_fig)
+                targets = [{"what": f">= {RMA_NODE_BW:g}x memcpy", "ratio": r_cpy,
+                            "limit": RMA_NODE_BW, "met": r_cpy >= RMA_NODE_BW}
+                           ] if s >= RMA_NODE_BW_SIZE and k == "procs" else []
+                add(op, s, k, mode, a, m_fig, c_fig, targets, latency=False)
 
     notes = [
         f"Node section: latency in µs per blocking operation, median (p10..p90) over batches "

@@ -26,7 +26,6 @@ launch fails, is reported so in its column and the notes, never measured otherwi
 from __future__ import annotations
 
 import argparse
-import functools
 import inspect
 import json
 import os
@@ -37,12 +36,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._plot import bytes_label
+from . import _options as options
+from ._options import parse_sizes, size_label
 from ._registry import BenchError, suite
-from ._report import Progress, choice_list, int_list, nodes_topologies, quick_parse
+from ._report import Progress
 from ._shmemjob import JOBS, osu_job
 from ._stats import median
-from ._twonode import cpu_count, parse_sizes, run_job
+from ._twonode import cpu_count, run_job
 
 FORMS = ("upc-amnet", "upc-shmem", "shmem4py")
 UPC_FORMS = {"upc-amnet": "amnet", "upc-shmem": "shmem"}
@@ -134,62 +134,36 @@ def run_peer(peer: dict[str, Any], plan: dict[str, Any], n: int) -> list[Any]:
 
 
 # -- options ----------------------------------------------------------------------------------
-def _parser(d: dict[str, Any]) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="amnet-bench shmem",
-        description="The OpenSHMEM-for-UPC paper's Figs. 13-24: upc_rt on amnet directly "
-                    "(upc-amnet), upc_rt over shmem_rt (upc-shmem) and the same operations "
-                    "in shmem4py on Open MPI's OpenSHMEM (shmem4py, the peer); then "
-                    "shmem_rt vs shmem4py on the OSU OpenSHMEM basics.")
-    ints = functools.partial
-    p.add_argument("--reps", type=int, default=d["reps"], metavar="R",
-                   help="repetitions, fresh jobs each (default: %(default)s)")
-    p.add_argument("--parts", type=ints(choice_list, allowed=PARTS, what="parts"),
-                   default=list(PARTS), metavar="P,P",
-                   help=f"experiments to run (default: {','.join(PARTS)})")
-    p.add_argument("--forms", type=ints(choice_list, allowed=FORMS, what="forms"),
-                   default=list(FORMS), metavar="F,F",
-                   help=f"forms to run (default: {','.join(FORMS)})")
-    p.add_argument("--sizes", type=parse_sizes, default=parse_sizes(d["sizes"]),
-                   metavar="S,S", help=f"put/get sizes (default: {d['sizes']})")
-    p.add_argument("--nodes", type=nodes_topologies, dest="topologies",
-                   default=nodes_topologies("1,2"), metavar="K,K",
-                   help="put/get and OSU: 1 (within a node), 2 (across 2 nodes, amnet "
-                        "forms and shmem_rt only) or 1,2 (default: 1,2)")
-    p.add_argument("--threads", "--ranks", type=ints(int_list, what="thread counts", least=2,
-                                                     most=64),
-                   default=int_list(d["threads"], "thread counts", 2, 64), metavar="T,T",
-                   help=f"barrier: thread counts (default: {d['threads']})")
-    p.add_argument("--coll-threads", type=int, default=d["coll_threads"], metavar="T",
-                   help="broadcast and reduce: threads (default: %(default)s)")
-    p.add_argument("--coll-sizes", type=parse_sizes, default=parse_sizes(d["coll_sizes"]),
-                   metavar="S,S",
-                   help=f"broadcast and reduce: sizes in bytes (default: {d['coll_sizes']})")
-    p.add_argument("--threads-per-proc", type=int, default=2, metavar="K",
-                   help="the threaded reduce: --coll-threads threads as processes of K "
-                        "rank-threads (default: %(default)s)")
-    p.add_argument("--app-threads", type=ints(int_list, what="thread counts", least=1,
-                                              most=64),
-                   default=int_list(d["app_threads"], "thread counts", 1, 64),
-                   metavar="T,T", help="CPI, Triad, RandomAccess: thread counts "
-                                       f"(default: {d['app_threads']})")
-    p.add_argument("--iters", type=int, default=d["iters"], metavar="N",
-                   help="operations per timed batch (fewer for big messages) "
-                        "(default: %(default)s)")
-    p.add_argument("--samples", type=int, default=d["samples"], metavar="N",
-                   help="timed batches per figure per job (default: %(default)s)")
-    p.add_argument("--cpi-n", type=int, default=d["cpi_n"], metavar="N",
-                   help="CPI: intervals (default: %(default)s)")
-    p.add_argument("--triad-m", type=int, default=d["triad_m"], metavar="M",
-                   help="Stream-Triad: float64 elements per thread per array "
-                        "(default: %(default)s)")
-    p.add_argument("--ra-words", type=int, default=d["ra_words"], metavar="L",
-                   help="RandomAccess: uint64 table words per thread, a power of two "
-                        "(default: %(default)s)")
-    p.add_argument("--ra-updates", type=int, default=d["ra_updates"], metavar="U",
-                   help="RandomAccess: updates per thread (default: %(default)s)")
-    p.add_argument("--osu-sizes", type=parse_sizes, default=parse_sizes(d["osu_sizes"]),
-                   metavar="S,S", help=f"OSU put bandwidth sizes (default: {d['osu_sizes']})")
+def _parser(d: dict[str, Any]) -> options.Parser:
+    p = options.Parser(
+        "shmem", "The OpenSHMEM-for-UPC paper's Figs. 13-24: upc_rt on amnet directly "
+                 "(upc-amnet), upc_rt over shmem_rt (upc-shmem) and the same operations "
+                 "in shmem4py on Open MPI's OpenSHMEM (shmem4py, the peer); then "
+                 "shmem_rt vs shmem4py on the OSU OpenSHMEM basics.")
+    options.reps(p, d["reps"])
+    options.choices(p, "--parts", PARTS, PARTS, "parts", "experiments to run", metavar="P,P")
+    options.choices(p, "--forms", FORMS, FORMS, "forms", "forms to run", metavar="F,F")
+    options.sizes(p, d["sizes"], "put/get sizes", most=64 << 20, unit="a put or get")
+    options.topologies(p, "node,2nodes", "put/get and OSU: 1 (within a node), 2 (across 2 "
+                       "nodes, amnet forms and shmem_rt only) or 1,2", topology=False)
+    options.ranks(p, d["threads"], "barrier: thread counts", many=True, threads=True)
+    options.count(p, "--coll-threads", d["coll_threads"], "broadcast and reduce: threads",
+                  least=2, metavar="T")
+    options.sizes(p, d["coll_sizes"], "broadcast and reduce: sizes in bytes",
+                  flag="--coll-sizes", most=16 << 20, unit="a block")
+    options.count(p, "--threads-per-proc", 2, "the threaded reduce: --coll-threads threads "
+                  "as processes of K rank-threads", metavar="K")
+    options.counts(p, "--app-threads", d["app_threads"], "thread counts", "CPI, Triad, "
+                   "RandomAccess: thread counts", 1, 64, metavar="T,T")
+    for flag, help in (("--iters", "operations per timed batch (fewer for big messages)"),
+                       ("--samples", "timed batches per figure per job"),
+                       ("--cpi-n", "CPI: intervals"),
+                       ("--triad-m", "Stream-Triad: float64 elements per thread per array"),
+                       ("--ra-words", "RandomAccess: uint64 table words per thread, a power "
+                                      "of two"),
+                       ("--ra-updates", "RandomAccess: updates per thread")):
+        options.count(p, flag, d[flag[2:].replace("-", "_")], help)
+    options.sizes(p, d["osu_sizes"], "OSU put bandwidth sizes", flag="--osu-sizes")
     p.add_argument("--shmem-peer", metavar="PYTHON", default=None,
                    help=f"the peer virtualenv's Python, with shmem4py (default: "
                         f"${PEER_ENV}, else {DEFAULT_PEER})")
@@ -224,24 +198,16 @@ def upc_shmem_missing() -> str | None:
 def shmem(args: Sequence[str] | None = None, *, progress: bool = True) -> dict[str, Any]:
     """OpenSHMEM-for-UPC paper Figs. 13-24: upc_rt direct vs over shmem_rt vs shmem4py."""
     p = _parser(DEFAULTS)
-    opts = quick_parse(p, args, QUICK, "1 repetition, 2 samples of 10 operations, sizes "
-                       "8 B and 64 KiB, 2 threads, tiny "
-                       "kernels", fixed={"--splits": ("1", "a thread is a process, except "
-                                                            "in the threaded reduce "
-                                                            "(--threads-per-proc)")},
-                       plots=PLOTS)
-    for name in ("reps", "iters", "samples", "cpi_n", "triad_m", "ra_updates"):
-        if getattr(opts, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(opts, name)}")
-    if opts.coll_threads < 2:
-        p.error(f"--coll-threads must be at least 2, got {opts.coll_threads}")
-    if opts.threads_per_proc < 1 or opts.coll_threads % opts.threads_per_proc:
+    opts = options.parse(p, args, QUICK, "1 repetition, 2 samples of 10 operations, sizes "
+                         "8 B and 64 KiB, 2 threads, tiny kernels", fixed={
+                             "--splits": ("1", "a thread is a process, except in the "
+                                               "threaded reduce (--threads-per-proc)")},
+                         plots=PLOTS)
+    if opts.coll_threads % opts.threads_per_proc:
         p.error(f"--threads-per-proc must divide --coll-threads ({opts.coll_threads}), got "
                 f"{opts.threads_per_proc}")
     if opts.ra_words < 2 or opts.ra_words & (opts.ra_words - 1):
         p.error(f"--ra-words must be a power of two, got {opts.ra_words}")
-    if max(opts.sizes) > 64 << 20 or max(opts.coll_sizes) > 16 << 20:
-        p.error("--sizes are at most 64 MiB and --coll-sizes at most 16 MiB")
 
     missing: dict[str, str] = {}
     if "upc-shmem" in opts.forms and (why := upc_shmem_missing()):
@@ -301,19 +267,21 @@ class _Runner:
     def upc(self, form: str, part: str, plan: dict[str, Any], **kw: Any) -> list[Any]:
         return run_job(JOBS[part], {**self.base, **plan, "runtime": UPC_FORMS[form]}, **kw)
 
-    def shm(self, plan: dict[str, Any], n: int) -> list[Any] | None:
-        """The peer's results, or None after marking it failed (the rest still runs)."""
-        if "shmem4py" in self.missing:
-            return None
-        try:
-            return run_peer(self.peer, {**self.base, **plan}, n)
-        except PeerFailed as e:
-            self.missing["shmem4py"] = f"failed: {e}"
-            return None
+    def shm(self, plan: dict[str, Any], n: int, keep: Callable[[list[Any]], None],
+            what: str) -> None:
+        """The peer's run of ``plan`` on ``n`` PEs, where it runs: ``keep`` takes its
+        results (none once it failed: it is marked failed, and the rest still runs)."""
+        if "shmem4py" not in self.forms:
+            return
+        if "shmem4py" not in self.missing:
+            try:
+                keep(run_peer(self.peer, {**self.base, **plan}, n))
+            except PeerFailed as e:
+                self.missing["shmem4py"] = f"failed: {e}"
+        self.bar.step(f"{what}, shmem4py")
 
     def rep(self, rep: int) -> None:
         o, step = self.opts, self.bar.step
-        peer_on = "shmem4py" in self.forms
         # the upc forms back to back, in alternating order (their ratio is taken per rep)
         ups = self.upc_forms if rep % 2 == 0 else self.upc_forms[::-1]
         if "putget" in o.parts:
@@ -325,22 +293,18 @@ class _Runner:
                                  **({"nodes": 2} if topo == "2nodes" else {}))
                     self._putget(f, topo, r[0])
                     step(f"rep {rep + 1}, put/get {topo}, {f}")
-            if peer_on and "node" in o.topologies:
-                r = self.shm(plan, 2)
-                if r:
-                    self._putget("shmem4py", "node", r[0])
-                step(f"rep {rep + 1}, put/get, shmem4py")
+            if "node" in o.topologies:
+                self.shm(plan, 2, lambda r: self._putget("shmem4py", "node", r[0]),
+                         f"rep {rep + 1}, put/get")
         if "barrier" in o.parts:
             for t in o.threads:
                 for f in ups:
                     r = self.upc(f, "barrier", {"exp": "barrier"}, n=t)
                     self.put(f, f"barrier/{t}", _slowest(r, "barrier"))
                     step(f"rep {rep + 1}, barrier {t} threads, {f}")
-                if peer_on:
-                    r = self.shm({"exp": "barrier"}, t)
-                    if r:
-                        self.put("shmem4py", f"barrier/{t}", _slowest(r, "barrier"))
-                    step(f"rep {rep + 1}, barrier {t} threads, shmem4py")
+                self.shm({"exp": "barrier"}, t, lambda r, t=t: self.put(
+                    "shmem4py", f"barrier/{t}", _slowest(r, "barrier")),
+                    f"rep {rep + 1}, barrier {t} threads")
         T = o.coll_threads
         seg = max(16 << 20, 1 << (4 * max(o.coll_sizes)).bit_length())
         for part in ("bcast", "reduce"):
@@ -355,11 +319,8 @@ class _Runner:
                                  threads_per_proc=o.threads_per_proc)
                     self._coll(f, "treduce", r)
                     step(f"rep {rep + 1}, threaded reduce, {f}")
-            if peer_on:
-                r = self.shm(plan, T)
-                if r:
-                    self._coll("shmem4py", part, r)
-                step(f"rep {rep + 1}, {part}, shmem4py")
+            self.shm(plan, T, lambda r, part=part: self._coll("shmem4py", part, r),
+                     f"rep {rep + 1}, {part}")
         if "apps" in o.parts:
             plan = {"exp": "apps", "cpi_n": o.cpi_n, "triad_m": o.triad_m,
                     "triad_iters": max(2, o.iters // 10), "ra_words": o.ra_words,
@@ -369,11 +330,8 @@ class _Runner:
                 for f in ups:
                     self._apps(f, t, self.upc(f, "apps", plan, n=t, segment_size=seg))
                     step(f"rep {rep + 1}, apps {t} threads, {f}")
-                if peer_on:
-                    r = self.shm(plan, t)
-                    if r:
-                        self._apps("shmem4py", t, r)
-                    step(f"rep {rep + 1}, apps {t} threads, shmem4py")
+                self.shm(plan, t, lambda r, t=t: self._apps("shmem4py", t, r),
+                         f"rep {rep + 1}, apps {t} threads")
         if "osu" in o.parts:
             plan = {"exp": "osu", "bw_sizes": o.osu_sizes, "window": 16}
             seg = max(16 << 20, 1 << (4 * max(o.osu_sizes)).bit_length())
@@ -386,11 +344,8 @@ class _Runner:
                 for k, v in r[0]["amnet"]["pair"].items():
                     self.put(amnet_form, f"pair/osu/{k}", v)
                 step(f"rep {rep + 1}, OSU basics {topo}, shmem_rt")
-            if peer_on and "node" in o.topologies:
-                r = self.shm(plan, 2)
-                if r:
-                    self._osu("shmem4py", r)
-                step(f"rep {rep + 1}, OSU basics, shmem4py")
+            if "node" in o.topologies:
+                self.shm(plan, 2, lambda r: self._osu("shmem4py", r), f"rep {rep + 1}, OSU basics")
 
     def _putget(self, form: str, topo: str, r0: dict[str, Any]) -> None:
         for op in ("put", "get"):
@@ -484,7 +439,7 @@ def _report(opts: argparse.Namespace, run: _Runner, peer: dict[str, Any],
                     return na[f]
                 return "-" if got[f] is None else fmt(got[f])
 
-            xl = bytes_label(x) if xsizes else str(x)
+            xl = size_label(x) if xsizes else str(x)
             rows.append([xl, cell(forms[0]), cell(forms[1]),
                          "-" if r is None else f"{r:.2f}"] + [cell(f) for f in forms[2:]])
             results.append({"section": section, "figure": key, "x": x,
@@ -605,7 +560,7 @@ def _osu_tables(o: argparse.Namespace, run: _Runner, missing: dict[str, str],
     for k, label in OSU_LAT:
         row(f"{label} (µs)", f"osu/{k}", lambda v: f"{v * 1e6:.2f}", 1e6)
     for n in o.osu_sizes:
-        row(f"put bandwidth {bytes_label(n)} (MB/s)", f"osu/bw/{n}", lambda v: f"{v:.1f}",
+        row(f"put bandwidth {size_label(n)} (MB/s)", f"osu/bw/{n}", lambda v: f"{v:.1f}",
             1.0)
     notes = ["OSU basics: shmem_rt / shmem4py, lower is better for the latencies, higher for "
              "the bandwidths; put bandwidth is a window of 16 put_nbi then quiet. The "

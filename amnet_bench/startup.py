@@ -14,7 +14,6 @@ MPI.COMM_WORLD.Barrier()"`` (MPI_Init, a barrier, MPI_Finalize).
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import os
 import shlex
@@ -26,9 +25,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from . import _options as options
 from ._registry import BenchError, suite
-from ._report import Progress, comma_items, find_mpiexec, quick_parse
-from ._splits import parse_threads
+from ._report import Progress, find_mpiexec
 from ._stats import summary
 
 PEER_MISSING = "not installed (pip install -e '.[peers]')"
@@ -49,35 +48,17 @@ def amnet_run_command() -> list[str]:
     return [sys.executable, "-P", "-m", "amnet.run"]
 
 
-def parse_ranks(text: str | int | Iterable[int]) -> list[int]:
-    """``"1,4,8"`` (or an int, or ints) as a list of positive rank counts."""
-    try:
-        ranks = [int(t) for t in comma_items(text)]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a comma list of rank counts, got {text!r}")
-    if not ranks or any(n < 1 for n in ranks):
-        raise argparse.ArgumentTypeError(f"rank counts must be positive integers, got {text!r}")
-    return ranks
-
-
-def _parser(reps: int, ranks: Any, warmup: int) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="amnet-bench startup",
-        description="Job start-up cost: wall time of `amnet-run -n N EMPTY.py` beside "
-                    "`mpiexec -n N python -c pass`, interleaved in the same run. Reports the "
-                    "median (min, max) and the ratio amnet/peer (lower is better).")
-    p.add_argument("--reps", type=int, default=reps, metavar="R",
-                   help="timed repetitions of each command per N (default: %(default)s)")
-    p.add_argument("--ranks", type=parse_ranks, default=parse_ranks(ranks), metavar="N,N",
-                   help="rank counts, a comma list like 1,4,8 (default: 8)")
-    p.add_argument("--nodes", type=int, default=1, metavar="K",
-                   help="simulated nodes the ranks are dealt over, dividing every N "
-                        "(default: %(default)s)")
-    p.add_argument("--splits", type=parse_threads, default=None, metavar="T,T",
-                   help="rank-threads per process, each a row where it divides the ranks per "
-                        "node, or all (default: all: every divisor)")
-    p.add_argument("--warmup", type=int, default=warmup, metavar="W",
-                   help="untimed runs of each command before timing (default: %(default)s)")
+def _parser(reps: int, ranks: Any, warmup: int) -> options.Parser:
+    p = options.Parser(
+        "startup", "Job start-up cost: wall time of `amnet-run -n N EMPTY.py` beside "
+                   "`mpiexec -n N python -c pass`, interleaved in the same run. Reports the "
+                   "median (min, max) and the ratio amnet/peer (lower is better).")
+    options.reps(p, reps, "timed runs of each command per N")
+    options.ranks(p, ranks, "rank counts", 1, 1 << 20, many=True)
+    options.nodes(p, 1, "simulated nodes the ranks are dealt over")
+    options.splits(p, "all", "rank-threads per process, each a row where it divides the ranks "
+                   "per node, or all (every divisor)")
+    options.warmup(p, warmup, "untimed runs of each command before timing")
     p.add_argument("--program", choices=sorted(PROGRAMS), default="empty",
                    help="empty: a script that does nothing vs `python -c pass`; init: a "
                         "script that calls amnet.init() vs mpi4py's MPI_Init + Barrier "
@@ -140,21 +121,13 @@ def startup(args: Sequence[str] | None = None, *, reps: int = 10,
             progress: bool = True) -> dict[str, Any]:
     """Job start-up: `amnet-run -n N` of an empty script vs `mpiexec -n N python -c pass`."""
     parser = _parser(reps, ranks, warmup)
-    opts = quick_parse(parser, args, {"reps": 2, "ranks": [2]},
-                       "2 repetitions of 2 ranks", fixed={
-                           "--sizes": (None, "its jobs send nothing")})
-    if opts.nodes < 1 or any(n % opts.nodes for n in opts.ranks):
-        parser.error(f"--nodes must be at least 1 and divide every rank count "
-                     f"({','.join(map(str, opts.ranks))}), got {opts.nodes}")
+    opts = options.parse(parser, args, {"reps": 2, "ranks": [2]}, "2 repetitions of 2 ranks",
+                         fixed={"--sizes": (None, "its jobs send nothing")})
     for n in opts.ranks:
         per = n // opts.nodes
         if opts.splits and not any(per % t == 0 for t in opts.splits):
             parser.error(f"--splits {','.join(map(str, opts.splits))}: none divides the "
                          f"{per} ranks per node of N={n}")
-    if opts.reps < 1:
-        parser.error(f"--reps must be at least 1, got {opts.reps}")
-    if opts.warmup < 0:
-        parser.error(f"--warmup must be 0 or more, got {opts.warmup}")
 
     cpus = os.cpu_count() or 1
     amnet = amnet_run_command()

@@ -35,9 +35,10 @@ from typing import Any
 
 import numpy as np
 
+from . import _options as options
 from ._node import mpi_missing, verdict
 from ._registry import suite
-from ._report import Progress, choice_list, int_list, nodes_topologies, quick_parse
+from ._report import Progress
 from ._stats import median
 from ._targets import UPC as UPC_TARGETS
 from ._twonode import cpu_count, run_job
@@ -50,50 +51,29 @@ TABLE_PATTERNS = ("baseline", "vector", "coalesce", "local", "slice")
 MUPC_TABLE = {"baseline": "6.1", "vector": "6.2", "coalesce": "6.3", "local": "6.4"}
 
 
-def _parser(reps: int, threads: Any, topologies: Any, caches: Any, block: int, batch: int,
-            min_time: float, samples: int, matmul_n: int) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="amnet-bench upc",
-        description="upc_rt's element, slice and cache costs beside mpi4py RMA, ep.get, "
-                    "ep.vis and numpy (peers section), and the MuPC thesis's microbenchmark "
-                    "tables 6.1-6.4 (patterns section), µs per double word.")
-    p.add_argument("--reps", type=int, default=reps, metavar="R",
-                   help="repetitions, fresh jobs each (default: %(default)s)")
-    p.add_argument("--peers", action=argparse.BooleanOptionalAction, default=True,
-                   help="run the peers section (default: on)")
-    p.add_argument("--patterns", action=argparse.BooleanOptionalAction, default=True,
-                   help="run the patterns section (default: on)")
-    p.add_argument("--threads", "--ranks",
-                   type=functools.partial(int_list, what="thread counts", least=2, most=64),
-                   default=int_list(threads, "thread counts", 2, 64), metavar="T,T",
-                   help="patterns: UPC threads per job (default: 2,4,8)")
-    p.add_argument("--topology", type=functools.partial(choice_list, allowed=TOPOLOGIES,
-                                                        what="topologies"),
-                   default=choice_list(topologies, TOPOLOGIES, "topologies"), metavar="X,X",
-                   dest="topologies",
-                   help="patterns: node (one node, a process per thread) and/or 2nodes "
-                        "(default: node,2nodes)")
-    p.add_argument("--nodes", type=nodes_topologies, dest="topologies", metavar="K,K",
-                   default=argparse.SUPPRESS,
-                   help="1, 2 or 1,2: the topologies node and 2nodes (as --topology)")
-    p.add_argument("--cache", type=functools.partial(choice_list, allowed=("off", "on"),
-                                                     what="cache settings"),
-                   default=choice_list(caches, ("off", "on"), "cache settings"), metavar="C,C",
-                   dest="caches", help="patterns: the remote-reference cache (default: off,on)")
-    p.add_argument("--block", type=int, default=block, metavar="N",
-                   help="patterns: float64 elements per thread (default: %(default)s)")
-    p.add_argument("--batch", type=int, default=batch, metavar="N",
-                   help="patterns: accesses per timed batch, and the vector length "
-                        "(default: %(default)s)")
-    p.add_argument("--min-time", type=float, default=min_time, metavar="S",
-                   help="patterns: seconds of batches per pattern and operation at least "
-                        "(default: %(default)s)")
-    p.add_argument("--samples", type=int, default=samples, metavar="N",
-                   help="peers: interleaved samples per figure per repetition "
-                        "(default: %(default)s)")
-    p.add_argument("--matmul-n", type=int, default=matmul_n, metavar="N",
-                   help="peers: the naive matrix multiply's N (a multiple of 4) "
-                        "(default: %(default)s)")
+def _parser(d: dict[str, Any]) -> options.Parser:
+    """The options, with the suite's defaults ``d`` (its keywords by name)."""
+    p = options.Parser(
+        "upc", "upc_rt's element, slice and cache costs beside mpi4py RMA, ep.get, ep.vis "
+               "and numpy (peers section), and the MuPC thesis's microbenchmark tables "
+               "6.1-6.4 (patterns section), µs per double word.")
+    options.reps(p, d["reps"])
+    options.toggle(p, "--peers", True, "run the peers section")
+    options.toggle(p, "--patterns", True, "run the patterns section")
+    options.ranks(p, d["threads"], "patterns: UPC threads per job", many=True, threads=True)
+    options.topologies(p, d["topologies"], "patterns: node (one node, a process per thread) "
+                       "and/or 2nodes")
+    options.choices(p, "--cache", d["caches"], ("off", "on"), "cache settings",
+                    "patterns: the remote-reference cache", dest="caches", metavar="C,C")
+    options.count(p, "--block", d["block"], "patterns: float64 elements per thread")
+    options.count(p, "--batch", d["batch"], "patterns: accesses per timed batch, and the "
+                  "vector length", least=16)
+    options.min_time(p, d["min_time"], "patterns: seconds of batches per pattern and "
+                     "operation at least")
+    options.count(p, "--samples", d["samples"], "peers: interleaved samples per figure per "
+                  "repetition")
+    options.count(p, "--matmul-n", d["matmul_n"], "peers: the naive matrix multiply's N (a "
+                  "multiple of 4)", least=4, most=256)
     return p
 
 
@@ -103,27 +83,21 @@ def upc(args: Sequence[str] | None = None, *, reps: int = 3, threads: Any = "2,4
         batch: int = 256, min_time: float = 0.2, samples: int = 15, matmul_n: int = 32,
         progress: bool = True) -> dict[str, Any]:
     """upc_rt element/slice/cache costs beside peers; MuPC Tables 6.1-6.4."""
-    parser = _parser(reps, threads, topologies, caches, block, batch, min_time, samples,
-                     matmul_n)
-    opts = quick_parse(parser, args, {
+    parser = _parser(locals())
+    opts = options.parse(parser, args, {
         "reps": 1, "threads": [2], "block": 8192, "batch": 64, "min_time": 0.02,
         "samples": 3, "matmul_n": 8}, "1 repetition, 2 threads, short patterns, an 8 x 8 "
         "matrix multiply", fixed={
             "--splits": ("1", "MuPC's threads are processes"),
             "--sizes": (None, "it times element accesses (--block and --batch size the "
                               "patterns)")})
-    for name in ("reps", "samples"):
-        if getattr(opts, name) < 1:
-            parser.error(f"--{name} must be at least 1, got {getattr(opts, name)}")
-    if opts.batch < 16 or 8 * opts.batch > opts.block:
-        parser.error(f"--batch must be at least 16 and at most --block / 8 ({opts.block // 8}: "
+    if 8 * opts.batch > opts.block:
+        parser.error(f"--batch must be at most --block / 8 ({opts.block // 8}: "
                      f"the coalesce pattern spans up to 8 elements an access), got "
                      f"{opts.batch}")
     if opts.block * 8 > 256 << 20:
         parser.error(f"--block {opts.block} is {opts.block * 8} bytes a thread; at most 256 MiB")
-    if not 0 < opts.min_time <= 10:
-        parser.error(f"--min-time must be in (0, 10] seconds, got {opts.min_time}")
-    if opts.matmul_n < 4 or opts.matmul_n % 4 or opts.matmul_n > 256:
+    if opts.matmul_n % 4:
         parser.error(f"--matmul-n must be a multiple of 4 in 4..256, got {opts.matmul_n}")
     if not (opts.peers or opts.patterns):
         parser.error("nothing to run: both --no-peers and --no-patterns")

@@ -16,60 +16,39 @@ latency.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from . import _options as options
+from ._options import size_label
 from ._registry import suite
-from ._report import Progress, comma_items, quick_parse
+from ._report import Progress
 from ._stats import median
 from ._targets import VIS_CONTIG, VIS_FLOOD, VIS_SIZE
-from ._twonode import parse_conduits, parse_sizes, run_amnet, segment_for, size_label
+from ._twonode import run_amnet, segment_for
 from ._visjob import vis_job
 
 METHODS = ("vis", "flood", "contig")
 
 
-def _latencies(text: Any) -> list[float]:
-    try:
-        vals = [float(t) for t in comma_items(text)]
-    except (TypeError, ValueError):
-        raise argparse.ArgumentTypeError(f"expected a comma list of microseconds such as "
-                                         f"0,10, got {text!r}")
-    if not vals or any(not 0 <= v <= 1e6 for v in vals):
-        raise argparse.ArgumentTypeError(f"latencies are 0..1000000 µs, got {text!r}")
-    return list(dict.fromkeys(vals))
-
-
-def _parser(reps: int, sizes: Any, elem: int, stride: int, latencies: Any, samples: int,
-            min_time: float, conduits: Any) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="amnet-bench vis",
-        description="Strided get across 2 simulated nodes (the autoNB paper's Fig. 6): one "
-                    "VIS call vs a flood of single gets vs one contiguous get of the same "
-                    "bytes, per emulated network latency. Reports MB/s (higher is better).")
-    p.add_argument("--reps", type=int, default=reps, metavar="R",
-                   help="repetitions (a fresh job per conduit and latency each) (default: "
-                        "%(default)s)")
-    p.add_argument("--sizes", type=parse_sizes, default=parse_sizes(sizes), metavar="S,S",
-                   help="total bytes per transfer (default: 1K,4K,16K,64K,256K,1M,4M)")
-    p.add_argument("--elem", type=int, default=elem, metavar="B",
-                   help="bytes per element (default: %(default)s)")
-    p.add_argument("--stride", type=int, default=stride, metavar="B",
-                   help="bytes from one element to the next, both ends (default: "
-                        "%(default)s)")
-    p.add_argument("--latency", type=_latencies, default=_latencies(latencies),
-                   metavar="US,US", dest="latencies",
-                   help="AMNET_NET_LATENCY_US values, a job each (default: 0,10)")
-    p.add_argument("--conduit", type=parse_conduits, default=parse_conduits(conduits),
-                   metavar="C,C", dest="conduits",
-                   help="conduits between the nodes, a job each (default: zmq,tcp)")
-    p.add_argument("--samples", type=int, default=samples, metavar="N",
-                   help="timed samples per size and method in each job (default: "
-                        "%(default)s)")
-    p.add_argument("--min-time", type=float, default=min_time, metavar="S",
-                   help="seconds of back-to-back calls per sample at least (default: "
-                        "%(default)s)")
+def _parser(d: dict[str, Any]) -> options.Parser:
+    """The options, with the suite's defaults ``d`` (its keywords by name)."""
+    p = options.Parser(
+        "vis", "Strided get across 2 simulated nodes (the autoNB paper's Fig. 6): one "
+               "VIS call vs a flood of single gets vs one contiguous get of the same "
+               "bytes, per emulated network latency. Reports MB/s (higher is better).")
+    options.reps(p, d["reps"], "a fresh job per conduit and latency each")
+    options.sizes(p, d["sizes"], "total bytes per transfer")
+    options.count(p, "--elem", d["elem"], "bytes per element", metavar="B")
+    options.count(p, "--stride", d["stride"], "bytes from one element to the next, both "
+                  "ends", metavar="B")
+    options.latency(p, d["latencies"], "AMNET_NET_LATENCY_US values, a job each", many=True,
+                    dest="latencies")
+    options.conduits(p, d["conduits"], "conduits between the nodes, a job each",
+                     dest="conduits")
+    options.count(p, "--samples", d["samples"], "timed samples per size and method in each "
+                  "job")
+    options.min_time(p, d["min_time"], "seconds of back-to-back calls per sample at least")
     return p
 
 
@@ -83,21 +62,16 @@ def vis(args: Sequence[str] | None = None, *, reps: int = 3,
         min_time: float = 0.02, conduits: str | Iterable[str] = "zmq,tcp",
         progress: bool = True) -> dict[str, Any]:
     """Strided get across 2 nodes: one VIS call vs a flood of gets vs a contiguous get."""
-    parser = _parser(reps, sizes, elem, stride, latencies, samples, min_time, conduits)
-    opts = quick_parse(parser, args, {
+    parser = _parser(locals())
+    opts = options.parse(parser, args, {
         "reps": 1, "sizes": [1024, 64 << 10, 1 << 20], "samples": 1, "min_time": 0.005},
         "1 repetition of 1 KiB, 64 KiB and 1 MiB, one 5 ms sample each", fixed={
             "--ranks": ("2", "vis times one rank's strided gets from another"),
             "--nodes": ("2", "the paper's experiment is across 2 nodes"),
             "--splits": ("1", "its two ranks are processes")}, plots=PLOTS)
-    for name in ("reps", "elem", "samples"):
-        if getattr(opts, name) < 1:
-            parser.error(f"--{name} must be at least 1, got {getattr(opts, name)}")
     if opts.stride < opts.elem:
         parser.error(f"--stride ({opts.stride}) must be at least --elem ({opts.elem}): the "
                      "elements of a get may not overlap")
-    if not 0 < opts.min_time <= 10:
-        parser.error(f"--min-time must be in (0, 10] seconds, got {opts.min_time}")
     bad = [s for s in opts.sizes if s % opts.elem]
     if bad:
         parser.error(f"sizes must be multiples of --elem ({opts.elem}); not {bad}")

@@ -14,6 +14,7 @@ import subprocess
 import sys
 
 import pytest
+from benchcheck import check_tables
 
 from amnet_bench import SUITES, BenchError, _node
 from amnet_bench import am as am_mod
@@ -41,29 +42,6 @@ def _check_rate(s: dict, reps: int) -> None:
     assert len(s["samples"]) == reps and all(x > 0 for x in s["samples"])
     assert s["min"] <= s["median"] <= s["max"]
     assert s["median"] == median(s["samples"])
-
-
-def _check_table(res: dict) -> None:
-    """Every section's table: one row per result of that section, every cell filled; the
-    main ``table`` is the first; the Markdown report prints every table and note."""
-    tables = res["tables"]
-    assert [t["section"] for t in tables] == res["config"]["sections"]
-    assert res["table"] == {"columns": tables[0]["columns"], "rows": tables[0]["rows"]}
-    assert res["notes"] == [n for t in tables for n in t["notes"]]
-    for table in tables:
-        rows = [r for r in res["results"] if r["section"] == table["section"]]
-        assert len(table["rows"]) == len(rows) > 0
-        assert all(len(r) == len(table["columns"]) for r in table["rows"])
-    assert len(res["results"]) == sum(len(t["rows"]) for t in tables)
-    text = markdown(res)
-    assert text.startswith(f"## amnet-bench {res['suite']}")
-    assert all(f"### {t['title']}" in text for t in tables)
-    assert all(f"- {n}" in text for n in res["notes"])
-
-
-def test_registry_has_am_and_rma():
-    assert SUITES["am"] is am_mod.am
-    assert SUITES["rma"] is rma_mod.rma
 
 
 def test_am_figures(marked):
@@ -103,7 +81,7 @@ def test_am_figures(marked):
             assert row["target"] is None
     # both wait modes of one shape are compared to the same raw figures
     assert res["results"][0]["raw_block"] == res["results"][1]["raw_block"]
-    _check_table(res)
+    check_tables(res, per_result=True)
     assert res["table"]["rows"][0][0] == "Short (1 arg)"
     assert res["table"]["rows"][4][0] == "Medium 1 KiB"
     assert any("AMNET_NET_LATENCY_US=5" in n for n in res["notes"])
@@ -142,7 +120,7 @@ def test_rma_figures(marked):
     bw_1m = res["results"][1]
     assert bw_1m["target"] == {"min_ratio": 0.7, "met": bw_1m["ratio"] >= 0.7}
     assert res["results"][0]["target"] is None
-    _check_table(res)
+    check_tables(res, per_result=True)
     assert any("higher is better" in r[6] for r in res["table"]["rows"])
 
 
@@ -163,30 +141,6 @@ def test_am_pinned_to_one_core_skips_the_spinning_peer(marked):
                for n in res["notes"])
 
 
-@pytest.mark.parametrize("suite,args", [
-    ("am", ["--iters", "0"]),
-    ("am", ["--sizes", "8,nope"]),
-    ("am", ["--wait-mode", "fast"]),
-    ("am", ["--latency-us", "-1"]),
-    ("am", ["--conduit", "carrier-pigeon"]),
-    ("rma", ["--conduit", "zmq,carrier-pigeon"]),
-    ("rma", ["--window", "0"]),
-    ("rma", ["--bytes", "lots"]),
-    ("rma", ["--sizes", "0"]),
-    ("rma", ["--pin", "everywhere"]),
-    ("am", ["--no-node", "--no-network", "--no-aio"]),
-    ("am", ["--node-batch", "0"]),
-    ("am", ["--node-warmup", "-1"]),
-    ("rma", ["--no-node", "--no-network", "--no-aio"]),
-    ("rma", ["--node-samples", "0"]),
-    ("rma", ["--node-bw-sizes", "1M,big"]),
-])
-def test_bad_options_are_refused(suite, args):
-    with pytest.raises(SystemExit) as e:
-        SUITES[suite](args, progress=False)
-    assert e.value.code == 2
-
-
 def test_raw_peer_failure_is_a_bench_error(marked):
     with pytest.raises(BenchError, match="raw-zmq peer"):
         run_raw({"am": {"warmup": 0, "iters": 1, "sizes": []}}, "sideways")
@@ -201,7 +155,6 @@ def test_cli_help_lists_suite_options():
         assert p.returncode == 0 and opt in p.stdout
     p = subprocess.run([*BENCH, "--list"], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0
-    from amnet_bench import SUITES
 
     listed = [line.split()[0] for line in p.stdout.splitlines()]
     assert listed == sorted(SUITES) and {"am", "rma"} <= set(listed)
@@ -246,7 +199,7 @@ def test_am_both_sections_print_both_tables(marked):
     assert res["config"]["sections"] == ["network", "node", "aio"]
     assert [t["section"] for t in res["tables"]] == ["network", "node", "aio"]
     assert res["table"]["columns"][0] == "AM"  # the main table is still the network one
-    _check_table(res)
+    check_tables(res, per_result=True)
     text = markdown(res)
     assert text.index("### Across nodes") < text.index("### On one node") < \
         text.index("### amnet.aio")
@@ -337,7 +290,7 @@ def test_am_node_figures(marked):
         assert any(f"{prev['config']} < {cur['config']}: {held}" in n for n in res["notes"])
     if mpi_why is None:
         assert any("default thread level" in n for n in res["notes"])
-    _check_table(res)
+    check_tables(res, per_result=True)
 
 
 def test_am_node_without_mpi4py_says_missing(marked, monkeypatch):
@@ -359,7 +312,7 @@ def test_am_node_without_mpi4py_says_missing(marked, monkeypatch):
     assert table["raw-shm"][2] != "missing"
     assert any("mpi4py peer missing: mpi4py is not installed (test)" in n
                for n in res["notes"])
-    _check_table(res)
+    check_tables(res, per_result=True)
 
 
 def test_rma_aio_section(marked):
@@ -369,7 +322,7 @@ def test_rma_aio_section(marked):
                        "--node-iters", "20", "--node-warmup", "2", "--node-batch", "10"],
                       progress=False)
     assert res["config"]["sections"] == ["aio"]
-    _check_table(res)
+    check_tables(res, per_result=True)
     got = [(r["place"], r["what"], r.get("bytes")) for r in res["results"]]
     assert got == [(p, w, b) for p in ("within a node", "across nodes")
                    for w, b in [(f"{op} await", n) for n in (8, 1024) for op in ("put", "get")]
@@ -431,7 +384,7 @@ def test_rma_node_figures(marked, threads):
             elif row["unit"] == "MB/s":
                 want = [">= 0.8x memcpy"]
         assert [t["what"] for t in row["targets"]] == want
-    _check_table(res)
+    check_tables(res, per_result=True)
 
 
 def test_am_and_rma_over_mpi_beside_mpi4py(marked):

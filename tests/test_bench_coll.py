@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import math
 
-import pytest
-
 from amnet.coll import ALGORITHMS
 from amnet_bench import SUITES
 from amnet_bench import coll as coll_mod
@@ -96,14 +94,3 @@ def test_coll_figures(marked):
                            "none"], progress=False)
     assert len(only["tables"]) == 1 and all(r["section"] == "algorithms"
                                             for r in only["results"])
-
-
-@pytest.mark.parametrize("args", [["--ranks", "1"], ["--ranks", "3", "--topology", "2nodes"],
-                                  ["--collectives", "gossip"], ["--calls", "0"],
-                                  ["--skew", "0.5"], ["--compute", "-1"],
-                                  ["--sync", "SOME"], ["--small-ranks", "1"],
-                                  ["--small-calls", "0"], ["--small-topologies", "moon"]])
-def test_bad_options_are_refused(args):
-    with pytest.raises(SystemExit) as e:
-        SUITES["coll"](args, progress=False)
-    assert e.value.code == 2

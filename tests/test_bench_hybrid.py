@@ -20,6 +20,8 @@ import amnet
 from amnet_bench import SUITES, BenchError
 from amnet_bench import _hcolljob as hcoll
 from amnet_bench import hybrid as hybrid_mod
+from amnet_bench._hcolljob import COLLECTIVES
+from amnet_bench._options import choice_list
 from amnet_bench._plot import draw, require_matplotlib, wants_log
 from amnet_bench._report import markdown
 
@@ -33,7 +35,6 @@ def res():
 
 
 def test_one_report_answers_which_split_for_each_size_mode_and_pattern(res):
-    assert SUITES["hybrid"] is hybrid_mod.hybrid
     cfg = res["config"]
     assert cfg["splits"] == ["1T-2P", "2T-1P"] and cfg["reference"] == "2T-1P"
     assert cfg["quick"] and cfg["modes"] == ["B", "NB"] and cfg["patterns"] == ["p2p"]
@@ -168,8 +169,8 @@ def test_a_wrong_answer_is_refused_not_measured():
 
 
 def test_collectives_none_skips_the_part_and_old_results_still_plot():
-    assert hybrid_mod.coll_list("none") == [] and hybrid_mod.coll_list("barrier,exchange") == [
-        "barrier", "exchange"]
+    coll = functools.partial(choice_list, allowed=COLLECTIVES, what="collectives", none=True)
+    assert coll("none") == [] and coll("barrier,exchange") == ["barrier", "exchange"]
     doc = json.loads((Path(__file__).parent.parent / "docs" / "hybrid" /
                       "results-8ranks-2nodes.json").read_text())
     assert "hybrid_coll.png" in [f["file"] for f in hybrid_mod.figures(doc["config"],
@@ -182,23 +183,6 @@ def test_collectives_none_skips_the_part_and_old_results_still_plot():
 def test_best_is_the_best_and_says_by_how_much():
     assert hybrid_mod._best({"a": 2.0, "b": 5.0, "c": 4.0}, higher=True) == ("b", 2.5)
     assert hybrid_mod._best({"a": 2.0, "b": 5.0}, higher=False) == ("a", 2.5)
-
-
-@pytest.mark.parametrize(("args", "says"), [
-    (["--trips", "0"], "--trips must be at least 1"),
-    (["--nodes", "1"], "--nodes must be at least 2 and divide --ranks"),
-    (["--ranks", "8", "--splits", "3"], "--splits 3 must divide the ranks per node (4)"),
-    (["--modes", "NB9"], "modes are B, NB8, NB32, NB128, NB"),
-    (["--collectives", "scatter"], "collectives are broadcast, reduce_all, gather_all, "
-                                   "exchange, barrier, or none to skip them; got 'scatter'"),
-    (["--coll-sizes", "2M"], "--coll-sizes: at most 1 MiB a block, got 2097152"),
-    (["--coll-sizes", "0"], "sizes must be positive"),
-    (["--coll-calls", "0"], "--coll-calls must be at least 1, got 0"),
-])
-def test_bad_options_are_refused_with_the_reason(args, says, capsys):
-    with pytest.raises(SystemExit) as e:
-        SUITES["hybrid"](args, progress=False)
-    assert e.value.code == 2 and says in capsys.readouterr().err
 
 
 def test_cli_quick_writes_the_report_and_its_plots(marked, tmp_path):

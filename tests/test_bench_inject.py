@@ -11,9 +11,9 @@ import sys
 import pytest
 
 from amnet_bench import SUITES
-from amnet_bench import inject as inject_mod
+from amnet_bench._options import parse_threads
 from amnet_bench._report import markdown
-from amnet_bench._splits import Split, choose, parse_threads, splits_of
+from amnet_bench._splits import Split, choose, splits_of
 from amnet_bench._stats import median
 
 BENCH = [sys.executable, "-m", "amnet_bench"]
@@ -37,7 +37,6 @@ def res():
 
 
 def test_every_split_pattern_size_and_mode_is_measured(res):
-    assert SUITES["inject"] is inject_mod.inject
     cfg = res["config"]
     assert cfg["splits"] == ["1T-2P", "2T-1P"] and cfg["reference"] == "2T-1P"
     assert cfg["msgs"] == {"8": 1024, "4096": 16}  # 8 KiB a round, 16..1024 puts
@@ -62,22 +61,6 @@ def test_every_split_pattern_size_and_mode_is_measured(res):
     assert markdown(res).startswith("## amnet-bench inject")
 
 
-@pytest.mark.parametrize(("args", "says"), [
-    (["--reps", "0"], "--reps must be at least 1"),
-    (["--nodes", "1"], "--nodes must be at least 2 and divide --ranks"),
-    (["--ranks", "6", "--nodes", "4"], "--nodes must be at least 2 and divide --ranks"),
-    (["--splits", "3"], "--splits 3 must divide the ranks per node (2)"),
-    (["--splits", "x"], "expected all or a comma list"),
-    (["--modes", "NB7"], "modes are B, NB8, NB32, NB128, NB"),
-    (["--patterns", "ring"], "patterns are p2p, p2m"),
-    (["--sizes", "32M"], "at most 16 MiB a put"),
-])
-def test_bad_options_are_refused_with_the_reason(args, says, capsys):
-    with pytest.raises(SystemExit) as e:
-        SUITES["inject"](args, progress=False)
-    assert e.value.code == 2 and says in capsys.readouterr().err
-
-
 def test_quick_runs_through_the_cli_and_writes_its_plots(marked, tmp_path):
     out = tmp_path / "b"
     p = subprocess.run([*BENCH, "inject", "--quick", "--sizes", "8,4K", "--out", str(out)],
@@ -90,14 +73,3 @@ def test_quick_runs_through_the_cli_and_writes_its_plots(marked, tmp_path):
     for name in ("inject_bandwidth_p2p.png", "inject_bandwidth_p2m.png",
                  "inject_overhead.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.mark.parametrize("suite", ["inject", "apps", "hybrid"])
-def test_the_split_sweeping_suites_share_their_options(suite, capsys):
-    for args, says in ((["--ranks", "65"], "--ranks must be in 2..64, got 65"),
-                       (["--ranks", "6", "--nodes", "4"], "and divide --ranks (6), got 4"),
-                       (["--ranks", "8", "--splits", "3"],
-                        "--splits 3 must divide the ranks per node (4); possible: 1,2,4")):
-        with pytest.raises(SystemExit):
-            SUITES[suite](args, progress=False)
-        assert says in capsys.readouterr().err

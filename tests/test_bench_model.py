@@ -72,7 +72,6 @@ def res():
 
 
 def test_a_quick_run_predicts_every_kernel_in_both_topologies(res):
-    assert SUITES["model"] is model_mod.model
     cfg = res["config"]
     assert cfg["topologies"] == ["node", "2nodes"] and cfg["caches"] == ["off"]
     rows = res["results"]
@@ -115,17 +114,3 @@ def test_the_kernels_count_their_partitions_from_their_index_sets(res):
     assert sob["E[i][j]"] == {"local": (r - 1) * (n - 2)}  # thread 0 skips the image's row 0
     assert sob["O[i+1][*]"]["vector"] == 5 * (n - 2)  # its last row reads thread 1's first
     assert sob["O[i-1][*]"].get("vector", 0) == 0
-
-
-@pytest.mark.parametrize(("args", "says"), [
-    (["--reps", "0"], "--reps must be at least 1"),
-    (["--threads", "3"], "--threads must be in 2..16 (even with 2nodes)"),
-    (["--min-time", "0"], "--min-time must be in (0, 10]"),
-    (["--kernels", "fft"], "kernels are histogram, matmul, sobel"),
-    (["--conduit", "carrier-pigeon"], "expected a comma list of registered conduits"),
-    (["--bind-to", "socket"], "invalid choice: 'socket'"),
-])
-def test_bad_options_are_refused_with_the_reason(args, says, capsys):
-    with pytest.raises(SystemExit) as e:
-        SUITES["model"](args, progress=False)
-    assert e.value.code == 2 and says in capsys.readouterr().err

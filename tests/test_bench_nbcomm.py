@@ -19,7 +19,6 @@ import pytest
 
 import amnet
 from amnet_bench import SUITES
-from amnet_bench import nbcomm as nb_mod
 from amnet_bench._nbjob import FORMS
 from amnet_bench._nbkernels import DEFAULTS, KERNELS, check_params
 from amnet_bench._report import markdown
@@ -40,8 +39,7 @@ def res():
                              *SETS], progress=False)
 
 
-def test_registry_has_nbcomm():
-    assert SUITES["nbcomm"] is nb_mod.nbcomm
+def test_the_kernels():
     assert list(KERNELS) == ["gups", "stencil", "transpose", "sweep"]
 
 
@@ -118,25 +116,6 @@ def test_the_default_parameters_are_valid_and_bad_ones_are_named():
         assert check_params(k, DEFAULTS[k], 16) is None
     assert "transpose.n (128) must be a multiple of the rank count (3)" == check_params(
         "transpose", DEFAULTS["transpose"], 3)
-
-
-@pytest.mark.parametrize(("args", "says"), [
-    (["--reps", "0"], "--reps must be at least 1"),
-    (["--ranks", "1"], "--ranks must be in 2..256"),
-    (["--ranks", "4", "--nodes", "3"], "--nodes must divide --ranks"),
-    (["--latency", "-1"], "--latency must be in"),
-    (["--kernels", "lu"], "kernels are gups, stencil, transpose, sweep"),
-    (["--set", "gups.colour=3"], "unknown parameter 'gups.colour'"),
-    (["--set", "gups.updates"], "expected KERNEL.PARAM=INT"),
-    (["--set", "stencil.nz=2"], "stencil.nz must be in 3..1024, got 2"),
-    (["--ranks", "3", "--nodes", "1"], "transpose.n (128) must be a multiple"),
-    (["--conduit", "zmq,tcp"], "--conduit takes one conduit"),
-])
-def test_bad_options_are_refused_with_the_reason(args, says, capsys):
-    with pytest.raises(SystemExit) as e:
-        SUITES["nbcomm"](args, progress=False)
-    assert e.value.code == 2
-    assert says in capsys.readouterr().err
 
 
 def test_cli_writes_json_markdown_and_the_bar_chart(marked, tmp_path):

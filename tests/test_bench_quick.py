@@ -4,7 +4,7 @@ sane numbers. A smoke test: no timing assertions."""
 
 from __future__ import annotations
 
-import fnmatch
+import importlib
 import json
 import math
 import re
@@ -12,8 +12,10 @@ import subprocess
 import sys
 
 import pytest
+from benchcheck import check_figures
 
 from amnet_bench import SUITES
+from amnet_bench import _options as options
 from amnet_bench._plot import draw, wants_log
 from amnet_bench._report import free_threaded
 
@@ -45,6 +47,9 @@ def _numbers(x, key=""):
 def test_every_suite_is_covered():
     assert set(SUITES) == {"am", "apps", "coll", "hybrid", "inject", "model", "nbcomm",
                            "rma", "shmem", "startup", "upc", "vis"}
+    for name, fn in SUITES.items():  # the function of its name in the module of its name
+        assert fn is getattr(importlib.import_module(f"amnet_bench.{name}"), name)
+        assert fn.suite_name == name
 
 
 #: On a free-threaded build only the suites whose figures turn on the interpreter lock run
@@ -74,9 +79,8 @@ def test_quick_runs_and_writes_its_results(suite, marked, tmp_path):
         assert (out / fig["file"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # the suite names the plots it draws (the command line checks for matplotlib first)
     assert bool(doc.get("figures")) == bool(SUITES[suite].plots)
+    check_figures(doc)
     for fig in doc.get("figures", ()):
-        assert any(fnmatch.fnmatch(fig["file"], re.sub("<[^>]+>", "*", name))
-                   for name in SUITES[suite].plots), fig["file"]
         _check_drawn(fig)
 
 
@@ -117,7 +121,61 @@ def test_every_suite_takes_the_common_options(name, capsys):
     assert all(f" {flag}" in out for flag in COMMON), (name, out)
 
 
-@pytest.mark.parametrize(("name", "args", "says"), [
+@pytest.mark.parametrize("name", sorted(SUITES))
+def test_every_quick_setting_is_an_option_of_its_suite(name, monkeypatch):
+    """--quick sets options by destination: a name that is none (a typo) would change
+    nothing and the quick run would silently be a full one."""
+    got = {}
+
+    def parse(p, args, quick, *rest, **kw):
+        got.update(unknown=set(quick) - {a.dest for a in p._actions})
+        raise SystemExit(0)
+
+    monkeypatch.setattr(options, "parse", parse)
+    with pytest.raises(SystemExit):
+        SUITES[name]([], progress=False)
+    assert got["unknown"] == set()
+
+
+#: Bad options, each refused (exit status 2) with its reason. An option the suites share
+#: (amnet_bench/_options.py) is tried in one of them; each suite's own checks, and the
+#: common options its experiment fixes, in every suite.
+REFUSED = [
+    # counts, numbers and lists of names, as every suite defines them
+    ("hybrid", ["--trips", "0"], "--trips must be at least 1, got 0"),
+    ("am", ["--node-warmup", "-1"], "--node-warmup must be 0 or more, got -1"),
+    ("upc", ["--matmul-n", "260"], "--matmul-n must be in 4..256, got 260"),
+    ("coll", ["--skew", "0.5"], "--skew must be in 1..100, got 0.5"),
+    ("inject", ["--latency", "-1"], "--latency must be in 0..1000000 µs, got -1.0"),
+    ("vis", ["--latency", "fast"], "expected a comma list of latencies such as 0,10"),
+    ("vis", ["--min-time", "0"], "--min-time must be in (0, 10] seconds, got 0.0"),
+    ("inject", ["--modes", "NB7"], "modes are B, NB8, NB32, NB128, NB; got 'NB7'"),
+    ("hybrid", ["--collectives", "scatter"], "exchange, barrier, or none to skip them"),
+    ("coll", ["--sync", "SOME"], "sync modes are ALL, MY, NO, or none to skip them"),
+    ("upc", ["--threads", "2,x"], "expected a comma list of thread counts such as 2,4,8"),
+    ("coll", ["--small-ranks", "1"], "rank counts are 2..64, got '1'"),
+    # sizes
+    ("am", ["--sizes", "8,nope"], "expected a comma list of sizes such as 8,1K,64K"),
+    ("hybrid", ["--coll-sizes", "0"], "sizes must be positive, got '0'"),
+    ("inject", ["--sizes", "32M"], "--sizes: at most 16 MiB a put, got 33554432"),
+    ("rma", ["--bytes", "lots"], "expected a size such as 128M, got 'lots'"),
+    # where the jobs run
+    ("apps", ["--ranks", "1"], "--ranks must be in 2..64, got 1"),
+    ("apps", ["--nodes", "3"], "--nodes must be at least 1 and divide --ranks (4), got 3"),
+    ("inject", ["--ranks", "6", "--nodes", "4"], "at least 2 and divide --ranks (6), got 4"),
+    ("hybrid", ["--ranks", "8", "--splits", "3"],
+     "--splits 3 must divide the ranks per node (4); possible: 1,2,4"),
+    ("inject", ["--splits", "x"], "expected all or a comma list of rank-threads"),
+    ("upc", ["--topology", "moon"], "topologies are node, 2nodes; got 'moon'"),
+    ("shmem", ["--nodes", "3"], "--nodes takes 1, 2 or 1,2 here"),
+    ("rma", ["--no-node", "--no-network", "--no-aio"], "leave nothing to run"),
+    ("model", ["--conduit", "carrier-pigeon"], "expected a comma list of registered conduits"),
+    ("vis", ["--conduit", ""], "expected a comma list of registered conduits"),
+    ("nbcomm", ["--conduit", "zmq,tcp"], "--conduit takes one conduit, got zmq,tcp"),
+    ("am", ["--wait-mode", "fast"], "wait modes are auto, spin, block; got 'fast'"),
+    ("rma", ["--pin", "everywhere"], "invalid choice: 'everywhere'"),
+    ("am", ["--mpi-paths", "ib"], "MPI paths are nolocal, tcp; got 'ib'"),
+    # the common options a suite's experiment fixes
     ("am", ["--ranks", "4"], "--ranks 4: am times round trips between a pair of ranks"),
     ("am", ["--splits", "4"], "this suite runs --splits 1,2 only"),
     ("rma", ["--ranks", "3"], "this suite runs --ranks 2 only"),
@@ -128,12 +186,31 @@ def test_every_suite_takes_the_common_options(name, capsys):
     ("upc", ["--sizes", "8"], "it times element accesses"),
     ("model", ["--splits", "2"], "MuPC's threads are processes"),
     ("apps", ["--sizes", "1K"], "its kernels have no message size"),
+    ("shmem", ["--splits", "2"], "a thread is a process, except in the threaded reduce"),
     ("startup", ["--sizes", "1K"], "its jobs send nothing"),
-    ("startup", ["--ranks", "4", "--nodes", "3"], "--nodes must be at least 1 and divide"),
+    # each suite's own checks
     ("startup", ["--ranks", "2", "--splits", "4"], "none divides the 2 ranks per node"),
-    ("am", ["--nodes", "3"], "--nodes takes 1, 2 or 1,2"),
-])
-def test_a_fixed_common_option_is_refused_with_the_reason(name, args, says, capsys):
+    ("model", ["--threads", "3"], "--threads must be in 2..16 (even with 2nodes)"),
+    ("model", ["--bind-to", "socket"], "invalid choice: 'socket'"),
+    ("nbcomm", ["--set", "gups.colour=3"], "unknown parameter 'gups.colour'"),
+    ("nbcomm", ["--set", "gups.updates"], "expected KERNEL.PARAM=INT"),
+    ("nbcomm", ["--set", "stencil.nz=2"], "stencil.nz must be in 3..1024, got 2"),
+    ("nbcomm", ["--ranks", "3", "--nodes", "1"], "transpose.n (128) must be a multiple"),
+    ("coll", ["--ranks", "3", "--topology", "2nodes"], "--ranks must be even with --topology"),
+    ("shmem", ["--ra-words", "100"], "--ra-words must be a power of two, got 100"),
+    ("shmem", ["--threads-per-proc", "3"], "--threads-per-proc must divide --coll-threads"),
+    ("upc", ["--block", "2048", "--batch", "300"], "--batch must be at most --block / 8"),
+    ("upc", ["--block", "40000000"], "--block 40000000 is 320000000 bytes a thread"),
+    ("upc", ["--matmul-n", "10"], "--matmul-n must be a multiple of 4"),
+    ("upc", ["--no-peers", "--no-patterns"], "nothing to run: both --no-peers"),
+    ("vis", ["--stride", "100"], "--stride (100) must be at least --elem (256)"),
+    ("vis", ["--sizes", "1000"], "sizes must be multiples of --elem (256)"),
+    ("vis", ["--sizes", "2G"], "the largest transfer spans 7130316800 bytes"),
+]
+
+
+@pytest.mark.parametrize(("name", "args", "says"), REFUSED)
+def test_bad_options_are_refused_with_the_reason(name, args, says, capsys):
     with pytest.raises(SystemExit) as e:
         SUITES[name](args, progress=False)
     assert e.value.code == 2 and says in capsys.readouterr().err

@@ -9,14 +9,13 @@ path with nothing there in the others, so both cases run on every machine.
 
 from __future__ import annotations
 
-import fnmatch
 import sys
 
 import pytest
+from benchcheck import check_figures, check_tables
 
 from amnet_bench import SUITES
 from amnet_bench import shmem as shmem_mod
-from amnet_bench._report import markdown
 from amnet_bench._stats import median
 
 TINY = ["--reps", "1", "--sizes", "8,4K", "--threads", "2", "--coll-sizes", "8,1K",
@@ -28,25 +27,8 @@ UPC_SECTIONS = ["put_node", "get_node", "put_2nodes", "get_2nodes", "barrier", "
 MISSING = ("not installed: ", "not available: ", "failed: ")
 
 
-def test_registry_has_shmem():
-    assert SUITES["shmem"] is shmem_mod.shmem
+def test_the_plots_are_named_for_the_suite():
     assert all(p.startswith("shmem_") for p in shmem_mod.shmem.plots)
-
-
-def _check_report(res: dict) -> None:
-    tables = res["tables"]
-    assert [t["section"] for t in tables] == res["config"]["sections"]
-    assert res["table"] == {"columns": tables[0]["columns"], "rows": tables[0]["rows"]}
-    assert res["notes"] == [n for t in tables for n in t["notes"]]
-    for t in tables:
-        assert t["rows"] and all(len(r) == len(t["columns"]) for r in t["rows"])
-    text = markdown(res)
-    assert text.startswith("## amnet-bench shmem")
-    assert all(f"### {t['title']}" in text for t in tables)
-    for fig in res["figures"]:
-        assert any(fnmatch.fnmatch(fig["file"], p.replace("<topology>", "*"))
-                   for p in shmem_mod.PLOTS), fig["file"]
-        assert fig["series"]
 
 
 def _check_forms(res: dict) -> None:
@@ -110,7 +92,8 @@ def test_shmem_every_form(marked):
     res = SUITES["shmem"](TINY, progress=False)
     assert res["suite"] == "shmem"
     assert res["config"]["sections"] == [*UPC_SECTIONS, "osu"]
-    _check_report(res)
+    check_tables(res)
+    check_figures(res)
     _check_forms(res)
     missing = res["config"]["missing"]
     assert "upc-shmem" not in missing  # upc_rt runs over shmem_rt
@@ -134,7 +117,8 @@ def test_missing_peer_is_reported_and_the_rest_runs(marked, tmp_path):
     assert res["config"]["missing"] == {"shmem4py": why}
     assert res["config"]["sections"] == ["put_node", "get_node", "reduce", "reduce_threaded",
                                          "osu"]
-    _check_report(res)
+    check_tables(res)
+    check_figures(res)
     _check_forms(res)
     assert f"shmem4py: {why}." in res["notes"]
     osu = res["tables"][-1]
@@ -170,16 +154,6 @@ def test_oshrun_flags():
     assert "--oversubscribe" in argv and argv[argv.index("--mca") + 1:][:2] == ["btl",
                                                                                 "^openib"]
     assert "--oversubscribe" not in shmem_mod.oshrun_argv("oshrun", 1)
-
-
-@pytest.mark.parametrize("bad", [["--ra-words", "100"], ["--threads-per-proc", "3"],
-                                 ["--coll-threads", "1"], ["--samples", "0"],
-                                 ["--parts", "gups"], ["--nodes", "3"], ["--splits", "2"]])
-def test_bad_options(bad, capsys):
-    with pytest.raises(SystemExit) as e:
-        SUITES["shmem"](bad, progress=False)
-    assert e.value.code == 2
-    assert "amnet-bench shmem" in capsys.readouterr().err
 
 
 def test_mapping_ratio_is_paired_per_repetition():

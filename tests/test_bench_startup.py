@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from amnet_bench import SUITES, BenchError
+from amnet_bench import BenchError
 from amnet_bench import startup as startup_mod
 from amnet_bench._report import find_mpiexec
 from amnet_bench._stats import median
@@ -24,10 +24,6 @@ def _check_summary(s: dict, reps: int) -> None:
     assert all(x > 0 for x in s["samples"])
     assert s["min"] <= s["median"] <= s["max"]
     assert s["median"] == median(s["samples"])
-
-
-def test_registry_has_startup():
-    assert SUITES["startup"] is startup_mod.startup
 
 
 def _bench_imports() -> dict[str, set[str]]:
@@ -139,13 +135,6 @@ def test_startup_failing_command_names_it(monkeypatch):
     monkeypatch.setattr(startup_mod, "amnet_run_command", lambda: fail)
     with pytest.raises(BenchError, match=r"(?s)exited with status 4.*boom"):
         startup_mod.startup(reps=1, ranks=[1], progress=False)
-
-
-def test_startup_bad_options():
-    with pytest.raises(SystemExit):
-        startup_mod.startup(["--ranks", "0"], progress=False)
-    with pytest.raises(SystemExit):
-        startup_mod.startup(["--reps", "0"], progress=False)
 
 
 def test_cli_writes_results(tmp_path):

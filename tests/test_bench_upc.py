@@ -12,10 +12,10 @@ import subprocess
 import sys
 
 import pytest
+from benchcheck import check_tables
 
 from amnet_bench import SUITES
 from amnet_bench import upc as upc_mod
-from amnet_bench._report import markdown
 from amnet_bench._stats import median
 
 BENCH = [sys.executable, "-m", "amnet_bench"]
@@ -23,22 +23,6 @@ TINY = ["--reps", "2", "--threads", "2", "--block", "2048", "--batch", "32", "--
         "0.01", "--samples", "2", "--matmul-n", "8"]
 PEERS = ["x_remote_node", "x_remote_net", "x_local", "slice_contig", "slice_spread",
          "matmul_messages", "matmul_time"]
-
-
-def test_registry_has_upc():
-    assert SUITES["upc"] is upc_mod.upc
-
-
-def _check_tables(res: dict) -> None:
-    tables = res["tables"]
-    assert [t["section"] for t in tables] == res["config"]["sections"]
-    assert res["table"] == {"columns": tables[0]["columns"], "rows": tables[0]["rows"]}
-    assert res["notes"] == [n for t in tables for n in t["notes"]]
-    for t in tables:
-        assert t["rows"] and all(len(r) == len(t["columns"]) for r in t["rows"])
-    text = markdown(res)
-    assert text.startswith("## amnet-bench upc")
-    assert all(f"### {t['title']}" in text for t in tables)
 
 
 def test_upc_figures(marked):
@@ -81,7 +65,7 @@ def test_upc_figures(marked):
             assert r["cpu_us_per_access"] > 0
         if pattern == "local":
             assert {r["op"] for r in got} >= {"private read", "private write"}
-    _check_tables(res)
+    check_tables(res)
 
 
 def test_upc_peer_missing_is_said(marked, monkeypatch):
@@ -96,27 +80,6 @@ def test_upc_peer_missing_is_said(marked, monkeypatch):
     assert any("mpi4py peer missing: mpi4py is not installed (test)" in n
                for n in res["notes"])
     assert res["config"]["sections"] == ["peers"]
-
-
-@pytest.mark.parametrize("args", [
-    ["--reps", "0"],
-    ["--threads", "1"],
-    ["--threads", "2,x"],
-    ["--topology", "moon"],
-    ["--cache", "maybe"],
-    ["--batch", "8"],
-    ["--block", "100", "--batch", "200"],
-    ["--block", "2048", "--batch", "300"],  # the coalesce pattern would span past a block
-    ["--samples", "0"],
-    ["--threads", "65"],
-    ["--min-time", "0"],
-    ["--matmul-n", "10"],
-    ["--no-peers", "--no-patterns"],
-])
-def test_bad_options_are_refused(args):
-    with pytest.raises(SystemExit) as e:
-        SUITES["upc"](args, progress=False)
-    assert e.value.code == 2
 
 
 def test_cli_lists_and_helps_upc():
