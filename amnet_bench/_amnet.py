@@ -9,9 +9,9 @@ amnet moved breaks only what uses it, never ``amnet-bench --list`` or ``--help``
   folder named ``amnet`` shadows the installed package);
 - :func:`parse_size`: ``amnet._config``, the size syntax of amnet's options (``64K``);
 - :func:`package_version`: ``amnet._meta``, amnet's version as the reports give it;
-- :func:`mpich_network_path`: ``amnet.core._mpiconduit.MPICH_NETWORK_PATH``, the MPICH
+- :func:`mpich_network_path`: ``amnet.conduits._mpi.MPICH_NETWORK_PATH``, the MPICH
   settings the mpi conduit uses for its network path (the ``tcp`` MPI path);
-- :func:`registered_conduits`: ``amnet.core.conduit``'s registry (``--conduit``).
+- :func:`registered_conduits`: the registry of ``amnet.conduits`` (public; ``--conduit``).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def package_version() -> str:
 def mpich_network_path() -> dict[str, str]:
     """The MPICH settings that put the mpi conduit's traffic on MPICH's network module
     (TCP through libfabric), as ``amnet-run --conduit mpi`` sets them."""
-    from amnet.core._mpiconduit import MPICH_NETWORK_PATH
+    from amnet.conduits._mpi import MPICH_NETWORK_PATH
 
     return dict(MPICH_NETWORK_PATH)
 
@@ -53,7 +53,7 @@ def mpich_network_path() -> dict[str, str]:
 def registered_conduits(*wanted: str) -> set[str]:
     """The names of amnet's registered conduits; the plug-ins' too (loaded first) when one of
     ``wanted`` is not a built-in one."""
-    from amnet.core.conduit import CONDUITS, load_plugins
+    from amnet.conduits import CONDUITS, load_plugins
 
     if any(n not in CONDUITS for n in wanted):
         load_plugins()
