@@ -67,20 +67,20 @@ class Sending:
         idx = table.by_fn.get(handler) if type(handler) is _FUNCTION else None
         if idx is None:
             idx = table.index(handler)
-        cat = flags & 3  # W.CATEGORY_MASK
+        cat = flags & W.CATEGORY_MASK
         want = table.cats[idx]
         if want is not None and want != cat:
             raise HandlerCategoryError(
                 f"handler {table.names[idx]} is declared {('short', 'medium', 'long', 'rpc')[want]}"
                 f" but was sent as a {W.CATEGORY_NAMES[cat]} AM")
         nargs = len(args)
-        if nargs > 16:  # W.MAX_ARGS
+        if nargs > W.MAX_ARGS:
             raise AMArgumentError(f"{nargs} AM arguments given; at most amnet.MAX_ARGS == "
                                   f"{W.MAX_ARGS}")
         if table.nargs[idx] is not None and table.nargs[idx] != nargs:
             raise AMArgumentError(f"handler {table.names[idx]} is declared with "
                                   f"{table.nargs[idx]} arguments, {nargs} given")
-        if cat == 0:  # W.SHORT
+        if cat == W.SHORT:
             length = 0
         else:
             payload, length = as_bytes(payload, "payload")
