@@ -784,3 +784,15 @@ def test_forged_headers_do_not_crash_the_target(marked, case):
     assert target["refused"] == 1, target
     assert target["ran"] == [["note", 42]], target
     assert target["segment_zero"] is True
+
+
+def test_the_interfaces_first_name_still_imports():
+    """Conduits written against ``amnet.core.conduit`` (the interface's home until the
+    conduits got a package of their own) keep working: the same objects, not copies."""
+    import amnet.conduits
+    import amnet.core.conduit as old
+
+    for name in ("CONDUITS", "MAX_HEADER", "Conduit", "ConduitStatistics", "get_conduit",
+                 "register_conduit", "load_plugins", "ENTRY_POINT_GROUP"):
+        assert getattr(old, name) is getattr(amnet.conduits, name), name
+    assert amnet.conduits.Conduit.__module__ == "amnet.conduits"
