@@ -49,12 +49,12 @@ def set_lock(lock: np.ndarray) -> None:
     st, off = _word(lock, what)
     ep = st.ep
     mine = (ep.atomic(HOME, off, "fadd", TICKET, dtype="u8") >> 32) & LOW
+    if ep.atomic(HOME, off, "get", dtype="u8") & LOW == mine:  # uncontended: no closure
+        return
 
     def served() -> bool:
         return ep.atomic(HOME, off, "get", dtype="u8") & LOW == mine
 
-    if served():
-        return
     if st.local[HOME]:  # the word is read where it is: a condition a wait may poll
         st.wait(served, f"{what} of the lock at offset {off}")
     else:  # a read of PE 0's word is a round trip: never inside a wait's condition

@@ -101,4 +101,3 @@ def put_signal_nbi(target: np.ndarray, source: np.ndarray, pe: int, signal: np.n
     """:func:`put_signal`, complete after :func:`quiet`."""
     _put_signal("shmem.put_signal_nbi()", target, source, pe, signal, value, sigop, size,
                 ctx)
-

@@ -17,7 +17,7 @@ import numpy as np
 from amnet import AMContextError
 
 from ._alloc import Allocation, sym_alloc
-from ._bulk import as_bytes, fit
+from ._bulk import as_bytes, bulk_get, bulk_put, fit
 from ._layout import Layout, SharedPtr
 from ._rt import Runtime, current
 
@@ -270,8 +270,6 @@ class SharedArray:
             if v is not None:
                 return v[li] if self._plain else _snapshot(v, li)
             return self._get_remote(t, li)
-        from ._bulk import bulk_get
-
         return bulk_get(self, key)
 
     def _get_remote(self, t: int, li: int, cached: bool = True) -> Any:
@@ -307,8 +305,6 @@ class SharedArray:
         elif self._element(key):
             t, li = self._where(self._index(key))
         else:
-            from ._bulk import bulk_put
-
             bulk_put(self, key, value)
             return
         v = self._views[t]

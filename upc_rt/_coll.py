@@ -39,7 +39,8 @@ from amnet.coll import ADD, AND, MAX, MIN, MULT, OP_NAMES, OR, XOR, check_op, co
 
 from ._alloc import check_span
 from ._layout import Layout, SharedPtr
-from ._rt import Runtime, current
+from ._rt import Runtime, current, user_site
+from ._sync import barrier, fence
 
 IN_NOSYNC, IN_MYSYNC, IN_ALLSYNC = 1, 2, 4
 OUT_NOSYNC, OUT_MYSYNC, OUT_ALLSYNC = 8, 16, 32
@@ -116,8 +117,6 @@ class _Call:
         return p.thread, self.rt.seg(self.me)[p.addr:p.addr + n]
 
     def enter(self) -> None:
-        from ._sync import barrier, fence
-
         if self.inmode == IN_ALLSYNC:
             barrier()
         else:
@@ -131,9 +130,6 @@ class _Call:
         self.leave()
 
     def leave(self) -> None:
-        from ._rt import user_site
-        from ._sync import barrier
-
         if self.outmode == OUT_ALLSYNC:
             barrier()
         elif self.rt.nb is not None:  # auto_nb: a phase ends with the collective

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from amnet import Port
+
 from ._alloc import check_span
 from ._layout import SharedPtr
 from ._rt import Runtime, current, touch
@@ -166,7 +168,7 @@ class CopyHandle:
     def __await__(self) -> Any:
         """``await handle`` in a coroutine that ``amnet.aio.run`` runs: ``sync()`` without
         blocking the loop."""
-        return current("await of a upc_rt copy handle").port.awaitable(self).__await__()
+        return Port.awaitable(self).__await__()
 
     def sync(self) -> None:
         """Wait until the copy completed (``upc_sync``)."""
